@@ -1,0 +1,53 @@
+# Finds the Debian-packaged dependencies. Each failure names the package that provides it;
+# scripts/install-deps.sh installs all of them.
+find_package(PkgConfig)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config not found: install it with scripts/install-deps.sh (Debian package pkg-config)")
+endif()
+
+function(ovstage_require_pkg name module debian)
+  pkg_check_modules(${name} IMPORTED_TARGET ${module})
+  if(NOT ${name}_FOUND)
+    message(FATAL_ERROR "${module} not found through pkg-config: install the Debian package '${debian}' "
+                        "(scripts/install-deps.sh installs every dependency)")
+  endif()
+endfunction()
+
+ovstage_require_pkg(CK ck libck-dev)
+ovstage_require_pkg(HWLOC hwloc libhwloc-dev)
+find_package(Threads REQUIRED)
+
+find_path(DLPACK_INCLUDE_DIR dlpack/dlpack.h)
+if(NOT DLPACK_INCLUDE_DIR)
+  message(FATAL_ERROR "dlpack/dlpack.h not found: install the Debian package 'libdlpack-dev'")
+endif()
+
+if(OVSTAGE_BUILD_TESTS)
+  ovstage_require_pkg(CHECK check "check libsubunit-dev")
+endif()
+
+if(OVSTAGE_BUILD_BENCH)
+  find_package(TBB CONFIG QUIET)
+  if(NOT TBB_FOUND)
+    message(FATAL_ERROR "oneTBB not found (benchmark peer): install 'libtbb-dev', or configure with -DOVSTAGE_BUILD_BENCH=OFF")
+  endif()
+  find_package(OpenMP COMPONENTS C CXX)
+  if(NOT OpenMP_C_FOUND)
+    message(FATAL_ERROR "OpenMP not found (benchmark peer): gcc ships it (libgomp); or -DOVSTAGE_BUILD_BENCH=OFF")
+  endif()
+endif()
+
+# CUDA: the jobs layer does not need it; the GPU backend (gpu/) will. Detect nvcc here so that the
+# decision is made once, and report it.
+set(OVSTAGE_HAVE_CUDA OFF)
+if(NOT OVSTAGE_CUDA STREQUAL "OFF")
+  find_program(OVSTAGE_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+  if(OVSTAGE_NVCC)
+    set(OVSTAGE_HAVE_CUDA ON)
+    message(STATUS "ovstage: CUDA toolkit found (${OVSTAGE_NVCC}); the GPU backend will be built where it exists")
+  elseif(OVSTAGE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "OVSTAGE_CUDA=ON but nvcc was not found (looked in PATH, /usr/local/cuda/bin, $CUDA_HOME/bin)")
+  else()
+    message(STATUS "ovstage: no CUDA toolkit found; building CPU-only")
+  endif()
+endif()

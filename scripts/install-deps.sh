@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the benchmarks need. Idempotent: packages
+# already present are left alone, and the package index is refreshed only when something is missing.
+# Runs apt-get directly as root, or through sudo otherwise.
+set -euo pipefail
+
+packages=(
+	build-essential cmake pkg-config     # toolchain
+	libck-dev libhwloc-dev libdlpack-dev # library dependencies
+	check libsubunit-dev                 # test framework
+	libtbb-dev liblmdb-dev               # benchmark peers (oneTBB, LMDB); OpenMP comes with gcc
+	python3-dev python3-numpy            # the Python extension and its tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing+=("$p")
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#packages[@]} packages present"
+	exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

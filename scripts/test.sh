@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs the dependencies, then builds and runs every test suite in three builds:
+#   release  — optimised (-O2), warnings as errors
+#   asan     — AddressSanitizer + UndefinedBehaviorSanitizer (any report fails the test)
+#   tsan     — ThreadSanitizer (any report fails the test)
+# Usage: scripts/test.sh [release|asan|tsan ...]   (default: all three)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash scripts/install-deps.sh
+
+builds=("$@")
+if [ ${#builds[@]} -eq 0 ]; then
+	builds=(release asan tsan)
+fi
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# Sanitizer reports must fail the run, not scroll past.
+export ASAN_OPTIONS="abort_on_error=1:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
+
+# Some kernels randomise mmap more than ThreadSanitizer's shadow layout allows; then run the TSan
+# build without address-space randomisation (only for that build).
+tsan_prefix=()
+tsan_works() {
+	local probe=build/tsan-probe
+	mkdir -p build
+	printf 'int main(void){return 0;}\n' > "$probe.c"
+	cc -fsanitize=thread "$probe.c" -o "$probe" 2>/dev/null && "${tsan_prefix[@]}" "$probe" >/dev/null 2>&1
+}
+
+for b in "${builds[@]}"; do
+	case "$b" in
+	release) flags=(-DCMAKE_BUILD_TYPE=Release -DOVSTAGE_WERROR=ON) ;;
+	asan) flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DOVSTAGE_SANITIZE=address,undefined) ;;
+	tsan) flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DOVSTAGE_SANITIZE=thread)
+		if ! tsan_works; then
+			tsan_prefix=(setarch "$(uname -m)" -R)
+			tsan_works || { echo "test.sh: ThreadSanitizer cannot run on this machine" >&2; exit 1; }
+			echo "test.sh: running the TSan build without ASLR (setarch -R)"
+		fi ;;
+	*) echo "test.sh: unknown build '$b' (release, asan, tsan)" >&2; exit 2 ;;
+	esac
+	echo "=== $b build ==="
+	# Benchmarks are built in the release build only (they are not run here).
+	bench=OFF
+	[ "$b" = release ] && bench=ON
+	cmake -S . -B "build/$b" "${flags[@]}" -DOVSTAGE_BUILD_BENCH=$bench >/dev/null
+	cmake --build "build/$b" -j"$jobs"
+	prefix=()
+	[ "$b" = tsan ] && prefix=("${tsan_prefix[@]}")
+	if [ ${#prefix[@]} -gt 0 ]; then
+		"${prefix[@]}" ctest --test-dir "build/$b" --output-on-failure -j"$jobs"
+	else
+		ctest --test-dir "build/$b" --output-on-failure -j"$jobs"
+	fi
+done
+echo "test.sh: all builds passed (${builds[*]})"
