@@ -1,0 +1,172 @@
+/*
+ * jobs.h — the work-stealing job system: scheduler, receipts, fences.
+ *
+ * The jobs layer knows nothing of stages. It runs two kinds of work:
+ *
+ *  - Fork-join frames (jobs_forkjoin.h): a function spawned onto the calling worker's split deque
+ *    and joined with jobs_sync(). No allocation, no atomic read-modify-write on the owner's path
+ *    while nobody steals. Used for parallel loops and recursive splitting.
+ *
+ *  - Jobs (this header): a function submitted to a scheduler, optionally after other jobs' receipts
+ *    and after a number of fences that someone resolves later (another job, a thread outside the
+ *    pool, a CUDA host callback). Submitting returns a receipt id: a monotonic 64-bit number,
+ *    0 = invalid. The receipt records status, code and message until it is released.
+ *
+ * Contract
+ *  - Thread safety: every function here may be called from any thread concurrently, workers
+ *    included, except jobs_sched_destroy (which must not race with other calls on that scheduler).
+ *  - Progress: submission is lock-free (bounded MPMC queue; it fails with JOBS_FULL rather than
+ *    block or grow). Polling is wait-free. Waiting from a worker helps run other work (bounded
+ *    nesting); waiting from any other thread spins briefly, then parks on a futex.
+ *  - Ordering: a job runs after every receipt it was submitted after has completed, and after all of
+ *    its fences were resolved; everything the dependencies wrote happens-before the job's start.
+ *    Completion of a job happens-before a wait or poll that observes it.
+ *  - Transitivity: a job runs only after its dependencies completed, so waiting for a receipt covers
+ *    its whole dependency chain. A dependency that failed fails its dependents ("dependency op N
+ *    failed"), unless the job was submitted with JOBS_RUN_AFTER_FAILED_DEPENDENCY.
+ *  - Receipts are released exactly once. A second release, or any call on an unknown or released id,
+ *    returns JOBS_INVALID — never a crash.
+ *  - Shutdown: jobs_sched_destroy runs every job that is runnable, then cancels the jobs whose
+ *    fences will never be resolved (their receipts complete with JOBS_CANCELLED and a message),
+ *    frees every receipt and joins the workers. It never hangs on unresolved fences.
+ */
+#ifndef OVSTAGE_JOBS_H
+#define OVSTAGE_JOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct jobs_sched jobs_sched;   /* a pool of workers and its receipt table */
+typedef struct jobs_worker jobs_worker; /* one worker's context (or the calling thread's, if helping) */
+typedef uint64_t jobs_id;               /* a receipt id; 0 is never a valid receipt */
+
+#define JOBS_INVALID_ID ((jobs_id)0)
+#define JOBS_TIMEOUT_INFINITE (~(uint64_t)0)
+
+typedef enum jobs_status {
+	JOBS_OK = 0,        /* done and succeeded (poll/wait), or accepted (submit, release, resolve) */
+	JOBS_PENDING = 1,   /* not complete yet: poll found it running, or wait timed out */
+	JOBS_FAILED = 2,    /* the job failed (or a dependency did); see jobs_receipt_message() */
+	JOBS_CANCELLED = 3, /* the scheduler shut down before the job could run */
+	JOBS_INVALID = 4,   /* unknown, released or never-issued id; bad argument */
+	JOBS_FULL = 5,      /* the injection queue or the receipt table is full; retry later */
+	JOBS_NOMEM = 6      /* an allocation failed */
+} jobs_status;
+
+/* What a running job sees. Use jobs_job_fail() to report a failure. */
+typedef struct jobs_run jobs_run;
+
+/* A job body. `w` is the worker running it: pass it to jobs_spawn/jobs_sync for fork-join. */
+typedef void (*jobs_job_fn)(jobs_worker *w, void *arg, jobs_run *run);
+
+/* Called exactly once per accepted job, after the body ran or instead of it (cancelled, or a
+ * dependency failed): the place to free `arg`. `ran` tells whether the body ran. */
+typedef void (*jobs_cleanup_fn)(void *arg, bool ran);
+
+enum {
+	/* Run the body even when a dependency failed (the receipt then carries the body's own result). */
+	JOBS_RUN_AFTER_FAILED_DEPENDENCY = 1u << 0,
+};
+
+typedef struct jobs_job_desc {
+	jobs_job_fn fn;           /* the body; required */
+	void *arg;                /* passed to fn and cleanup */
+	jobs_cleanup_fn cleanup;  /* optional; runs exactly once per accepted job */
+	const jobs_id *after;     /* receipts that must complete first (may be NULL if after_count 0) */
+	size_t after_count;       /* number of entries in `after` */
+	uint32_t fences;          /* extra dependencies resolved by jobs_fence_resolve() */
+	uint32_t flags;           /* JOBS_RUN_AFTER_FAILED_DEPENDENCY */
+} jobs_job_desc;
+
+/* Idle-time poll hook: workers with nothing to do call it. It returns how many sources it still
+ * has outstanding (for example CUDA events not yet complete); while that is non-zero, idle workers
+ * sleep with a short timeout instead of indefinitely, so they keep polling. */
+typedef unsigned (*jobs_poll_fn)(void *ctx);
+
+typedef struct jobs_config {
+	int workers;              /* worker threads; < 0 = one per core hwloc reports; 0 = none (waiters run jobs) */
+	bool pin;                 /* bind each worker to its core with hwloc */
+	uint32_t queue_capacity;  /* injection queue slots (rounded up to a power of two); 0 = 4096 */
+	uint32_t receipt_capacity;/* outstanding receipts (rounded up to a power of two); 0 = 65536 */
+	uint32_t deque_capacity;  /* frames per worker deque; 0 = 1 << 16 */
+	const char *topology;     /* optional hwloc synthetic topology ("package:2 core:2 pu:1") for tests */
+	uint32_t spin_us;         /* how long an idle worker searches before sleeping; 0 = 100 */
+} jobs_config;
+
+/* Fills `cfg` with the defaults (workers = -1: one per core). */
+void jobs_config_default(jobs_config *cfg);
+
+/* Creates a scheduler and starts its workers. Returns NULL and sets *err (static text) on failure. */
+jobs_sched *jobs_sched_create(const jobs_config *cfg, const char **err);
+
+/* Finishes runnable work, cancels jobs waiting on fences that nobody resolved, frees every receipt
+ * (released or not) and joins the workers. Must not race with any other call on `s`. */
+void jobs_sched_destroy(jobs_sched *s);
+
+/* Number of worker threads (0 when callers run the jobs themselves). */
+int jobs_sched_workers(const jobs_sched *s);
+
+/* Submits a job. On JOBS_OK *out_id holds its receipt (never 0). On failure nothing ran, the
+ * cleanup was NOT called (the caller still owns `arg`), and *out_id is 0. Fails with JOBS_INVALID
+ * for a NULL fn, or an `after` id that is unknown or released; JOBS_FULL when the receipt table or
+ * (for a job runnable at once, from a thread that is not a worker) the injection queue is full. */
+jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *desc, jobs_id *out_id);
+
+/* Resolves one of the job's `fences`. Callable from any thread, including CUDA host callbacks (it
+ * never blocks and never allocates). JOBS_INVALID if the id is unknown or no fence is unresolved. */
+jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id);
+
+/* One look at a receipt: JOBS_PENDING, JOBS_OK, JOBS_FAILED, JOBS_CANCELLED or JOBS_INVALID. */
+jobs_status jobs_poll(jobs_sched *s, jobs_id id);
+
+/* Waits up to timeout_ns (0 = poll, JOBS_TIMEOUT_INFINITE = forever). JOBS_PENDING on timeout
+ * (not terminal). On a worker thread it runs other work meanwhile. */
+jobs_status jobs_wait(jobs_sched *s, jobs_id id, uint64_t timeout_ns);
+
+/* The job's result code (0 unless jobs_job_fail set one) and message, copied into buf (always
+ * NUL-terminated when size > 0). Returns the poll status; code/message are meaningful once terminal. */
+jobs_status jobs_receipt_result(jobs_sched *s, jobs_id id, int *code, char *buf, size_t size);
+
+/* Retires a receipt. The job still runs if it has not yet; its id becomes invalid at once. */
+jobs_status jobs_release(jobs_sched *s, jobs_id id);
+
+/* Inside a job body: mark the job failed with an application code (non-zero) and a message. */
+void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Inside a job body: the receipt of the job being run. */
+jobs_id jobs_run_id(const jobs_run *run);
+
+/* Inside a job body whose dependency failed (only with JOBS_RUN_AFTER_FAILED_DEPENDENCY): the id of
+ * the first failed dependency, else 0. */
+jobs_id jobs_run_failed_dependency(const jobs_run *run);
+
+/* Registers an idle-time poll hook (at most 8 per scheduler). Returns JOBS_FULL if no room. */
+jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx);
+
+/* Wakes idle workers so that they call the poll hooks soon (for example after a CUDA event was
+ * recorded). Cheap when nobody sleeps. */
+void jobs_kick(jobs_sched *s);
+
+/* The worker context of the calling thread for this scheduler, or NULL if it is not one of its
+ * workers. Jobs receive theirs as an argument; this is for code that needs it elsewhere. */
+jobs_worker *jobs_current_worker(const jobs_sched *s);
+
+/* Counters for tests and benchmarks (approximate while work is in flight). */
+typedef struct jobs_stats {
+	uint64_t jobs_run;      /* job bodies executed */
+	uint64_t steals;        /* frames stolen between workers */
+	uint64_t sleeps;        /* times a worker went to sleep */
+	uint64_t receipts_live; /* receipt slots in use */
+} jobs_stats;
+void jobs_sched_stats(jobs_sched *s, jobs_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OVSTAGE_JOBS_H */

@@ -1,0 +1,119 @@
+/*
+ * receipt.h — the receipt table: one slot per submitted job, holding the job until it runs and its
+ * result until the receipt is released.
+ *
+ * Ids are monotonic (a 64-bit counter, never reused); slot = id & mask. A submission whose slot is
+ * still occupied by an older, unreleased receipt skips that id and takes the next, so ids stay
+ * monotonic but may have gaps. Slots are never freed while the scheduler lives — only recycled —
+ * so a stale id can always be checked against the slot's current id without touching freed memory.
+ *
+ * Slot state word (32 bits): flags in the low byte, a pin count above. A pin keeps the slot from
+ * being recycled while a thread reads it (wait, result, release, adding a dependency edge,
+ * resolving a fence). The thread whose state transition leaves RELEASED|DONE with no pins recycles
+ * the slot: it first moves the state to RECYCLING (no LIVE bit, so no new pin succeeds and no
+ * allocation claims it), clears it, and finally stores 0 (free).
+ */
+#ifndef OVSTAGE_JOBS_RECEIPT_H
+#define OVSTAGE_JOBS_RECEIPT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "jobs.h"
+#include "worker.h"
+
+enum {
+	JOBS_ST_LIVE = 1u << 0,      /* holds a receipt (id valid) */
+	JOBS_ST_RELEASED = 1u << 1,  /* the receipt was released; the id is invalid for callers */
+	JOBS_ST_DONE = 1u << 2,      /* the job finished (ran, failed or was cancelled) */
+	JOBS_ST_FAILED = 1u << 3,    /* with DONE: failed (body or dependency) */
+	JOBS_ST_CANCELLED = 1u << 4, /* with DONE: cancelled at shutdown */
+	JOBS_ST_RECYCLING = 1u << 5, /* being cleared by the thread that recycles it */
+	JOBS_ST_PIN_SHIFT = 8,
+};
+#define JOBS_ST_PIN_ONE (1u << JOBS_ST_PIN_SHIFT)
+#define JOBS_ST_PINS(st) ((st) >> JOBS_ST_PIN_SHIFT)
+
+/* Codes the jobs layer itself puts into a receipt (application codes are positive). */
+#define JOBS_CODE_DEPENDENCY_FAILED (-1)
+#define JOBS_CODE_CANCELLED (-2)
+
+typedef struct jobs_edge jobs_edge;
+typedef struct jobs_slot jobs_slot;
+
+/* A dependency edge: when the slot holding it completes, `dependent` loses one pending count. */
+struct jobs_edge {
+	jobs_slot *dependent; /* the job waiting for us; cannot be recycled before it is DONE */
+	jobs_edge *next;      /* next edge of the same slot */
+};
+
+/* Sentinel for jobs_slot.succ once the slot completed: later edges must not be added. */
+#define JOBS_EDGES_CLOSED ((jobs_edge *)(uintptr_t)1)
+
+struct jobs_slot {
+	_Atomic uint64_t id;          /* the receipt held here; 0 while free or recycling */
+	_Atomic uint32_t state;       /* JOBS_ST_* flags | pins << 8 */
+	_Atomic int32_t pending;      /* unresolved dependencies + fences (+1 while being submitted) */
+	_Atomic uint32_t fences_left; /* fences not yet resolved (guards over-resolution) */
+	uint32_t flags;               /* jobs_job_desc.flags */
+	_Atomic uint64_t failed_dep;  /* first failed dependency's id, 0 if none */
+	_Atomic(jobs_edge *) succ;    /* dependents; JOBS_EDGES_CLOSED once DONE */
+	jobs_slot *_Atomic next;      /* link in the scheduler's ready stack */
+	jobs_job_fn fn;               /* the body */
+	void *arg;                    /* its argument */
+	jobs_cleanup_fn cleanup;      /* optional; runs once */
+	int code;                     /* result code, published by the DONE release */
+	char *message;                /* failure message (malloc'd) or NULL, published by DONE */
+};
+
+/* What a running body sees (jobs_run is opaque in jobs.h). */
+struct jobs_run {
+	jobs_id id;          /* this job's receipt */
+	jobs_id failed_dep;  /* first failed dependency, if the job runs despite it */
+	int code;            /* set by jobs_job_fail */
+	char *message;       /* set by jobs_job_fail */
+	bool failed;         /* jobs_job_fail was called */
+};
+
+typedef struct jobs_receipts {
+	jobs_slot *slots;       /* capacity slots */
+	uint64_t mask;          /* capacity - 1 */
+	_Alignas(JOBS_CACHE_LINE) _Atomic uint64_t next_id; /* next id to try; starts at 1 */
+	_Alignas(JOBS_CACHE_LINE) _Atomic int64_t live;     /* slots in use (statistics) */
+} jobs_receipts;
+
+bool jobs_receipts_init(jobs_receipts *r, uint32_t capacity);
+void jobs_receipts_fini(jobs_receipts *r);
+
+/* Claims a free slot; NULL when the table is full. The slot is LIVE with id set on return. */
+jobs_slot *jobs_slot_alloc(jobs_receipts *r, jobs_id *out_id);
+/* Returns a claimed slot that was never handed out (submission failed). */
+void jobs_slot_abandon(jobs_receipts *r, jobs_slot *sl);
+
+/* Pins the slot holding `id`; NULL if the id is not live (or released, unless allow_released). */
+jobs_slot *jobs_slot_pin(jobs_receipts *r, jobs_id id, bool allow_released);
+void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl);
+
+/* Adds an edge "dependent waits for sl". Returns false if sl is already done (then *failed tells
+ * whether it failed). */
+bool jobs_slot_add_edge(jobs_slot *sl, jobs_slot *dependent, jobs_edge *edge, bool *failed);
+
+/* Marks sl done with result flags (0, FAILED, FAILED|CANCELLED), code and message (ownership
+ * taken), wakes waiters and returns the edge list for the caller to propagate. */
+jobs_edge *jobs_slot_complete(jobs_receipts *r, jobs_slot *sl, uint32_t result, int code, char *message);
+
+/* Marks the receipt released. JOBS_INVALID if unknown or already released. */
+jobs_status jobs_slot_release(jobs_receipts *r, jobs_id id);
+
+/* Status of a DONE state word. */
+static inline jobs_status jobs_status_of(uint32_t st)
+{
+	if (!(st & JOBS_ST_DONE))
+		return JOBS_PENDING;
+	if (st & JOBS_ST_CANCELLED)
+		return JOBS_CANCELLED;
+	return (st & JOBS_ST_FAILED) ? JOBS_FAILED : JOBS_OK;
+}
+
+#endif /* OVSTAGE_JOBS_RECEIPT_H */

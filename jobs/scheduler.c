@@ -1,0 +1,478 @@
+/*
+ * scheduler.c — creating and destroying a scheduler, submitting jobs, and the receipt calls
+ * (poll, wait, result, release, fence resolution).
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deque.h"
+#include "park.h"
+#include "scheduler.h"
+
+void jobs_config_default(jobs_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->workers = -1;
+	cfg->pin = false;
+	cfg->queue_capacity = 4096;
+	cfg->receipt_capacity = 65536;
+	cfg->deque_capacity = 1u << 16;
+	cfg->spin_us = 100;
+}
+
+int jobs_sched_workers(const jobs_sched *s)
+{
+	return s->n_workers;
+}
+
+jobs_worker *jobs_current_worker(const jobs_sched *s)
+{
+	return jobs_tls_worker(s);
+}
+
+static void sched_free(jobs_sched *s)
+{
+	if (s->ctx)
+		for (int i = 0; i < s->n_ctx; i++)
+			jobs_worker_free(s->ctx[i]);
+	free(s->ctx);
+	free(s->threads);
+	if (s->receipts.slots)
+		jobs_receipts_fini(&s->receipts);
+	if (s->inject.cells)
+		jobs_inject_fini(&s->inject);
+	jobs_topology_fini(&s->topo);
+	free(s);
+}
+
+jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
+{
+	static const char *dummy;
+	if (!err)
+		err = &dummy;
+	jobs_config cfg;
+	jobs_config_default(&cfg);
+	if (cfg_in) {
+		cfg = *cfg_in;
+		if (!cfg.queue_capacity)
+			cfg.queue_capacity = 4096;
+		if (!cfg.receipt_capacity)
+			cfg.receipt_capacity = 65536;
+		if (!cfg.deque_capacity)
+			cfg.deque_capacity = 1u << 16;
+		if (!cfg.spin_us)
+			cfg.spin_us = 100;
+	}
+	if (cfg.deque_capacity < 256 || cfg.deque_capacity > (1u << 30)) {
+		*err = "deque_capacity must be within [256, 2^30]";
+		return NULL;
+	}
+	if (cfg.workers > 4096) {
+		*err = "workers must be at most 4096";
+		return NULL;
+	}
+	jobs_sched *s = aligned_alloc(JOBS_CACHE_LINE, sizeof *s);
+	if (!s) {
+		*err = "out of memory";
+		return NULL;
+	}
+	memset(s, 0, sizeof *s);
+	s->cfg = cfg;
+	if (!jobs_topology_init(&s->topo, cfg.topology, err)) {
+		free(s);
+		return NULL;
+	}
+	s->n_workers = cfg.workers < 0 ? s->topo.n_cores : cfg.workers;
+	s->n_ctx = s->n_workers > 0 ? s->n_workers : 1;
+	if (!jobs_receipts_init(&s->receipts, cfg.receipt_capacity) ||
+	    !jobs_inject_init(&s->inject, cfg.queue_capacity)) {
+		*err = "out of memory (receipt table or injection queue)";
+		sched_free(s);
+		return NULL;
+	}
+	s->ctx = calloc((size_t)s->n_ctx, sizeof *s->ctx);
+	s->threads = calloc((size_t)(s->n_workers ? s->n_workers : 1), sizeof *s->threads);
+	if (!s->ctx || !s->threads) {
+		*err = "out of memory";
+		sched_free(s);
+		return NULL;
+	}
+	for (int i = 0; i < s->n_ctx; i++) {
+		s->ctx[i] = jobs_worker_new(s, i, cfg.deque_capacity);
+		if (!s->ctx[i]) {
+			*err = "out of memory (worker deque)";
+			sched_free(s);
+			return NULL;
+		}
+		s->ctx[i]->victims = calloc((size_t)s->n_ctx, sizeof(int));
+		if (!s->ctx[i]->victims) {
+			*err = "out of memory";
+			sched_free(s);
+			return NULL;
+		}
+		s->ctx[i]->n_victims = s->n_workers > 1 ? s->n_workers - 1 : 0;
+		jobs_topology_steal_order(&s->topo, i, s->n_ctx, s->ctx[i]->victims);
+	}
+	atomic_init(&s->ready, NULL);
+	atomic_init(&s->searching, 0);
+	atomic_init(&s->sleepers, 0);
+	atomic_init(&s->wake_seq, 0);
+	atomic_init(&s->stopping, 0);
+	atomic_init(&s->cancelling, 0);
+	atomic_init(&s->helper_busy, 0);
+	atomic_init(&s->n_hooks, 0);
+	atomic_init(&s->hooks_reserved, 0);
+	for (int i = 0; i < s->n_workers; i++) {
+		if (pthread_create(&s->threads[i], NULL, jobs_worker_main, s->ctx[i]) != 0) {
+			/* stop the ones already started */
+			atomic_store_explicit(&s->stopping, 1, memory_order_release);
+			jobs_kick(s);
+			for (int j = 0; j < i; j++) {
+				atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_release);
+				jobs_futex_wake(&s->wake_seq, 1 << 30);
+				pthread_join(s->threads[j], NULL);
+			}
+			*err = "pthread_create failed";
+			sched_free(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+/* Runs everything runnable on the calling thread through context ctx[0] (0-worker pools, and
+ * destroy's drain). The caller owns ctx[0]. */
+static void drain_on_helper(jobs_sched *s)
+{
+	jobs_worker *w = s->ctx[0];
+	jobs_worker *prev = jobs_tls_worker(s);
+	jobs_tls_set(w);
+	while (jobs_find_and_run(w))
+		;
+	jobs_tls_set(prev);
+}
+
+void jobs_sched_destroy(jobs_sched *s)
+{
+	if (!s)
+		return;
+	/* Phase 1: let the workers finish everything runnable, then exit. release: pairs with the
+	 * workers' acquire; whatever was submitted before destroy is visible to them. */
+	atomic_store_explicit(&s->stopping, 1, memory_order_release);
+	atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_release);
+	jobs_futex_wake(&s->wake_seq, 1 << 30);
+	for (int i = 0; i < s->n_workers; i++)
+		pthread_join(s->threads[i], NULL);
+	/* 0-worker pools (and anything made ready after the workers exited): drain here. */
+	drain_on_helper(s);
+	/* Phase 2: jobs still waiting for fences nobody will resolve complete as CANCELLED (their
+	 * cleanup runs with ran = false), which may make dependents ready; those cancel in turn. */
+	atomic_store_explicit(&s->cancelling, 1, memory_order_relaxed);
+	for (;;) {
+		bool any = false;
+		for (uint64_t i = 0; i <= s->receipts.mask; i++) {
+			jobs_slot *sl = &s->receipts.slots[i];
+			uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+			if (!(st & JOBS_ST_LIVE) || (st & JOBS_ST_DONE))
+				continue;
+			/* Resolve the fences nobody resolved; jobs that still wait for dependencies are
+			 * cancelled when those complete (every chain ends in a fence or runnable work). */
+			uint32_t f = atomic_exchange_explicit(&sl->fences_left, 0, memory_order_relaxed);
+			if (f == 0)
+				continue;
+			any = true;
+			if (atomic_fetch_sub_explicit(&sl->pending, (int32_t)f, memory_order_acq_rel) == (int32_t)f)
+				jobs_schedule_ready(s, sl);
+		}
+		drain_on_helper(s);
+		if (!any)
+			break;
+	}
+	/* Free the edge lists of anything left (none should be) and the table itself. */
+	sched_free(s);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Submission and fences
+ */
+
+jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
+{
+	if (out_id)
+		*out_id = JOBS_INVALID_ID;
+	if (!s || !d || !d->fn || !out_id || (d->after_count && !d->after))
+		return JOBS_INVALID;
+	jobs_id id;
+	jobs_slot *sl = jobs_slot_alloc(&s->receipts, &id);
+	if (!sl)
+		return JOBS_FULL;
+	sl->fn = d->fn;
+	sl->arg = d->arg;
+	sl->cleanup = d->cleanup;
+	sl->flags = d->flags;
+	/* relaxed: nobody else can reach the slot until we add edges (release) or publish it. */
+	atomic_store_explicit(&sl->fences_left, d->fences, memory_order_relaxed);
+	atomic_store_explicit(&sl->pending, (int32_t)(1 + d->after_count + d->fences),
+			      memory_order_relaxed);
+
+	/* Pin every dependency first, so that a bad id rejects the submission before any edge exists. */
+	jobs_slot *stackbuf[8];
+	jobs_slot **deps = d->after_count <= 8 ? stackbuf : malloc(d->after_count * sizeof *deps);
+	jobs_edge **edges = d->after_count ? malloc(d->after_count * sizeof *edges) : NULL;
+	if ((d->after_count > 8 && !deps) || (d->after_count && !edges)) {
+		if (deps != stackbuf)
+			free(deps);
+		free(edges);
+		jobs_slot_abandon(&s->receipts, sl);
+		return JOBS_NOMEM;
+	}
+	size_t pinned = 0;
+	jobs_status st = JOBS_OK;
+	for (; pinned < d->after_count; pinned++) {
+		edges[pinned] = malloc(sizeof(jobs_edge));
+		deps[pinned] = edges[pinned] ? jobs_slot_pin(&s->receipts, d->after[pinned], false) : NULL;
+		if (!deps[pinned]) {
+			st = edges[pinned] ? JOBS_INVALID : JOBS_NOMEM;
+			free(edges[pinned]);
+			break;
+		}
+	}
+	if (st != JOBS_OK) {
+		for (size_t i = 0; i < pinned; i++) {
+			jobs_slot_unpin(&s->receipts, deps[i]);
+			free(edges[i]);
+		}
+		if (deps != stackbuf)
+			free(deps);
+		free(edges);
+		jobs_slot_abandon(&s->receipts, sl);
+		return st;
+	}
+	for (size_t i = 0; i < d->after_count; i++) {
+		bool failed = false;
+		if (!jobs_slot_add_edge(deps[i], sl, edges[i], &failed)) {
+			free(edges[i]);
+			if (failed) {
+				jobs_id zero = 0;
+				atomic_compare_exchange_strong_explicit(&sl->failed_dep, &zero, d->after[i],
+									memory_order_relaxed,
+									memory_order_relaxed);
+			}
+			/* relaxed: we still hold the submission count, so this cannot reach zero. */
+			atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_relaxed);
+		}
+		jobs_slot_unpin(&s->receipts, deps[i]);
+	}
+	if (deps != stackbuf)
+		free(deps);
+	free(edges);
+
+	/* Drop the submission count. acq_rel: if we are last, we acquire the dependencies' effects. */
+	if (atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_acq_rel) == 1) {
+		jobs_worker *w = jobs_tls_worker(s);
+		if (w) {
+			jobs_schedule_ready(s, sl);
+		} else if (!jobs_inject_push_mpmc(&s->inject, sl)) {
+			/* Full. No edge points at us (all dependencies were complete), nobody has the id. */
+			/* Not accepted: the caller keeps `arg`; cleanup does not run. */
+			jobs_slot_abandon(&s->receipts, sl);
+			return JOBS_FULL;
+		} else {
+			jobs_notify_work(s);
+		}
+	}
+	*out_id = id;
+	return JOBS_OK;
+}
+
+jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
+{
+	if (!s)
+		return JOBS_INVALID;
+	jobs_slot *sl = jobs_slot_pin(&s->receipts, id, true);
+	if (!sl)
+		return JOBS_INVALID;
+	uint32_t f = atomic_load_explicit(&sl->fences_left, memory_order_relaxed);
+	do {
+		if (f == 0) {
+			jobs_slot_unpin(&s->receipts, sl);
+			return JOBS_INVALID;
+		}
+		/* relaxed: fences_left only guards against over-resolution; pending orders the data. */
+	} while (!atomic_compare_exchange_weak_explicit(&sl->fences_left, &f, f - 1, memory_order_relaxed,
+							memory_order_relaxed));
+	/* acq_rel: as for dependency edges — the resolver's writes happen-before the job. */
+	bool ready = atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_acq_rel) == 1;
+	jobs_slot_unpin(&s->receipts, sl);
+	if (ready)
+		jobs_schedule_ready(s, sl); /* cannot be recycled: not DONE until it runs */
+	return JOBS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Receipts
+ */
+
+jobs_status jobs_poll(jobs_sched *s, jobs_id id)
+{
+	if (!s || id == JOBS_INVALID_ID)
+		return JOBS_INVALID;
+	jobs_slot *sl = &s->receipts.slots[id & s->receipts.mask];
+	/* acquire, acquire, relaxed: id then state then id again. If the id is unchanged across the
+	 * state load, the state belongs to our receipt (ids never repeat; recycling clears the id
+	 * before freeing the state, and the acquire on state orders the second id load after it). */
+	if (atomic_load_explicit(&sl->id, memory_order_acquire) != id)
+		return JOBS_INVALID;
+	uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+	if (atomic_load_explicit(&sl->id, memory_order_relaxed) != id || !(st & JOBS_ST_LIVE) ||
+	    (st & JOBS_ST_RELEASED))
+		return JOBS_INVALID;
+	return jobs_status_of(st);
+}
+
+/* Helps from a worker thread: run other work until the slot is done or the deadline passes. */
+static uint32_t wait_helping(jobs_worker *w, jobs_slot *sl, uint64_t deadline)
+{
+	unsigned spins = 0;
+	uint32_t st;
+	jobs_publish_all_owner(w); /* nothing we hold may be stuck private while we wait */
+	while (!((st = atomic_load_explicit(&sl->state, memory_order_acquire)) & JOBS_ST_DONE)) {
+		if (w->depth < JOBS_MAX_HELP_DEPTH) {
+			w->depth++;
+			bool did = jobs_find_and_run(w);
+			w->depth--;
+			if (did) {
+				spins = 0;
+				continue;
+			}
+		}
+		if (deadline && jobs_now_ns() >= deadline)
+			break;
+		jobs_backoff(&spins);
+	}
+	return st;
+}
+
+/* Parks an external thread: spin a little (round trips are often a few microseconds), then sleep
+ * on the state word. 0-worker pools: run the jobs ourselves. */
+static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
+{
+	uint32_t st;
+	uint64_t spin_until = jobs_now_ns() + 20000; /* 20 us */
+	unsigned spins = 0;
+	for (;;) {
+		st = atomic_load_explicit(&sl->state, memory_order_acquire);
+		if (st & JOBS_ST_DONE)
+			return st;
+		uint64_t now = jobs_now_ns();
+		if (deadline && now >= deadline)
+			return st;
+		if (s->n_workers == 0) {
+			uint32_t zero = 0;
+			/* acquire/release: ownership of ctx[0] passes between waiting threads. */
+			if (atomic_compare_exchange_strong_explicit(&s->helper_busy, &zero, 1,
+								    memory_order_acquire, memory_order_relaxed)) {
+				jobs_worker *w = s->ctx[0];
+				jobs_tls_set(w);
+				bool did = jobs_find_and_run(w);
+				jobs_tls_set(NULL);
+				atomic_store_explicit(&s->helper_busy, 0, memory_order_release);
+				if (did)
+					continue;
+			}
+		}
+		if (now < spin_until) {
+			jobs_backoff(&spins);
+			continue;
+		}
+		uint64_t left = deadline ? deadline - now : ~(uint64_t)0;
+		if (s->n_workers == 0 && left > 1000000)
+			left = 1000000; /* another helper may leave work behind: look again every 1 ms */
+		jobs_futex_wait(&sl->state, st, left);
+	}
+}
+
+static jobs_status wait_pinned(jobs_sched *s, jobs_slot *sl, uint64_t timeout_ns)
+{
+	uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+	if (!(st & JOBS_ST_DONE) && timeout_ns != 0) {
+		uint64_t deadline = timeout_ns == JOBS_TIMEOUT_INFINITE ? 0 : jobs_now_ns() + timeout_ns;
+		jobs_worker *w = jobs_tls_worker(s);
+		st = w ? wait_helping(w, sl, deadline) : wait_parking(s, sl, deadline);
+	}
+	return jobs_status_of(st);
+}
+
+jobs_status jobs_wait(jobs_sched *s, jobs_id id, uint64_t timeout_ns)
+{
+	if (!s)
+		return JOBS_INVALID;
+	jobs_slot *sl = jobs_slot_pin(&s->receipts, id, false);
+	if (!sl)
+		return JOBS_INVALID;
+	jobs_status r = wait_pinned(s, sl, timeout_ns);
+	jobs_slot_unpin(&s->receipts, sl);
+	return r;
+}
+
+jobs_status jobs_receipt_result(jobs_sched *s, jobs_id id, int *code, char *buf, size_t size)
+{
+	if (code)
+		*code = 0;
+	if (buf && size)
+		buf[0] = '\0';
+	if (!s)
+		return JOBS_INVALID;
+	jobs_slot *sl = jobs_slot_pin(&s->receipts, id, false);
+	if (!sl)
+		return JOBS_INVALID;
+	/* acquire: pairs with the DONE release; code and message are then stable. */
+	uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+	if (st & JOBS_ST_DONE) {
+		if (code)
+			*code = sl->code;
+		if (buf && size && sl->message)
+			snprintf(buf, size, "%s", sl->message);
+	}
+	jobs_slot_unpin(&s->receipts, sl);
+	return jobs_status_of(st);
+}
+
+jobs_status jobs_release(jobs_sched *s, jobs_id id)
+{
+	if (!s)
+		return JOBS_INVALID;
+	return jobs_slot_release(&s->receipts, id);
+}
+
+jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx)
+{
+	if (!s || !fn)
+		return JOBS_INVALID;
+	/* relaxed: reserving an index needs only atomicity. */
+	uint32_t n = atomic_fetch_add_explicit(&s->hooks_reserved, 1, memory_order_relaxed);
+	if (n >= JOBS_MAX_POLL_HOOKS)
+		return JOBS_FULL; /* hooks_reserved stays past the end: later calls fail too */
+	s->hooks[n].fn = fn;
+	s->hooks[n].ctx = ctx;
+	/* Publish in index order: wait for the registrations before ours (a few instructions each),
+	 * then release: the entry is visible to workers that acquire the count. */
+	while (atomic_load_explicit(&s->n_hooks, memory_order_acquire) != n)
+		sched_yield();
+	atomic_store_explicit(&s->n_hooks, n + 1, memory_order_release);
+	jobs_kick(s);
+	return JOBS_OK;
+}
+
+void jobs_sched_stats(jobs_sched *s, jobs_stats *out)
+{
+	memset(out, 0, sizeof *out);
+	for (int i = 0; i < s->n_ctx; i++) {
+		out->jobs_run += atomic_load_explicit(&s->ctx[i]->n_run, memory_order_relaxed);
+		out->steals += atomic_load_explicit(&s->ctx[i]->n_steals, memory_order_relaxed);
+		out->sleeps += atomic_load_explicit(&s->ctx[i]->n_sleeps, memory_order_relaxed);
+	}
+	out->receipts_live = (uint64_t)atomic_load_explicit(&s->receipts.live, memory_order_relaxed);
+}

@@ -1,0 +1,80 @@
+/*
+ * scheduler.h — the scheduler's shared state and the internal functions that tie workers, receipts and
+ * queues together. Internal to jobs/.
+ */
+#ifndef OVSTAGE_JOBS_SCHED_H
+#define OVSTAGE_JOBS_SCHED_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "inject.h"
+#include "jobs.h"
+#include "receipt.h"
+#include "topology.h"
+#include "worker.h"
+
+#define JOBS_MAX_POLL_HOOKS 8
+#define JOBS_MAX_HELP_DEPTH 32 /* nesting of help loops on one worker's stack */
+
+typedef struct jobs_poll_hook {
+	jobs_poll_fn fn; /* called by idle workers */
+	void *ctx;       /* its argument */
+} jobs_poll_hook;
+
+struct jobs_sched {
+	jobs_config cfg;          /* the configuration, defaults filled in */
+	int n_workers;            /* worker threads (0 allowed) */
+	int n_ctx;                /* worker contexts: max(n_workers, 1); ctx 0 is the helper when 0 */
+	jobs_worker **ctx;        /* n_ctx contexts */
+	pthread_t *threads;       /* n_workers threads */
+	jobs_topology topo;       /* placement and steal order */
+	jobs_receipts receipts;   /* the receipt table (also the job pool) */
+	jobs_inject inject;       /* external submissions */
+
+	/* Ready stack: jobs made runnable by a thread that has no deque of ours (a fence resolved from
+	 * outside, a deque too full). Treiber push; consumers take everything at once (exchange), so
+	 * there is no ABA. */
+	_Alignas(JOBS_CACHE_LINE) jobs_slot *_Atomic ready;
+
+	/* Sleep protocol (docs/jobs.md, "Sleeping and waking"). */
+	_Alignas(JOBS_CACHE_LINE) _Atomic int searching; /* awake workers looking for work */
+	_Atomic int sleepers;      /* workers parked (or about to park) on wake_seq */
+	_Atomic uint32_t wake_seq; /* futex word; bumped by every wake */
+
+	_Alignas(JOBS_CACHE_LINE) _Atomic uint32_t stopping;   /* destroy requested: exit when idle */
+	_Atomic uint32_t cancelling; /* destroy's second phase: jobs complete as CANCELLED */
+	_Atomic uint32_t helper_busy;/* 0-worker pools: a waiting thread owns ctx[0] while 1 */
+	_Atomic uint32_t n_hooks;    /* poll hooks published (entries below are complete) */
+	_Atomic uint32_t hooks_reserved; /* poll hook indices handed out */
+	jobs_poll_hook hooks[JOBS_MAX_POLL_HOOKS]; /* published by the release increment of n_hooks */
+};
+
+/* The calling thread's worker context in `s`, or NULL. */
+jobs_worker *jobs_tls_worker(const jobs_sched *s);
+void jobs_tls_set(jobs_worker *w);
+
+/* Called after publishing work somewhere a sleeper could take it: wakes one if nobody searches. */
+void jobs_notify_work(jobs_sched *s);
+
+/* Makes a job whose pending count reached zero runnable. */
+void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl);
+
+/* Runs (or cancels) a job and completes its receipt; propagates to dependents. */
+void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl);
+
+/* Finds one unit of work for w (its own detached frames, the injection queue, the ready stack,
+ * stealing) and runs it, returning to the same deque top. False if there was none. */
+bool jobs_find_and_run(jobs_worker *w);
+
+/* Is there anything a sleeping worker could take? (Racy; the sleep protocol orders it.) */
+bool jobs_work_visible(jobs_sched *s);
+
+/* Allocates a worker context (deque mapped lazily). */
+jobs_worker *jobs_worker_new(jobs_sched *s, int index, uint32_t capacity);
+void jobs_worker_free(jobs_worker *w);
+
+/* The worker thread's main loop. */
+void *jobs_worker_main(void *arg);
+
+#endif /* OVSTAGE_JOBS_SCHED_H */

@@ -1,0 +1,375 @@
+/*
+ * worker.c — running jobs on workers: the worker loop, finding work, sleeping and waking, and
+ * running a receipt's job. The sleep protocol is argued in docs/jobs.md ("Sleeping and waking").
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "deque.h"
+#include "park.h"
+#include "scheduler.h"
+
+static _Thread_local jobs_worker *tls_worker;
+
+jobs_worker *jobs_tls_worker(const jobs_sched *s)
+{
+	jobs_worker *w = tls_worker;
+	return (w && w->sched == s) ? w : NULL;
+}
+
+void jobs_tls_set(jobs_worker *w)
+{
+	tls_worker = w;
+}
+
+jobs_worker *jobs_worker_new(jobs_sched *s, int index, uint32_t capacity)
+{
+	jobs_worker *w = aligned_alloc(JOBS_CACHE_LINE, sizeof *w);
+	if (!w)
+		return NULL;
+	memset(w, 0, sizeof *w);
+	/* +1 guard frame: jobs_spawn_args may hand out the frame at `end` before the overflow check. */
+	size_t bytes = ((size_t)capacity + 1) * sizeof(jobs_frame);
+	void *dq = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			-1, 0);
+	if (dq == MAP_FAILED) {
+		free(w);
+		return NULL;
+	}
+	w->dq = dq;
+	w->top = w->dq;
+	w->end = w->dq + capacity;
+	w->split = w->end;
+	w->allstolen_o = true;
+	w->capacity = capacity;
+	w->index = index;
+	w->sched = s;
+	w->pu = -1;
+	atomic_init(&w->ts, 0);
+	atomic_init(&w->allstolen, 1);
+	atomic_init(&w->movesplit, 0);
+	atomic_init(&w->n_run, 0);
+	atomic_init(&w->n_steals, 0);
+	atomic_init(&w->n_sleeps, 0);
+	return w;
+}
+
+void jobs_worker_free(jobs_worker *w)
+{
+	if (!w)
+		return;
+	munmap(w->dq, ((size_t)w->capacity + 1) * sizeof(jobs_frame));
+	free(w->victims);
+	free(w);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Running a job
+ */
+
+void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)
+{
+	if (run->failed)
+		return; /* the first failure wins */
+	run->failed = true;
+	run->code = code ? code : 1;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&run->message, fmt, ap) < 0)
+		run->message = NULL;
+	va_end(ap);
+}
+
+jobs_id jobs_run_id(const jobs_run *run)
+{
+	return run->id;
+}
+
+jobs_id jobs_run_failed_dependency(const jobs_run *run)
+{
+	return run->failed_dep;
+}
+
+static char *dup_printf(const char *fmt, unsigned long long v)
+{
+	char *m = NULL;
+	if (asprintf(&m, fmt, v) < 0)
+		return NULL;
+	return m;
+}
+
+void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
+{
+	jobs_run run = {0};
+	/* relaxed: the slot was handed to us through a release/acquire chain (deque, queue, ready stack,
+	 * or the pending count reaching zero with acq_rel), which ordered these writes before. */
+	run.id = atomic_load_explicit(&sl->id, memory_order_relaxed);
+	run.failed_dep = atomic_load_explicit(&sl->failed_dep, memory_order_relaxed);
+	uint32_t result = 0;
+	bool ran = false;
+	if (atomic_load_explicit(&s->cancelling, memory_order_relaxed)) {
+		result = JOBS_ST_FAILED | JOBS_ST_CANCELLED;
+		run.code = JOBS_CODE_CANCELLED;
+		run.message = dup_printf("op %llu cancelled: the scheduler was destroyed before it could run",
+					 (unsigned long long)run.id);
+	} else if (run.failed_dep && !(sl->flags & JOBS_RUN_AFTER_FAILED_DEPENDENCY)) {
+		result = JOBS_ST_FAILED;
+		run.code = JOBS_CODE_DEPENDENCY_FAILED;
+		run.message = dup_printf("dependency op %llu failed", (unsigned long long)run.failed_dep);
+	} else {
+		sl->fn(w, sl->arg, &run);
+		ran = true;
+		if (w)
+			atomic_fetch_add_explicit(&w->n_run, 1, memory_order_relaxed);
+		if (run.failed)
+			result = JOBS_ST_FAILED;
+	}
+	if (sl->cleanup)
+		sl->cleanup(sl->arg, ran);
+	jobs_edge *e = jobs_slot_complete(&s->receipts, sl, result, run.code, run.message);
+	/* sl may be recycled from here on: use only run.id. */
+	while (e) {
+		jobs_edge *next = e->next;
+		jobs_slot *d = e->dependent;
+		if (result & JOBS_ST_FAILED) {
+			jobs_id zero = 0;
+			/* relaxed: read by the dependent only after its pending count hits zero, which the
+			 * acq_rel decrement below orders after this store. */
+			atomic_compare_exchange_strong_explicit(&d->failed_dep, &zero, run.id,
+								memory_order_relaxed, memory_order_relaxed);
+		}
+		/* acq_rel: the last decrement acquires every earlier one (each released its
+		 * predecessor's effects), so the job that becomes ready sees all of its dependencies. */
+		if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1)
+			jobs_schedule_ready(s, d);
+		free(e);
+		e = next;
+	}
+}
+
+void jobs_detached_frame(jobs_worker *w, void *payload)
+{
+	jobs_slot *sl;
+	memcpy(&sl, payload, sizeof sl);
+	jobs_run_slot(w, w->sched, sl);
+}
+
+static void ready_push(jobs_sched *s, jobs_slot *sl)
+{
+	jobs_slot *head = atomic_load_explicit(&s->ready, memory_order_relaxed);
+	do {
+		atomic_store_explicit(&sl->next, head, memory_order_relaxed);
+		/* release: the slot (and the link just written) is visible to the exchanging consumer. */
+	} while (!atomic_compare_exchange_weak_explicit(&s->ready, &head, sl, memory_order_release,
+							memory_order_relaxed));
+}
+
+void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl)
+{
+	jobs_worker *w = jobs_tls_worker(s);
+	/* On one of our workers with room to spare: a detached frame on its own deque — LIFO, hot in
+	 * cache, and stealable like any frame. Otherwise the shared ready stack. */
+	if (w && (uint32_t)(w->top - w->dq) + 64 < w->capacity) {
+		void *p = jobs_spawn_args(w);
+		memcpy(p, &sl, sizeof sl);
+		jobs_spawn(w, jobs_detached_frame);
+		/* A private frame is invisible to sleeping workers; if some sleep, publish it (which
+		 * notifies) so that a ready job does not wait for us to finish what we are doing.
+		 * relaxed: a heuristic for parallelism only — the owner runs its frames in any case. */
+		if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) > 0)
+			jobs_publish_all_owner(w);
+		return;
+	}
+	ready_push(s, sl);
+	jobs_notify_work(s);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Finding work
+ */
+
+bool jobs_find_and_run(jobs_worker *w)
+{
+	jobs_sched *s = w->sched;
+	jobs_frame *base = w->top;
+
+	/* 1. A detached job on top of our own deque (made ready by a job we ran). */
+	if (w->top > w->dq && w->top[-1].fn == jobs_detached_frame) {
+		(void)jobs_pop_one_slow_owner(w, NULL, 0); /* private and stolen alike */
+		return true;
+	}
+	/* 2. External submissions. */
+	void *item;
+	if (jobs_inject_pop_mpmc(&s->inject, &item)) {
+		jobs_run_slot(w, s, item);
+		jobs_sync_to_owner(w, base);
+		return true;
+	}
+	/* 3. Jobs made ready elsewhere: take them all, push them as detached frames (so that other
+	 * workers can steal them from us), run them. */
+	/* relaxed pre-check keeps the line shared while the stack is empty. */
+	if (atomic_load_explicit(&s->ready, memory_order_relaxed)) {
+		/* acquire: pairs with ready_push's release. */
+		jobs_slot *list = atomic_exchange_explicit(&s->ready, NULL, memory_order_acquire);
+		if (list) {
+			while (list) {
+				jobs_slot *next = atomic_load_explicit(&list->next, memory_order_relaxed);
+				if ((uint32_t)(w->top - w->dq) + 64 < w->capacity) {
+					void *p = jobs_spawn_args(w);
+					memcpy(p, &list, sizeof list);
+					jobs_spawn(w, jobs_detached_frame);
+				} else {
+					ready_push(s, list); /* deque nearly full: leave the rest */
+				}
+				list = next;
+			}
+			jobs_publish_all_owner(w);
+			jobs_sync_to_owner(w, base);
+			return true;
+		}
+	}
+	/* 4. Steal, nearest victims first. */
+	for (int i = 0; i < w->n_victims; i++) {
+		jobs_worker *v = s->ctx[w->victims[i]];
+		int r = jobs_steal(w, v);
+		if (r == JOBS_STEAL_OK)
+			return true;
+	}
+	return false;
+}
+
+bool jobs_work_visible(jobs_sched *s)
+{
+	if (jobs_inject_maybe_nonempty(&s->inject))
+		return true;
+	if (atomic_load_explicit(&s->ready, memory_order_relaxed))
+		return true;
+	for (int i = 0; i < s->n_workers; i++) {
+		jobs_worker *v = s->ctx[i];
+		uint64_t ts = atomic_load_explicit(&v->ts, memory_order_relaxed);
+		if (!atomic_load_explicit(&v->allstolen, memory_order_relaxed) &&
+		    JOBS_TS_TAIL(ts) < JOBS_TS_SPLIT(ts))
+			return true;
+	}
+	return false;
+}
+
+static void wake_one(jobs_sched *s)
+{
+	/* release: not for data (the work is published by its own release); it makes the bump
+	 * visible to a sleeper that compares the futex word. */
+	atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_release);
+	jobs_futex_wake(&s->wake_seq, 1);
+}
+
+void jobs_notify_work(jobs_sched *s)
+{
+	/* seq_cst fence: Dekker with the sleeper, which increments `sleepers`, fences, and then looks
+	 * for work. Either our loads below see its increment (and we wake it), or its look sees the
+	 * work we published before this fence. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) > 0 &&
+	    atomic_load_explicit(&s->searching, memory_order_relaxed) == 0)
+		wake_one(s);
+}
+
+void jobs_kick(jobs_sched *s)
+{
+	atomic_thread_fence(memory_order_seq_cst); /* as in jobs_notify_work */
+	if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) > 0)
+		wake_one(s);
+}
+
+static unsigned poll_hooks(jobs_sched *s)
+{
+	/* acquire: pairs with the release increment in jobs_add_poll_hook (hook fields visible). */
+	uint32_t n = atomic_load_explicit(&s->n_hooks, memory_order_acquire);
+	unsigned outstanding = 0;
+	for (uint32_t i = 0; i < n; i++)
+		outstanding += s->hooks[i].fn(s->hooks[i].ctx);
+	return outstanding;
+}
+
+static void start_searching(jobs_worker *w)
+{
+	if (!w->searching) {
+		w->searching = true;
+		/* relaxed: the count is read after a seq_cst fence by notifiers (see jobs_notify_work). */
+		atomic_fetch_add_explicit(&w->sched->searching, 1, memory_order_seq_cst);
+	}
+}
+
+static void stop_searching(jobs_worker *w)
+{
+	if (w->searching) {
+		w->searching = false;
+		jobs_sched *s = w->sched;
+		/* seq_cst: if we were the last searcher and others sleep, wake one so that a thief stays
+		 * awake while we are busy (work may remain stealable). */
+		if (atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst) == 1 &&
+		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0)
+			wake_one(s);
+	}
+}
+
+void *jobs_worker_main(void *arg)
+{
+	jobs_worker *w = arg;
+	jobs_sched *s = w->sched;
+	jobs_tls_set(w);
+	if (s->cfg.pin)
+		(void)jobs_topology_pin(&s->topo, w->index);
+	uint64_t spin_ns = (uint64_t)s->cfg.spin_us * 1000u;
+	start_searching(w);
+	for (;;) {
+		uint64_t idle_since = 0;
+		unsigned spins = 0;
+		for (;;) {
+			if (jobs_find_and_run(w)) {
+				stop_searching(w);
+				/* keep draining; we come back searching when we run dry */
+				while (jobs_find_and_run(w))
+					;
+				start_searching(w);
+				idle_since = 0;
+				spins = 0;
+				continue;
+			}
+			unsigned outstanding = poll_hooks(s);
+			/* acquire: pairs with destroy's release store; it then sees everything queued. */
+			if (atomic_load_explicit(&s->stopping, memory_order_acquire) && !jobs_work_visible(s) &&
+			    outstanding == 0)
+				goto out;
+			uint64_t now = jobs_now_ns();
+			if (!idle_since)
+				idle_since = now;
+			if (now - idle_since >= spin_ns)
+				break;
+			jobs_backoff(&spins);
+		}
+		/* Sleep. */
+		/* acquire: we must read the sequence before re-checking for work, so that a wake issued
+		 * after our re-check changes the word and the futex returns at once. */
+		uint32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_acquire);
+		atomic_fetch_add_explicit(&s->sleepers, 1, memory_order_seq_cst);
+		w->searching = false;
+		atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst);
+		/* seq_cst fence: the sleeper's half of the Dekker pattern in jobs_notify_work. */
+		atomic_thread_fence(memory_order_seq_cst);
+		unsigned outstanding = poll_hooks(s);
+		if (!jobs_work_visible(s) && !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+			atomic_fetch_add_explicit(&w->n_sleeps, 1, memory_order_relaxed);
+			/* With poll sources outstanding, sleep briefly so that we come back to poll them. */
+			jobs_futex_wait(&s->wake_seq, seq, outstanding ? 200000u : ~(uint64_t)0);
+		}
+		atomic_fetch_sub_explicit(&s->sleepers, 1, memory_order_seq_cst);
+		start_searching(w);
+	}
+out:
+	stop_searching(w);
+	jobs_tls_set(NULL);
+	return NULL;
+}
