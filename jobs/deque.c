@@ -78,7 +78,8 @@ static void grow_shared_owner(jobs_worker *w, jobs_frame *limit)
 
 void jobs_spawn_slow_owner(jobs_worker *w)
 {
-	if (JOBS_UNLIKELY(w->top == w->end))
+	/* capacity frames fit: the frame at `end` is the guard that jobs_spawn_args may hand out */
+	if (JOBS_UNLIKELY(w->top > w->end))
 		jobs_deque_overflow(w);
 	if (w->allstolen_o) {
 		/* Nothing is public and tail == split, so no thief can succeed a CAS on ts right now
@@ -176,6 +177,15 @@ bool jobs_pop_one_slow_owner(jobs_worker *w, void *out, size_t size)
 	leapfrog_owner(w, f);
 	w->depth--;
 	w->top = f;
+	/* While leapfrogging we spawned and joined frames above f; joining them left split at f+1 with
+	 * nothing public (tail == split). Everything below f was stolen too (that is how we got here),
+	 * so restore "all stolen": split must never stay above top. A plain store is safe: with
+	 * tail == split no thief CAS can succeed. */
+	if (!w->allstolen_o) {
+		w->allstolen_o = true;
+		w->split = w->end;
+		atomic_store_explicit(&w->allstolen, 1, memory_order_relaxed);
+	}
 	if (f->fn == jobs_detached_frame)
 		return false;
 	if (out)
@@ -225,6 +235,7 @@ int jobs_steal(jobs_worker *self, jobs_worker *victim)
 	if (!atomic_compare_exchange_strong_explicit(&victim->ts, &v, JOBS_TS(tail + 1, split),
 						     memory_order_acq_rel, memory_order_relaxed))
 		return JOBS_STEAL_BUSY;
+	jobs_worker_found_work(self);
 	jobs_frame *f = victim->dq + tail;
 	/* relaxed: tells the owner whom to leapfrog; it only reads it to decide where to steal. */
 	atomic_store_explicit(&f->thief, (uintptr_t)self, memory_order_relaxed);

@@ -81,6 +81,7 @@ typedef struct jobs_job_desc {
 	size_t after_count;       /* number of entries in `after` */
 	uint32_t fences;          /* extra dependencies resolved by jobs_fence_resolve() */
 	uint32_t flags;           /* JOBS_RUN_AFTER_FAILED_DEPENDENCY */
+	uint64_t tag;             /* opaque owner tag kept with the receipt (jobs_receipt_tag) */
 } jobs_job_desc;
 
 /* Idle-time poll hook: workers with nothing to do call it. It returns how many sources it still
@@ -131,6 +132,14 @@ jobs_status jobs_wait(jobs_sched *s, jobs_id id, uint64_t timeout_ns);
 /* The job's result code (0 unless jobs_job_fail set one) and message, copied into buf (always
  * NUL-terminated when size > 0). Returns the poll status; code/message are meaningful once terminal. */
 jobs_status jobs_receipt_result(jobs_sched *s, jobs_id id, int *code, char *buf, size_t size);
+
+/* The first failed dependency of a job that failed because of it (0 if none or not yet known).
+ * JOBS_INVALID for unknown or released ids. */
+jobs_status jobs_receipt_failed_dependency(jobs_sched *s, jobs_id id, jobs_id *dep);
+
+/* The tag the job was submitted with (for example the stage that owns an op id). JOBS_INVALID for
+ * unknown or released ids. */
+jobs_status jobs_receipt_tag(jobs_sched *s, jobs_id id, uint64_t *tag);
 
 /* Retires a receipt. The job still runs if it has not yet; its id becomes invalid at once. */
 jobs_status jobs_release(jobs_sched *s, jobs_id id);

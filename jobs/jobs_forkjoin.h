@@ -53,7 +53,7 @@ static inline void jobs_spawn(jobs_worker *w, jobs_frame_fn fn)
 	w->top = f + 1;
 	/* relaxed: `movesplit` is a hint from thieves; seeing it late only delays publication. */
 	if (JOBS_UNLIKELY(w->allstolen_o | atomic_load_explicit(&w->movesplit, memory_order_relaxed) |
-			  (w->top == w->end)))
+			  (w->top > w->end)))
 		jobs_spawn_slow_owner(w);
 }
 

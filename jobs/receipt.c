@@ -92,19 +92,28 @@ jobs_slot *jobs_slot_alloc(jobs_receipts *r, jobs_id *out_id)
 		sl->code = 0;
 		sl->message = NULL;
 		atomic_fetch_add_explicit(&r->live, 1, memory_order_relaxed);
-		/* release: a thread that reads this id (acquire) and then pins sees the initialised slot. */
-		atomic_store_explicit(&sl->id, id, memory_order_release);
+		/* The id is published only when the submission is accepted (jobs_slot_publish): until then
+		 * no call can reach the slot by its id. */
 		*out_id = id;
 		return sl;
 	}
 	return NULL;
 }
 
+void jobs_slot_publish(jobs_slot *sl, jobs_id id)
+{
+	/* release: a thread that reads this id (acquire) and then pins sees the initialised slot. */
+	atomic_store_explicit(&sl->id, id, memory_order_release);
+}
+
 void jobs_slot_abandon(jobs_receipts *r, jobs_slot *sl)
 {
-	/* Nobody else knows the id: no pins, no edges. release: as in slot_recycle. */
-	atomic_store_explicit(&sl->state, JOBS_ST_RECYCLING, memory_order_relaxed);
-	slot_recycle(r, sl);
+	/* The id was never published, so no edge points here; but a stale pinner (holding an id of a
+	 * previous occupant) may hold a transient pin, so go through the pin-aware transition: the slot
+	 * is recycled now, or by that pinner's unpin. */
+	uint32_t old;
+	SLOT_TRANSITION(r, sl, old, old | JOBS_ST_RELEASED | JOBS_ST_DONE, memory_order_acq_rel);
+	(void)old;
 }
 
 jobs_slot *jobs_slot_pin(jobs_receipts *r, jobs_id id, bool allow_released)

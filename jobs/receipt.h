@@ -57,6 +57,7 @@ struct jobs_slot {
 	_Atomic int32_t pending;      /* unresolved dependencies + fences (+1 while being submitted) */
 	_Atomic uint32_t fences_left; /* fences not yet resolved (guards over-resolution) */
 	uint32_t flags;               /* jobs_job_desc.flags */
+	uint64_t tag;                 /* jobs_job_desc.tag */
 	_Atomic uint64_t failed_dep;  /* first failed dependency's id, 0 if none */
 	_Atomic(jobs_edge *) succ;    /* dependents; JOBS_EDGES_CLOSED once DONE */
 	jobs_slot *_Atomic next;      /* link in the scheduler's ready stack */
@@ -86,9 +87,11 @@ typedef struct jobs_receipts {
 bool jobs_receipts_init(jobs_receipts *r, uint32_t capacity);
 void jobs_receipts_fini(jobs_receipts *r);
 
-/* Claims a free slot; NULL when the table is full. The slot is LIVE with id set on return. */
+/* Claims a free slot; NULL when the table is full. The slot is LIVE; its id is not yet published. */
 jobs_slot *jobs_slot_alloc(jobs_receipts *r, jobs_id *out_id);
-/* Returns a claimed slot that was never handed out (submission failed). */
+/* Publishes the id of a claimed slot (the submission was accepted). */
+void jobs_slot_publish(jobs_slot *sl, jobs_id id);
+/* Returns a claimed slot whose id was never published (submission failed). */
 void jobs_slot_abandon(jobs_receipts *r, jobs_slot *sl);
 
 /* Pins the slot holding `id`; NULL if the id is not live (or released, unless allow_released). */

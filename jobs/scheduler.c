@@ -212,6 +212,7 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	sl->arg = d->arg;
 	sl->cleanup = d->cleanup;
 	sl->flags = d->flags;
+	sl->tag = d->tag;
 	/* relaxed: nobody else can reach the slot until we add edges (release) or publish it. */
 	atomic_store_explicit(&sl->fences_left, d->fences, memory_order_relaxed);
 	atomic_store_explicit(&sl->pending, (int32_t)(1 + d->after_count + d->fences),
@@ -269,14 +270,18 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 		free(deps);
 	free(edges);
 
+	/* Publish the id before the job can run (its body and completion read it). */
+	jobs_worker *w = jobs_tls_worker(s);
+	jobs_slot_publish(sl, id);
 	/* Drop the submission count. acq_rel: if we are last, we acquire the dependencies' effects. */
 	if (atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_acq_rel) == 1) {
-		jobs_worker *w = jobs_tls_worker(s);
 		if (w) {
 			jobs_schedule_ready(s, sl);
 		} else if (!jobs_inject_push_mpmc(&s->inject, sl)) {
-			/* Full. No edge points at us (all dependencies were complete), nobody has the id. */
-			/* Not accepted: the caller keeps `arg`; cleanup does not run. */
+			/* Full. No edge points at us (all dependencies were complete) and the id has not been
+			 * returned: unpublish it and give the slot back. Not accepted: the caller keeps `arg`;
+			 * cleanup does not run. */
+			atomic_store_explicit(&sl->id, 0, memory_order_relaxed);
 			jobs_slot_abandon(&s->receipts, sl);
 			return JOBS_FULL;
 		} else {
@@ -438,6 +443,33 @@ jobs_status jobs_receipt_result(jobs_sched *s, jobs_id id, int *code, char *buf,
 	}
 	jobs_slot_unpin(&s->receipts, sl);
 	return jobs_status_of(st);
+}
+
+jobs_status jobs_receipt_failed_dependency(jobs_sched *s, jobs_id id, jobs_id *dep)
+{
+	if (!s || !dep)
+		return JOBS_INVALID;
+	jobs_slot *sl = jobs_slot_pin(&s->receipts, id, false);
+	if (!sl)
+		return JOBS_INVALID;
+	/* acquire: written (relaxed) before the dependency's acq_rel decrement that the completion of
+	 * this job follows; observing DONE on this slot (acquire) orders it. */
+	uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+	*dep = (st & JOBS_ST_DONE) ? atomic_load_explicit(&sl->failed_dep, memory_order_relaxed) : 0;
+	jobs_slot_unpin(&s->receipts, sl);
+	return JOBS_OK;
+}
+
+jobs_status jobs_receipt_tag(jobs_sched *s, jobs_id id, uint64_t *tag)
+{
+	if (!s || !tag)
+		return JOBS_INVALID;
+	jobs_slot *sl = jobs_slot_pin(&s->receipts, id, false);
+	if (!sl)
+		return JOBS_INVALID;
+	*tag = sl->tag; /* written before the id was published (release), read under the pin */
+	jobs_slot_unpin(&s->receipts, sl);
+	return JOBS_OK;
 }
 
 jobs_status jobs_release(jobs_sched *s, jobs_id id)

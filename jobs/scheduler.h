@@ -67,6 +67,11 @@ void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl);
  * stealing) and runs it, returning to the same deque top. False if there was none. */
 bool jobs_find_and_run(jobs_worker *w);
 
+/* Called when w obtains work, before running it: a worker that was searching stops being counted
+ * as searching (so that publishers wake a sleeper for the work it spawns), and if it was the last
+ * searcher while others sleep, it wakes one to keep a thief awake. */
+void jobs_worker_found_work(jobs_worker *w);
+
 /* Is there anything a sleeping worker could take? (Racy; the sleep protocol orders it.) */
 bool jobs_work_visible(jobs_sched *s);
 

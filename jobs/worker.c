@@ -191,6 +191,31 @@ void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl)
  * Finding work
  */
 
+static void wake_one(jobs_sched *s);
+
+static void start_searching(jobs_worker *w)
+{
+	if (!w->searching) {
+		w->searching = true;
+		/* relaxed: the count is read after a seq_cst fence by notifiers (see jobs_notify_work). */
+		atomic_fetch_add_explicit(&w->sched->searching, 1, memory_order_seq_cst);
+	}
+}
+
+void jobs_worker_found_work(jobs_worker *w)
+{
+	if (w->searching) {
+		w->searching = false;
+		jobs_sched *s = w->sched;
+		/* seq_cst: if we were the last searcher and others sleep, wake one so that a thief stays
+		 * awake while we are busy (work may remain stealable). */
+		if (atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst) == 1 &&
+		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0)
+			wake_one(s);
+	}
+}
+
+
 bool jobs_find_and_run(jobs_worker *w)
 {
 	jobs_sched *s = w->sched;
@@ -198,12 +223,14 @@ bool jobs_find_and_run(jobs_worker *w)
 
 	/* 1. A detached job on top of our own deque (made ready by a job we ran). */
 	if (w->top > w->dq && w->top[-1].fn == jobs_detached_frame) {
+		jobs_worker_found_work(w);
 		(void)jobs_pop_one_slow_owner(w, NULL, 0); /* private and stolen alike */
 		return true;
 	}
 	/* 2. External submissions. */
 	void *item;
 	if (jobs_inject_pop_mpmc(&s->inject, &item)) {
+		jobs_worker_found_work(w);
 		jobs_run_slot(w, s, item);
 		jobs_sync_to_owner(w, base);
 		return true;
@@ -215,6 +242,7 @@ bool jobs_find_and_run(jobs_worker *w)
 		/* acquire: pairs with ready_push's release. */
 		jobs_slot *list = atomic_exchange_explicit(&s->ready, NULL, memory_order_acquire);
 		if (list) {
+			jobs_worker_found_work(w);
 			while (list) {
 				jobs_slot *next = atomic_load_explicit(&list->next, memory_order_relaxed);
 				if ((uint32_t)(w->top - w->dq) + 64 < w->capacity) {
@@ -293,28 +321,6 @@ static unsigned poll_hooks(jobs_sched *s)
 	return outstanding;
 }
 
-static void start_searching(jobs_worker *w)
-{
-	if (!w->searching) {
-		w->searching = true;
-		/* relaxed: the count is read after a seq_cst fence by notifiers (see jobs_notify_work). */
-		atomic_fetch_add_explicit(&w->sched->searching, 1, memory_order_seq_cst);
-	}
-}
-
-static void stop_searching(jobs_worker *w)
-{
-	if (w->searching) {
-		w->searching = false;
-		jobs_sched *s = w->sched;
-		/* seq_cst: if we were the last searcher and others sleep, wake one so that a thief stays
-		 * awake while we are busy (work may remain stealable). */
-		if (atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst) == 1 &&
-		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0)
-			wake_one(s);
-	}
-}
-
 void *jobs_worker_main(void *arg)
 {
 	jobs_worker *w = arg;
@@ -329,7 +335,7 @@ void *jobs_worker_main(void *arg)
 		unsigned spins = 0;
 		for (;;) {
 			if (jobs_find_and_run(w)) {
-				stop_searching(w);
+				jobs_worker_found_work(w);
 				/* keep draining; we come back searching when we run dry */
 				while (jobs_find_and_run(w))
 					;
@@ -360,7 +366,10 @@ void *jobs_worker_main(void *arg)
 		/* seq_cst fence: the sleeper's half of the Dekker pattern in jobs_notify_work. */
 		atomic_thread_fence(memory_order_seq_cst);
 		unsigned outstanding = poll_hooks(s);
-		if (!jobs_work_visible(s) && !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
+		/* A hook may have resolved a fence and made a job ready on our own deque (private: no other
+		 * worker sees it), so look there too before sleeping. */
+		if (w->top == w->dq && !jobs_work_visible(s) &&
+		    !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
 			atomic_fetch_add_explicit(&w->n_sleeps, 1, memory_order_relaxed);
 			/* With poll sources outstanding, sleep briefly so that we come back to poll them. */
 			jobs_futex_wait(&s->wake_seq, seq, outstanding ? 200000u : ~(uint64_t)0);
@@ -369,7 +378,7 @@ void *jobs_worker_main(void *arg)
 		start_searching(w);
 	}
 out:
-	stop_searching(w);
+	jobs_worker_found_work(w);
 	jobs_tls_set(NULL);
 	return NULL;
 }
