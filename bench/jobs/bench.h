@@ -1,0 +1,71 @@
+/*
+ * bench.h — shared declarations of the job-system benchmark (ovstage_bench_jobs).
+ *
+ * Each side (ours, the serial baseline, oneTBB, OpenMP, the pthread baseline) exposes plain C
+ * functions that run ONE measurement and return its figure; main.c repeats them, keeps the best,
+ * and prints the table. Peers report "unavailable" with a negative figure (printed as n/a).
+ */
+#ifndef OVSTAGE_BENCH_JOBS_H
+#define OVSTAGE_BENCH_JOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- util.c ---- */
+uint64_t bench_now_ns(void);
+uint64_t bench_cpu_ns(void); /* CLOCK_PROCESS_CPUTIME_ID: the whole process, every thread */
+void bench_sleep_ns(uint64_t ns);
+/* Sleeps settle_ns, then returns the process CPU time spent over the next measure_ns of wall time,
+ * as a percentage of one core. */
+double bench_idle_cpu_pct(uint64_t settle_ns, uint64_t measure_ns);
+/* Sorts ns[0..n) and returns the p-th percentile (0 <= p <= 100) in microseconds. */
+double bench_percentile_us(uint64_t *ns, size_t n, double p);
+/* fib(k) by iteration; the number of spawns of fork-join fib(n) is fib(n+1) - 1. */
+uint64_t bench_fib_iter(int k);
+uint64_t bench_fib_spawns(int n);
+
+/* ---- serial.c (its own translation unit, noinline) ---- */
+long bench_fib_serial(int n);
+/* Counts the calls that spawn (n >= 2) in the same recursion shape: checks bench_fib_spawns. */
+uint64_t bench_fib_count_spawns(int n);
+
+/* ---- ours.c ---- */
+typedef struct ours_pool ours_pool;
+ours_pool *ours_create(int workers);   /* < 0 = one per core (hwloc) */
+void ours_destroy(ours_pool *p);
+int ours_workers(const ours_pool *p);
+/* fork-join fib(n) run inside one job submitted from this (external) thread; returns ns, or 0 on error */
+uint64_t ours_fib_ns(ours_pool *p, int n, long *result);
+/* one worker spawns k trivial frames then syncs them, `batches` times; returns ns */
+uint64_t ours_spawn_batches_ns(ours_pool *p, long k, long batches, long *check);
+/* submit + wait + release of a trivial job from this thread, iters times; fills ns[iters] */
+bool ours_roundtrip(ours_pool *p, long iters, uint64_t *ns);
+void ours_stats(ours_pool *p, uint64_t *steals, uint64_t *sleeps);
+
+/* ---- peer_tbb.cpp ---- */
+bool tbb_available(void);
+const char *tbb_version(void);
+uint64_t tbb_fib_ns(int threads, int n, long *result);
+uint64_t tbb_spawn_batches_ns(int threads, long k, long batches, long *check);
+bool tbb_roundtrip(int threads, long iters, uint64_t *ns);
+/* runs fib(n) on `threads`, then measures the process idle; returns % of one core */
+double tbb_idle_pct(int threads, int n, uint64_t settle_ns, uint64_t measure_ns);
+
+/* ---- peer_omp.c ---- */
+bool omp_available(void);
+int omp_spec_version(void); /* _OPENMP, e.g. 201511 */
+uint64_t omp_fib_ns(int threads, int n, long *result);
+double omp_idle_pct(int threads, int n, uint64_t settle_ns, uint64_t measure_ns);
+
+/* ---- baseline.c: a dedicated thread fed through a pthread mutex + condvar ---- */
+bool condvar_roundtrip(long iters, uint64_t *ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* OVSTAGE_BENCH_JOBS_H */

@@ -1,0 +1,619 @@
+/*
+ * main.c — ovstage_bench_jobs: the job system against oneTBB, OpenMP tasks, serial C and a pthread
+ * condvar handoff, measured in the same run and printed as one table.
+ *
+ *   ovstage_bench_jobs [--quick] [--fib N] [--reps R] [--workers W] [--markdown | --plain]
+ *
+ * Every figure is the best (minimum time) of R repetitions, repetitions interleaved across the
+ * sides so that a burst of noise on the shared machine hits all of them alike. Latencies are
+ * percentiles over all iterations. Benchmarks never assert: the exit status is always 0, a peer
+ * that is not available prints n/a, a wrong result is flagged in the table.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define MS(ns) ((double)(ns) / 1e6)
+
+/* ---------------------------------------------------------------------------------------------
+ * Options
+ */
+
+typedef struct opts {
+	bool quick;
+	int fib_n;
+	int reps;
+	int workers; /* < 0: one per core (hwloc, through jobs) */
+	bool markdown;
+	long rt_iters;      /* round-trip iterations */
+	long spawn_k;       /* frames per batch */
+	long spawn_batches; /* batches */
+} opts;
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr,
+		"usage: %s [--quick] [--fib N] [--reps R] [--workers W] [--markdown | --plain]\n"
+		"  --quick      fib 32, 2 repetitions, 20k round trips (unless given explicitly)\n"
+		"  --fib N      fork-join fib(N) (default 40)\n"
+		"  --reps R     repetitions per figure, best kept (default 3)\n"
+		"  --workers W  workers for the 'all workers' figures (default: one per core)\n"
+		"  --markdown   markdown table (default); --plain: aligned columns without pipes\n",
+		argv0);
+}
+
+static bool parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || v < lo || v > hi)
+		return false;
+	*out = (int)v;
+	return true;
+}
+
+static void parse(int argc, char **argv, opts *o)
+{
+	int fib = -1, reps = -1;
+	o->quick = false;
+	o->workers = -1;
+	o->markdown = true;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--quick")) {
+			o->quick = true;
+		} else if (!strcmp(a, "--markdown")) {
+			o->markdown = true;
+		} else if (!strcmp(a, "--plain")) {
+			o->markdown = false;
+		} else if (!strcmp(a, "--fib") && v && parse_int(v, 2, 60, &fib)) {
+			i++;
+		} else if (!strcmp(a, "--reps") && v && parse_int(v, 1, 1000, &reps)) {
+			i++;
+		} else if (!strcmp(a, "--workers") && v && parse_int(v, 1, 4096, &o->workers)) {
+			i++;
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(argv[0]);
+			exit(0);
+		} else {
+			fprintf(stderr, "ovstage_bench_jobs: ignoring unknown or malformed option '%s'\n", a);
+			usage(argv[0]);
+		}
+	}
+	o->fib_n = fib > 0 ? fib : (o->quick ? 32 : 40);
+	o->reps = reps > 0 ? reps : (o->quick ? 2 : 3);
+	o->rt_iters = o->quick ? 20000 : 100000;
+	o->spawn_k = 1000;
+	o->spawn_batches = o->quick ? 2000 : 10000;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The table: rows of cells, printed once at the end with aligned columns
+ */
+
+enum { COLS = 7, MAX_ROWS = 40, CELL = 112 };
+static const char *const header[COLS] = {"Measurement", "Ours", "Peer / baseline (same run)", "Peer",
+					 "Ratio", "Target", "Met"};
+static char table[MAX_ROWS][COLS][CELL];
+static int n_rows;
+
+static void row(const char *measure, const char *ours, const char *peer, const char *peer_fig,
+		const char *ratio, const char *target, const char *met)
+{
+	if (n_rows >= MAX_ROWS)
+		return;
+	const char *c[COLS] = {measure, ours, peer, peer_fig, ratio, target, met};
+	for (int i = 0; i < COLS; i++)
+		snprintf(table[n_rows][i], CELL, "%s", c[i] ? c[i] : "");
+	n_rows++;
+}
+
+/* Display width of a UTF-8 string (counts code points; the table uses × ≤ ≥ µ —). */
+static int width(const char *s)
+{
+	int w = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xC0) != 0x80)
+			w++;
+	return w;
+}
+
+static void print_table(bool markdown)
+{
+	int wd[COLS];
+	for (int c = 0; c < COLS; c++) {
+		wd[c] = width(header[c]);
+		for (int r = 0; r < n_rows; r++)
+			if (width(table[r][c]) > wd[c])
+				wd[c] = width(table[r][c]);
+	}
+	const char *sep = markdown ? " | " : "  ";
+	for (int r = -1; r < n_rows; r++) {
+		if (markdown)
+			fputs("| ", stdout);
+		for (int c = 0; c < COLS; c++) {
+			const char *s = r < 0 ? header[c] : table[r][c];
+			bool right = c == 1 || c == 3; /* figures */
+			int pad = wd[c] - width(s);
+			if (right)
+				printf("%*s%s", pad, "", s);
+			else
+				printf("%s%*s", s, pad, "");
+			fputs(c + 1 < COLS ? sep : (markdown ? " |\n" : "\n"), stdout);
+		}
+		if (r < 0) {
+			if (markdown)
+				fputs("|", stdout);
+			for (int c = 0; c < COLS; c++) {
+				bool right = c == 1 || c == 3;
+				if (markdown) {
+					putchar(right ? '-' : ':');
+					for (int i = 0; i < wd[c]; i++)
+						putchar('-');
+					putchar(right ? ':' : '-');
+					putchar('|');
+				} else {
+					for (int i = 0; i < wd[c]; i++)
+						putchar('-');
+					fputs(c + 1 < COLS ? sep : "", stdout);
+				}
+			}
+			putchar('\n');
+		}
+	}
+}
+
+/* snprintf into a rotating set of static buffers, for building cells inline. */
+static const char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static const char *fmt(const char *f, ...)
+{
+	static char bufs[128][CELL]; /* enough for every cell of a few rows in flight */
+	static int next;
+	char *b = bufs[next++ % 128];
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(b, CELL, f, ap);
+	va_end(ap);
+	return b;
+}
+
+static const char *ms_or_na(uint64_t ns)
+{
+	return ns ? fmt("%.1f ms", MS(ns)) : "n/a";
+}
+
+static const char *yes_no(bool known, bool ok)
+{
+	return !known ? "n/a" : ok ? "yes" : "**NO**";
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Machine description
+ */
+
+static void cpu_model(char *buf, size_t size)
+{
+	snprintf(buf, size, "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "model name", 10)) {
+			char *p = strchr(line, ':');
+			if (p) {
+				p++;
+				while (*p == ' ' || *p == '\t')
+					p++;
+				p[strcspn(p, "\n")] = '\0';
+				snprintf(buf, size, "%s", p);
+			}
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Idle measurements run in a child process each, before this process has started any thread:
+ * every figure then counts exactly one pool (CLOCK_PROCESS_CPUTIME_ID covers all threads).
+ */
+
+typedef struct idle_arg {
+	int workers;
+	int fib_n; /* work done before settling; 0 = none */
+	int which; /* 0 ours, 1 OpenMP, 2 oneTBB */
+} idle_arg;
+
+static const uint64_t SETTLE_NS = 200000000u, IDLE_NS = 1000000000u;
+
+static double idle_child(const idle_arg *a)
+{
+	switch (a->which) {
+	case 0: {
+		ours_pool *p = ours_create(a->workers);
+		if (!p)
+			return -1;
+		if (a->fib_n > 0) {
+			long r;
+			(void)ours_fib_ns(p, a->fib_n, &r);
+		}
+		double pct = bench_idle_cpu_pct(SETTLE_NS, IDLE_NS);
+		ours_destroy(p);
+		return pct;
+	}
+	case 1:
+		return omp_available() ? omp_idle_pct(a->workers, a->fib_n, SETTLE_NS, IDLE_NS) : -1;
+	default:
+		return tbb_available() ? tbb_idle_pct(a->workers, a->fib_n, SETTLE_NS, IDLE_NS) : -1;
+	}
+}
+
+static double idle_in_child(idle_arg a)
+{
+	int fd[2];
+	if (pipe(fd) != 0)
+		return -1;
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(fd[0]);
+		double v = idle_child(&a);
+		ssize_t wr = write(fd[1], &v, sizeof v);
+		(void)wr;
+		_exit(0);
+	}
+	close(fd[1]);
+	double v = -1;
+	if (read(fd[0], &v, sizeof v) != (ssize_t)sizeof v)
+		v = -1;
+	close(fd[0]);
+	waitpid(pid, NULL, 0);
+	return v;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers for best-of-R
+ */
+
+static void keep_min(uint64_t *best, uint64_t v)
+{
+	if (v && (!*best || v < *best))
+		*best = v;
+}
+
+static void progress(const char *what, int rep, int reps, uint64_t ns)
+{
+	fprintf(stderr, "  %-40s rep %d/%d: %10.2f ms\n", what, rep + 1, reps, MS(ns));
+}
+
+static const char *pct_or_na(double v)
+{
+	return v < 0 ? "n/a" : fmt("%.2f %%", v);
+}
+
+int main(int argc, char **argv)
+{
+	opts o;
+	parse(argc, argv, &o);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	/* Machine: hwloc's core count through the job system (a default pool has one worker per core). */
+	int hw_cores = -1;
+	{
+		ours_pool *p = ours_create(-1);
+		if (p) {
+			hw_cores = ours_workers(p);
+			ours_destroy(p);
+		}
+	}
+	int W = o.workers > 0 ? o.workers : (hw_cores > 0 ? hw_cores : (int)sysconf(_SC_NPROCESSORS_ONLN));
+	if (W < 1)
+		W = 1;
+	char model[256];
+	cpu_model(model, sizeof model);
+	char date[64];
+	time_t now = time(NULL);
+	strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", localtime(&now));
+	const int N = o.fib_n, R = o.reps;
+	const uint64_t spawns = bench_fib_spawns(N);
+
+	/* The spawn count formula, checked by counting the recursion (up to n = 30: 1.3M calls). */
+	int verified_to = N < 30 ? N : 30;
+	bool formula_ok = true;
+	for (int n = 0; n <= verified_to; n++)
+		if (bench_fib_count_spawns(n) != bench_fib_spawns(n))
+			formula_ok = false;
+
+	printf("# ovstage_bench_jobs — job system vs oneTBB / OpenMP / serial / pthread condvar\n\n");
+	printf("- date: %s\n", date);
+	printf("- cpu: %s; online cpus (sysconf): %ld; cores (hwloc, via jobs): %d\n", model,
+	       sysconf(_SC_NPROCESSORS_ONLN), hw_cores);
+	printf("- compiler: gcc %s; benchmark TUs -O2; peers: %s, OpenMP %d (libgomp)\n", __VERSION__,
+	       tbb_available() ? tbb_version() : "oneTBB n/a", omp_spec_version());
+	printf("- settings: fib(%d), best of %d repetitions, all workers = %d, round trips = %ld, "
+	       "spawn batches = %ld x %ld%s\n",
+	       N, R, W, o.rt_iters, o.spawn_batches, o.spawn_k, o.quick ? " (--quick)" : "");
+	printf("- serial fib: plain recursion, noinline, same flags as our frames; gcc -O2 keeps one of the two "
+	       "recursive calls and turns the other into a loop (tail-recursion accumulator)\n");
+	printf("- fib(%d) spawns fib(%d)-1 = %llu frames; formula %s by counting for n = 0..%d\n\n", N,
+	       N + 1, (unsigned long long)spawns, formula_ok ? "verified" : "CONTRADICTED", verified_to);
+	fflush(stdout);
+
+	/* 1. Idle CPU: in children, before any thread of ours exists. */
+	int idle_fib = N < 30 ? N : 30;
+	fprintf(stderr, "idle: 4 x 1.2 s ...\n");
+	double idle_fresh = idle_in_child((idle_arg){W, 0, 0});
+	double idle_ours = idle_in_child((idle_arg){W, idle_fib, 0});
+	double idle_omp = idle_in_child((idle_arg){W, idle_fib, 1});
+	double idle_tbb = idle_in_child((idle_arg){W, idle_fib, 2});
+
+	/* 2. fib, repetitions interleaved across the sides. A figure whose repetitions already took
+	 * REP_BUDGET is not repeated further (the peers without cutoff take tens of seconds at fib(40));
+	 * the table then says how many repetitions it is the best of. */
+	ours_pool *p1 = ours_create(1);
+	ours_pool *pw = ours_create(W);
+	long expect = (long)bench_fib_iter(N);
+	const uint64_t REP_BUDGET = 10000000000ull;
+	enum { F_SERIAL, F_O1, F_OW, F_TBB1, F_TBBW, F_OMP1, F_OMPW, F_COUNT };
+	const char *fname[F_COUNT] = {"serial",
+				      "ours, 1 worker",
+				      fmt("ours, %d workers", W),
+				      "oneTBB task_group, 1 thread",
+				      fmt("oneTBB task_group, %d threads", W),
+				      "OpenMP tasks, 1 thread",
+				      fmt("OpenMP tasks, %d threads", W)};
+	uint64_t fbest[F_COUNT] = {0}, fspent[F_COUNT] = {0};
+	int freps[F_COUNT] = {0};
+	bool fwrong[F_COUNT] = {false};
+	bool favail[F_COUNT] = {true, p1 != NULL, pw != NULL, tbb_available(), tbb_available(),
+				omp_available(), omp_available()};
+	fprintf(stderr, "fib(%d):\n", N);
+	for (int rep = 0; rep < R; rep++) {
+		for (int f = 0; f < F_COUNT; f++) {
+			if (!favail[f] || (rep > 0 && fspent[f] >= REP_BUDGET))
+				continue;
+			long r = -1;
+			uint64_t t = 0;
+			switch (f) {
+			case F_SERIAL: {
+				uint64_t t0 = bench_now_ns();
+				r = bench_fib_serial(N);
+				t = bench_now_ns() - t0;
+				break;
+			}
+			case F_O1: t = ours_fib_ns(p1, N, &r); break;
+			case F_OW: t = ours_fib_ns(pw, N, &r); break;
+			case F_TBB1: t = tbb_fib_ns(1, N, &r); break;
+			case F_TBBW: t = tbb_fib_ns(W, N, &r); break;
+			case F_OMP1: t = omp_fib_ns(1, N, &r); break;
+			default: t = omp_fib_ns(W, N, &r); break;
+			}
+			if (!t) {
+				favail[f] = false; /* failed: n/a */
+				fbest[f] = 0;
+				continue;
+			}
+			if (r != expect) {
+				fwrong[f] = true;
+				fprintf(stderr, "  %s: fib(%d) = %ld, expected %ld (WRONG RESULT)\n", fname[f], N, r,
+					expect);
+			}
+			keep_min(&fbest[f], t);
+			fspent[f] += t;
+			freps[f]++;
+			progress(fname[f], rep, R, t);
+		}
+	}
+	uint64_t t_serial = fbest[F_SERIAL], t_o1 = fbest[F_O1], t_ow = fbest[F_OW], t_tbb1 = fbest[F_TBB1],
+		 t_tbbw = fbest[F_TBBW], t_omp1 = fbest[F_OMP1], t_ompw = fbest[F_OMPW];
+	bool wrong_o = fwrong[F_O1] || fwrong[F_OW];
+	uint64_t steals = 0, sleeps = 0;
+	if (pw)
+		ours_stats(pw, &steals, &sleeps);
+
+	/* 3. Spawn throughput: flat batches of K frames spawned then joined by one worker. */
+	uint64_t sp_o1 = 0, sp_ow = 0, sp_t1 = 0, sp_tw = 0;
+	long K = o.spawn_k, B = o.spawn_batches;
+	long sp_expect = B * K * K; /* sum over a batch of 2i+1 = K^2 */
+	bool sp_wrong = false;
+	fprintf(stderr, "spawn throughput (%ld x %ld):\n", B, K);
+	for (int rep = 0; rep < R; rep++) {
+		long chk;
+		uint64_t t;
+		if (p1) {
+			chk = 0;
+			t = ours_spawn_batches_ns(p1, K, B, &chk);
+			sp_wrong |= chk != sp_expect;
+			keep_min(&sp_o1, t);
+			progress("ours, 1 worker", rep, R, t);
+		}
+		if (pw) {
+			chk = 0;
+			t = ours_spawn_batches_ns(pw, K, B, &chk);
+			sp_wrong |= chk != sp_expect;
+			keep_min(&sp_ow, t);
+			progress(fmt("ours, %d workers", W), rep, R, t);
+		}
+		if (tbb_available()) {
+			chk = 0;
+			t = tbb_spawn_batches_ns(1, K, B, &chk);
+			sp_wrong |= t && chk != sp_expect;
+			keep_min(&sp_t1, t);
+			progress("oneTBB task_group, 1 thread", rep, R, t);
+			chk = 0;
+			t = tbb_spawn_batches_ns(W, K, B, &chk);
+			sp_wrong |= t && chk != sp_expect;
+			keep_min(&sp_tw, t);
+			progress(fmt("oneTBB task_group, %d threads", W), rep, R, t);
+		}
+	}
+	ours_destroy(p1);
+	p1 = NULL;
+
+	/* 4. External round trip from this (non-worker) thread. Warm-up first, then iters samples. */
+	long I = o.rt_iters;
+	uint64_t *lat = malloc((size_t)I * sizeof *lat);
+	double rt_o50 = -1, rt_o99 = -1, rt_t50 = -1, rt_t99 = -1, rt_c50 = -1, rt_c99 = -1;
+	fprintf(stderr, "round trips (%ld):\n", I);
+	if (lat && pw) {
+		(void)ours_roundtrip(pw, I < 1000 ? I : 1000, lat);
+		if (ours_roundtrip(pw, I, lat)) {
+			rt_o50 = bench_percentile_us(lat, (size_t)I, 50);
+			rt_o99 = bench_percentile_us(lat, (size_t)I, 99);
+		}
+		fprintf(stderr, "  ours: p50 %.2f us p99 %.2f us\n", rt_o50, rt_o99);
+	}
+	ours_destroy(pw);
+	pw = NULL;
+	if (lat && tbb_available()) {
+		(void)tbb_roundtrip(W, I < 1000 ? I : 1000, lat);
+		if (tbb_roundtrip(W, I, lat)) {
+			rt_t50 = bench_percentile_us(lat, (size_t)I, 50);
+			rt_t99 = bench_percentile_us(lat, (size_t)I, 99);
+		}
+		fprintf(stderr, "  oneTBB: p50 %.2f us p99 %.2f us\n", rt_t50, rt_t99);
+	}
+	if (lat) {
+		(void)condvar_roundtrip(I < 1000 ? I : 1000, lat);
+		if (condvar_roundtrip(I, lat)) {
+			rt_c50 = bench_percentile_us(lat, (size_t)I, 50);
+			rt_c99 = bench_percentile_us(lat, (size_t)I, 99);
+		}
+		fprintf(stderr, "  condvar: p50 %.2f us p99 %.2f us\n", rt_c50, rt_c99);
+	}
+	free(lat);
+
+	/* ---- the table ---- */
+	char fibname[32];
+	snprintf(fibname, sizeof fibname, "fib(%d)", N);
+	const char *wrong = " (WRONG RESULT)";
+	/* fib rows */
+	{
+		bool k = t_o1 && t_serial;
+		double r = k ? (double)t_o1 / (double)t_serial : 0;
+		row(fmt("%s fork-join, 1 worker vs serial", fibname), ms_or_na(t_o1),
+		    "serial C (recursive, noinline)", ms_or_na(t_serial), k ? fmt("%.2f× serial", r) : "n/a",
+		    "≤ 2.0× serial", wrong_o ? "WRONG RESULT" : yes_no(k, r <= 2.0));
+	}
+	{
+		bool k = t_o1 && t_ow;
+		double sp = k ? (double)t_o1 / (double)t_ow : 0;
+		double tgt = W == 2 ? 1.85 : 0.925 * W;
+		row(fmt("%s, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_ow), "ours, 1 worker",
+		    ms_or_na(t_o1), k ? fmt("%.2f× faster", sp) : "n/a",
+		    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
+		    wrong_o ? "WRONG RESULT" : yes_no(k, sp >= tgt));
+	}
+	struct {
+		const char *name;
+		uint64_t peer, ours;
+		int threads;
+		bool wrong;
+		int reps;
+	} fr[4] = {
+		{"oneTBB task_group", t_tbb1, t_o1, 1, fwrong[F_TBB1], freps[F_TBB1]},
+		{"oneTBB task_group", t_tbbw, t_ow, W, fwrong[F_TBBW], freps[F_TBBW]},
+		{"OpenMP tasks (no cutoff)", t_omp1, t_o1, 1, fwrong[F_OMP1], freps[F_OMP1]},
+		{"OpenMP tasks (no cutoff)", t_ompw, t_ow, W, fwrong[F_OMPW], freps[F_OMPW]},
+	};
+	for (int i = 0; i < 4; i++) {
+		bool k = fr[i].peer && fr[i].ours && t_serial;
+		row(fmt("%s, %d thread%s: ours vs %s", fibname, fr[i].threads, fr[i].threads > 1 ? "s" : "",
+			fr[i].name),
+		    ms_or_na(fr[i].ours),
+		    fmt("%s, %d thread%s%s%s", fr[i].name, fr[i].threads, fr[i].threads > 1 ? "s" : "",
+			fr[i].reps && fr[i].reps < R ? fmt(" (best of %d)", fr[i].reps) : "",
+			fr[i].wrong ? wrong : ""),
+		    ms_or_na(fr[i].peer),
+		    k ? fmt("peer = %.2f× serial, %.2f× ours", (double)fr[i].peer / (double)t_serial,
+			    (double)fr[i].peer / (double)fr[i].ours)
+		      : "n/a",
+		    "— (info)", "—");
+	}
+	/* per-spawn overhead */
+	double ov_o = t_o1 && t_serial ? ((double)t_o1 - (double)t_serial) / (double)spawns : -1;
+	double ov_t = t_tbb1 && t_serial ? ((double)t_tbb1 - (double)t_serial) / (double)spawns : -1;
+	double ov_m = t_omp1 && t_serial ? ((double)t_omp1 - (double)t_serial) / (double)spawns : -1;
+	{
+		bool k = ov_o > -1 && ov_t > -1;
+		double r = k && ov_o > 0 ? ov_t / ov_o : 0;
+		row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
+		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "oneTBB task_group, 1 thread",
+		    ov_t > -1 ? fmt("%.2f ns", ov_t) : "n/a",
+		    !k ? "n/a" : ov_o > 0 ? fmt("TBB/ours = %.1f×", r) : "ours ≤ 0 (noise)",
+		    "ours ≥ 10× lower than oneTBB", yes_no(k, ov_o <= 0 || r >= 10.0));
+		bool km = ov_o > -1 && ov_m > -1;
+		row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
+		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "OpenMP tasks, 1 thread",
+		    ov_m > -1 ? fmt("%.2f ns", ov_m) : "n/a",
+		    !km ? "n/a" : ov_o > 0 ? fmt("OpenMP/ours = %.1f×", ov_m / ov_o) : "ours ≤ 0 (noise)",
+		    "— (info)", "—");
+	}
+	/* spawn throughput */
+	{
+		double tasks = (double)K * (double)B;
+		char lab[CELL];
+		snprintf(lab, sizeof lab, "spawn+join throughput, flat %ld × %ld, ", B, K);
+		uint64_t o_[2] = {sp_o1, sp_ow}, t_[2] = {sp_t1, sp_tw};
+		int th[2] = {1, W};
+		for (int i = 0; i < 2; i++) {
+			bool k = o_[i] && t_[i];
+			row(fmt("%s%d %s%s", lab, th[i], th[i] > 1 ? "workers" : "worker",
+				sp_wrong ? " (WRONG RESULT)" : ""),
+			    o_[i] ? fmt("%.1f M/s", tasks / MS(o_[i]) / 1e3) : "n/a",
+			    fmt("oneTBB task_group run()+wait(), %d thread%s", th[i], th[i] > 1 ? "s" : ""),
+			    t_[i] ? fmt("%.1f M/s", tasks / MS(t_[i]) / 1e3) : "n/a",
+			    k ? fmt("ours %.2f× TBB", (double)t_[i] / (double)o_[i]) : "n/a", "— (info)", "—");
+		}
+	}
+	/* round trips */
+	{
+		char lab[CELL];
+		snprintf(lab, sizeof lab, "submit+wait+release round trip from main, %d workers", W);
+		bool k = rt_o50 >= 0 && rt_t50 >= 0;
+		row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
+		    "oneTBB task_arena::enqueue + spin/yield on a flag", rt_t50 >= 0 ? fmt("%.2f µs", rt_t50) : "n/a",
+		    k ? fmt("TBB/ours = %.2f×", rt_t50 / rt_o50) : "n/a", "ours p50 ≤ 2 µs",
+		    yes_no(rt_o50 >= 0, rt_o50 <= 2.0));
+		k = rt_o99 >= 0 && rt_t99 >= 0;
+		row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
+		    "oneTBB task_arena::enqueue + spin/yield on a flag", rt_t99 >= 0 ? fmt("%.2f µs", rt_t99) : "n/a",
+		    k ? fmt("TBB/ours = %.2f×", rt_t99 / rt_o99) : "n/a", "— (info)", "—");
+		k = rt_o50 >= 0 && rt_c50 >= 0;
+		row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
+		    "pthread mutex+condvar handoff to 1 thread", rt_c50 >= 0 ? fmt("%.2f µs", rt_c50) : "n/a",
+		    k ? fmt("condvar/ours = %.2f×", rt_c50 / rt_o50) : "n/a", "— (baseline)", "—");
+		k = rt_o99 >= 0 && rt_c99 >= 0;
+		row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
+		    "pthread mutex+condvar handoff to 1 thread", rt_c99 >= 0 ? fmt("%.2f µs", rt_c99) : "n/a",
+		    k ? fmt("condvar/ours = %.2f×", rt_c99 / rt_o99) : "n/a", "— (baseline)", "—");
+	}
+	/* idle */
+	{
+		row(fmt("idle CPU, %d workers, fresh pool (200 ms settle, 1 s)", W), pct_or_na(idle_fresh),
+		    fmt("OpenMP (libgomp) pool after fib(%d), %d threads", idle_fib, W), pct_or_na(idle_omp),
+		    "% of one core", "ours ≤ 1 %", yes_no(idle_fresh >= 0, idle_fresh <= 1.0));
+		row(fmt("idle CPU, %d workers, after fib(%d) (200 ms settle, 1 s)", W, idle_fib),
+		    pct_or_na(idle_ours), fmt("oneTBB pool after fib(%d), %d threads", idle_fib, W),
+		    pct_or_na(idle_tbb), "% of one core", "ours ≤ 1 %", yes_no(idle_ours >= 0, idle_ours <= 1.0));
+	}
+
+	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", W,
+	       (unsigned long long)steals, (unsigned long long)sleeps);
+	print_table(o.markdown);
+	return 0;
+}

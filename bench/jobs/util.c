@@ -1,0 +1,71 @@
+/* util.c — clocks, idle CPU measurement, percentiles, fib arithmetic for the jobs benchmark. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "bench.h"
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bench_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void bench_sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+double bench_idle_cpu_pct(uint64_t settle_ns, uint64_t measure_ns)
+{
+	bench_sleep_ns(settle_ns);
+	uint64_t c0 = bench_cpu_ns(), t0 = bench_now_ns();
+	bench_sleep_ns(measure_ns);
+	uint64_t c1 = bench_cpu_ns(), t1 = bench_now_ns();
+	return 100.0 * (double)(c1 - c0) / (double)(t1 - t0);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+double bench_percentile_us(uint64_t *ns, size_t n, double p)
+{
+	if (n == 0)
+		return -1;
+	qsort(ns, n, sizeof *ns, cmp_u64);
+	size_t i = (size_t)(p / 100.0 * (double)(n - 1) + 0.5);
+	if (i >= n)
+		i = n - 1;
+	return (double)ns[i] / 1000.0;
+}
+
+uint64_t bench_fib_iter(int k)
+{
+	uint64_t a = 0, b = 1;
+	for (int i = 0; i < k; i++) {
+		uint64_t t = a + b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* fork-join fib(n) spawns once per call with n >= 2. S(0) = S(1) = 0, S(n) = 1 + S(n-1) + S(n-2);
+ * S(n) + 1 satisfies the Fibonacci recurrence with S(0)+1 = 1 = fib(1), S(1)+1 = 1 = fib(2), so
+ * S(n) = fib(n+1) - 1. main.c checks it against bench_fib_count_spawns. */
+uint64_t bench_fib_spawns(int n)
+{
+	return bench_fib_iter(n + 1) - 1;
+}
