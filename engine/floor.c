@@ -1,0 +1,296 @@
+/*
+ * floor.c — advance_write_floor (sealing) and the ordinal queries (write floors, retention frontier).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "errors.h"
+#include "ops.h"
+#include "query.h"
+#include "sequencer.h"
+
+/* ---- advance_write_floor ---- */
+
+typedef struct seal_op {
+	ovs_stage *st;           /* stage */
+	ovstage_ordinal_t n;     /* new floor */
+	ovs_column **cols;       /* columns to seal */
+	size_t ncols;            /* entries */
+	bool all;                /* ALL scope: the stage floor moves too */
+} seal_op;
+
+static void seal_free(void *arg, bool ran)
+{
+	(void)ran;
+	seal_op *s = arg;
+	free(s->cols);
+	free(s);
+}
+
+static void seal_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	seal_op *s = arg;
+	char err[256];
+	ovstage_api_status_t r = ovs_store_seal(s->st, w, s->cols, s->ncols, s->n, s->all, err, sizeof err);
+	if (r != OVSTAGE_OK)
+		ovs_op_fail(run, r, "advance_write_floor(%llu): %s", (unsigned long long)s->n, err);
+}
+
+static bool listed(const ovx_token_t *ts, size_t n, ovx_token_t t)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ts[i] == t)
+			return true;
+	return false;
+}
+
+ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const ovstage_write_floor_desc_t *desc)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !desc)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "desc"));
+	if (desc->scope != OVSTAGE_SCOPE_ALL && desc->scope != OVSTAGE_SCOPE_INCLUDE &&
+	    desc->scope != OVSTAGE_SCOPE_EXCLUDE)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "desc.scope = %d is not ALL, INCLUDE or "
+						"EXCLUDE", (int)desc->scope));
+	if (desc->attribute_count && !desc->attributes)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+						"desc.attributes is NULL with attribute_count = %zu", desc->attribute_count));
+	for (size_t i = 0; i < desc->attribute_count; i++)
+		if (!ovs_pd_token_is_valid(st->pd, desc->attributes[i]))
+			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							"desc.attributes[%zu] = %llu is not a valid token", i,
+							(unsigned long long)desc->attributes[i]));
+	bool all = desc->scope == OVSTAGE_SCOPE_ALL ||
+		   (desc->scope == OVSTAGE_SCOPE_EXCLUDE && desc->attribute_count == 0);
+	/* INCLUDE names columns that may not exist yet: create their records so that the floor sticks. */
+	if (desc->scope == OVSTAGE_SCOPE_INCLUDE)
+		for (size_t i = 0; i < desc->attribute_count; i++)
+			if (!ovs_column_get_or_create(st, desc->attributes[i]))
+				return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	seal_op *s = calloc(1, sizeof *s);
+	if (!s)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	s->st = st;
+	s->n = desc->ordinal;
+	s->all = all;
+	pthread_mutex_lock(&st->seq_lock);
+	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	s->cols = malloc((nc ? nc : 1) * sizeof *s->cols);
+	jobs_id *deps = NULL;
+	size_t ndeps = 0, capdeps = 0;
+	if (!s->cols)
+		goto oom;
+	for (size_t i = 0; i < nc; i++) {
+		bool in = all || (desc->scope == OVSTAGE_SCOPE_INCLUDE) == listed(desc->attributes, desc->attribute_count,
+										   cols[i]->name);
+		if (!in)
+			continue;
+		s->cols[s->ncols++] = cols[i];
+		uint64_t fr = atomic_load_explicit(&cols[i]->floor_requested, memory_order_relaxed);
+		if (desc->ordinal > fr)
+			/* relaxed: read under seq_lock by admission, and by the seal job which runs after us. */
+			atomic_store_explicit(&cols[i]->floor_requested, desc->ordinal, memory_order_relaxed);
+	}
+	if (all && desc->ordinal > st->all_floor_requested)
+		st->all_floor_requested = desc->ordinal;
+	/* Dependencies: the previous seal, and every mutation in flight at ordinals <= N in scope. */
+	for (ovs_inflight *f = st->inflight; f; f = f->next) {
+		if (atomic_load_explicit(&f->done, memory_order_acquire) || f->ordinal > desc->ordinal)
+			continue;
+		bool touches = !f->cols;
+		for (size_t i = 0; !touches && i < f->ncols; i++)
+			for (size_t j = 0; j < s->ncols && !touches; j++)
+				touches = s->cols[j]->name == f->cols[i];
+		if (!touches)
+			continue;
+		if (ndeps == capdeps) {
+			capdeps = capdeps ? capdeps * 2 : 16;
+			jobs_id *nd = realloc(deps, capdeps * sizeof *nd);
+			if (!nd)
+				goto oom;
+			deps = nd;
+		}
+		deps[ndeps++] = f->op;
+	}
+	if (st->last_seal) {
+		if (ndeps == capdeps) {
+			jobs_id *nd = realloc(deps, (capdeps + 1) * sizeof *nd);
+			if (!nd)
+				goto oom;
+			deps = nd;
+		}
+		deps[ndeps++] = st->last_seal;
+	}
+	{
+		ovs_op_desc d = { seal_job, s, seal_free, deps, ndeps, true };
+		ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+		if (r.status == OVSTAGE_OK)
+			st->last_seal = r.op_index;
+		pthread_mutex_unlock(&st->seq_lock);
+		free(deps);
+		return r;
+	}
+oom:
+	pthread_mutex_unlock(&st->seq_lock);
+	free(deps);
+	seal_free(s, false);
+	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+}
+
+/* ---- ordinal queries ---- */
+
+typedef struct ovs_ordq {
+	ovs_hobj h;                 /* kind OVS_H_ORDQ */
+	ovs_stage *st;              /* stage */
+	jobs_id op;                 /* producing op */
+	ovx_token_t attr;           /* 0 = global floor; else the attribute */
+	bool oldest;                /* retention frontier instead of a floor */
+	_Atomic uint64_t value;     /* the answer, published by the op's completion */
+} ovs_ordq;
+
+static void ordq_destroy(ovs_hobj *h)
+{
+	free(h);
+}
+
+static void ordq_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)run;
+	ovs_ordq *q = arg;
+	ovs_stage *st = q->st;
+	uint64_t v;
+	if (q->oldest) {
+		v = ovs_store_oldest_preserved(st);
+	} else if (q->attr) {
+		ovs_column *c = ovs_column_find(st, q->attr);
+		v = c ? atomic_load_explicit(&c->floor, memory_order_acquire)
+		      : atomic_load_explicit(&st->all_floor, memory_order_acquire);
+	} else {
+		/* global floor: the minimum over known columns (the stage floor when there are none) */
+		size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
+		ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+		v = nc ? UINT64_MAX : atomic_load_explicit(&st->all_floor, memory_order_acquire);
+		for (size_t i = 0; i < nc; i++) {
+			uint64_t f = atomic_load_explicit(&cols[i]->floor, memory_order_acquire);
+			if (f < v)
+				v = f;
+		}
+	}
+	/* relaxed: published to fetch_ordinal by the op's completion (release) and its wait (acquire). */
+	atomic_store_explicit(&q->value, v, memory_order_relaxed);
+}
+
+static void ordq_put(void *arg, bool ran)
+{
+	(void)ran;
+	ovs_hobj_unref(&((ovs_ordq *)arg)->h);
+}
+
+static ovstage_enqueue_result_t submit_ordq(ovs_stage *st, ovx_token_t attr, bool oldest,
+					    ovstage_ordinal_query_handle_t *out)
+{
+	ovs_ordq *q = calloc(1, sizeof *q);
+	if (!q)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	ovs_hobj_init(&q->h, OVS_H_ORDQ, ordq_destroy);
+	q->st = st;
+	q->attr = attr;
+	q->oldest = oldest;
+	ovs_hobj_ref(&q->h); /* the op's reference */
+	ovs_op_desc d = { ordq_job, q, ordq_put, NULL, 0, false };
+	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	if (r.status != OVSTAGE_OK) {
+		ovs_hobj_unref(&q->h);
+		return r;
+	}
+	q->op = r.op_index; /* read only by fetch_ordinal, after the handle is returned */
+	uint64_t id = ovs_handle_insert(&st->handles, &q->h);
+	ovs_hobj_unref(&q->h);
+	if (!id) {
+		ovs_release_op((ovstage_context_t *)(void *)st, r.op_index);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	*out = id;
+	return r;
+}
+
+ovstage_enqueue_result_t ovs_get_oldest_preserved_ordinal(ovstage_context_t *ctx,
+							   ovstage_ordinal_query_handle_t *out_handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (out_handle)
+		*out_handle = OVSTAGE_INVALID_ORDINAL_QUERY_HANDLE;
+	if (!st || !out_handle)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
+						!st ? "instance" : "out_handle"));
+	return submit_ordq(st, 0, true, out_handle);
+}
+
+ovstage_enqueue_result_t ovs_get_attribute_write_floor(ovstage_context_t *ctx, ovx_string_or_token_t attribute,
+							ovstage_ordinal_query_handle_t *out_handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (out_handle)
+		*out_handle = OVSTAGE_INVALID_ORDINAL_QUERY_HANDLE;
+	if (!st || !out_handle)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
+						!st ? "instance" : "out_handle"));
+	ovx_token_t t;
+	ovstage_api_status_t s = ovs_resolve_attr(st, attribute, true, &t, "attribute");
+	if (s != OVSTAGE_OK)
+		return ovs_rejected(s);
+	return submit_ordq(st, t, false, out_handle);
+}
+
+ovstage_api_status_t ovs_fetch_ordinal(ovstage_context_t *ctx, ovstage_ordinal_query_handle_t handle,
+				       ovstage_timeout_ns_t timeout, ovstage_ordinal_t *out_ordinal)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !out_ordinal)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_ordinal");
+	ovs_hobj *h = ovs_handle_get(&st->handles, handle, OVS_H_ORDQ);
+	if (!h)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "ordinal query handle %llu is not live",
+				   (unsigned long long)handle);
+	ovs_ordq *q = (ovs_ordq *)h;
+	ovstage_api_status_t s = ovs_op_wait_status(st, q->op, timeout);
+	if (s == OVSTAGE_OK)
+		*out_ordinal = atomic_load_explicit(&q->value, memory_order_relaxed);
+	else if (s == OVSTAGE_ERROR_INVALID_HANDLE)
+		/* the op id was released already: the op completed (release does not cancel) */
+		*out_ordinal = atomic_load_explicit(&q->value, memory_order_acquire), s = OVSTAGE_OK;
+	else if (s != OVSTAGE_ERROR_TIMEOUT)
+		s = ovs_err_set(OVSTAGE_ERROR_OP_FAILED, "the ordinal query's op failed");
+	ovs_hobj_unref(h);
+	return s;
+}
+
+static void noop_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)arg;
+	(void)run;
+}
+
+ovstage_enqueue_result_t ovs_release_ordinal_query(ovstage_context_t *ctx, ovstage_ordinal_query_handle_t handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
+	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, OVS_H_ORDQ);
+	if (!h)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "ordinal query handle %llu is not live "
+						"(already released?)", (unsigned long long)handle));
+	ovs_hobj_unref(h);
+	ovs_op_desc d = { noop_job, NULL, NULL, NULL, 0, true };
+	return ovs_op_submit(st, &d);
+}

@@ -1,0 +1,132 @@
+/* handles.c — sharded handle tables with reference-counted objects. */
+#include "handles.h"
+
+#include <stdlib.h>
+
+static inline ovs_handle_shard *shard_of(ovs_handles *h, uint64_t id)
+{
+	return &h->shards[id % OVS_HANDLE_SHARDS];
+}
+
+static inline unsigned bucket_of(uint64_t id)
+{
+	return (unsigned)((id / OVS_HANDLE_SHARDS) % OVS_HANDLE_BUCKETS);
+}
+
+void ovs_handles_init(ovs_handles *h)
+{
+	atomic_init(&h->next_id, 1);
+	for (int k = 0; k < 8; k++)
+		atomic_init(&h->live[k], 0);
+	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
+		pthread_mutex_init(&h->shards[i].lock, NULL);
+		for (int b = 0; b < OVS_HANDLE_BUCKETS; b++)
+			h->shards[i].buckets[b] = NULL;
+	}
+}
+
+void ovs_handles_fini(ovs_handles *h)
+{
+	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
+		for (int b = 0; b < OVS_HANDLE_BUCKETS; b++) {
+			ovs_handle_node *n = h->shards[i].buckets[b];
+			while (n) {
+				ovs_handle_node *next = n->next;
+				ovs_hobj_unref(n->obj);
+				free(n);
+				n = next;
+			}
+			h->shards[i].buckets[b] = NULL;
+		}
+		pthread_mutex_destroy(&h->shards[i].lock);
+	}
+}
+
+void ovs_hobj_init(ovs_hobj *o, ovs_handle_kind kind, void (*destroy)(ovs_hobj *))
+{
+	atomic_init(&o->refs, 1);
+	o->kind = kind;
+	o->id = 0;
+	o->destroy = destroy;
+}
+
+void ovs_hobj_ref(ovs_hobj *o)
+{
+	/* relaxed: taking a reference while already holding one orders nothing. */
+	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+}
+
+void ovs_hobj_unref(ovs_hobj *o)
+{
+	/* acq_rel: the last holder must see every other holder's writes before destroying. */
+	if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
+		o->destroy(o);
+}
+
+uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
+{
+	ovs_handle_node *n = malloc(sizeof *n);
+	if (!n)
+		return 0;
+	/* relaxed: uniqueness needs only atomicity. */
+	uint64_t id = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
+	o->id = id;
+	ovs_hobj_ref(o);
+	n->id = id;
+	n->obj = o;
+	ovs_handle_shard *s = shard_of(h, id);
+	pthread_mutex_lock(&s->lock);
+	n->next = s->buckets[bucket_of(id)];
+	s->buckets[bucket_of(id)] = n;
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_add_explicit(&h->live[o->kind], 1, memory_order_relaxed);
+	return id;
+}
+
+ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
+{
+	if (id == 0)
+		return NULL;
+	ovs_handle_shard *s = shard_of(h, id);
+	ovs_hobj *found = NULL;
+	pthread_mutex_lock(&s->lock);
+	for (ovs_handle_node *n = s->buckets[bucket_of(id)]; n; n = n->next)
+		if (n->id == id) {
+			if (n->obj->kind == kind) {
+				found = n->obj;
+				ovs_hobj_ref(found);
+			}
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	return found;
+}
+
+ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
+{
+	if (id == 0)
+		return NULL;
+	ovs_handle_shard *s = shard_of(h, id);
+	ovs_hobj *found = NULL;
+	pthread_mutex_lock(&s->lock);
+	ovs_handle_node **pp = &s->buckets[bucket_of(id)];
+	for (; *pp; pp = &(*pp)->next)
+		if ((*pp)->id == id) {
+			ovs_handle_node *n = *pp;
+			if (n->obj->kind == kind) {
+				found = n->obj;
+				*pp = n->next;
+				free(n);
+			}
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	if (found)
+		atomic_fetch_sub_explicit(&h->live[kind], 1, memory_order_relaxed);
+	return found;
+}
+
+int64_t ovs_handles_live(ovs_handles *h, ovs_handle_kind kind)
+{
+	return atomic_load_explicit(&h->live[kind], memory_order_relaxed);
+}

@@ -1,0 +1,72 @@
+/*
+ * handles.h — per-stage tables of the handles the API hands out (queries, reads, ordinal queries,
+ * maps, read groups, query results). A handle is a monotonic 64-bit number (0 = invalid); the
+ * object behind it is reference-counted, so a lookup that races with a release keeps the object
+ * alive until the caller drops its reference.
+ *
+ * Thread safety: all functions may be called concurrently. The table is sharded (16 shards, each a
+ * chained hash map under its own mutex held for a few instructions); object reference counts are
+ * atomic. A handle of the wrong kind is reported as not found, like a stale one.
+ */
+#ifndef OVSTAGE_ENGINE_HANDLES_H
+#define OVSTAGE_ENGINE_HANDLES_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef enum ovs_handle_kind {
+	OVS_H_QUERY = 1,
+	OVS_H_READ = 2,
+	OVS_H_ORDQ = 3,
+	OVS_H_MAP = 4,
+	OVS_H_GROUP = 5,
+	OVS_H_QRESULT = 6,
+} ovs_handle_kind;
+
+typedef struct ovs_hobj ovs_hobj;
+struct ovs_hobj {
+	_Atomic uint32_t refs;            /* the table's reference + lookups in progress + owners */
+	ovs_handle_kind kind;             /* what it is */
+	uint64_t id;                      /* its handle (0 until inserted) */
+	void (*destroy)(ovs_hobj *obj);   /* frees the object when refs reaches zero */
+};
+
+typedef struct ovs_handle_node {
+	uint64_t id;                     /* key */
+	ovs_hobj *obj;                   /* value (the table holds one reference) */
+	struct ovs_handle_node *next;    /* chain */
+} ovs_handle_node;
+
+#define OVS_HANDLE_SHARDS 16
+#define OVS_HANDLE_BUCKETS 256
+
+typedef struct ovs_handle_shard {
+	pthread_mutex_t lock;                          /* guards the buckets */
+	ovs_handle_node *buckets[OVS_HANDLE_BUCKETS];  /* chained hash map id -> node */
+} ovs_handle_shard;
+
+typedef struct ovs_handles {
+	_Atomic uint64_t next_id;                 /* next handle (monotonic, starts at 1) */
+	_Atomic int64_t live[8];                  /* live handles per kind (destroy reports them) */
+	ovs_handle_shard shards[OVS_HANDLE_SHARDS];
+} ovs_handles;
+
+void ovs_handles_init(ovs_handles *h);
+/* Frees every remaining entry (dropping the table's references). */
+void ovs_handles_fini(ovs_handles *h);
+/* Initialises an object with one reference (the caller's). */
+void ovs_hobj_init(ovs_hobj *o, ovs_handle_kind kind, void (*destroy)(ovs_hobj *));
+/* Inserts: the table takes its own reference. Returns the new handle, 0 on OOM. */
+uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o);
+/* Looks up and takes a reference (NULL if absent or of another kind). */
+ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind);
+/* Removes the entry and returns the object with the table's reference transferred to the caller
+ * (NULL if absent or of another kind): exactly one remover succeeds. */
+ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind);
+void ovs_hobj_ref(ovs_hobj *o);
+void ovs_hobj_unref(ovs_hobj *o);
+/* Live handles of a kind. */
+int64_t ovs_handles_live(ovs_handles *h, ovs_handle_kind kind);
+
+#endif /* OVSTAGE_ENGINE_HANDLES_H */

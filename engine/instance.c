@@ -1,0 +1,189 @@
+/*
+ * instance.c — create/destroy a stage, the vtable, and the small synchronous slots (version, error
+ * strings, path dictionary, extensions).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "errors.h"
+#include "ops.h"
+#include "stage.h"
+
+static _Atomic uint64_t g_stage_serial = 1;
+
+static void get_version(ovstage_context_t *ctx, uint32_t *major, uint32_t *minor, uint32_t *patch)
+{
+	(void)ctx;
+	if (major)
+		*major = OVSTAGE_VERSION_MAJOR;
+	if (minor)
+		*minor = OVSTAGE_VERSION_MINOR;
+	if (patch)
+		*patch = OVSTAGE_VERSION_PATCH;
+}
+
+static const char *get_error_string(ovstage_context_t *ctx, ovstage_api_status_t error)
+{
+	(void)ctx;
+	switch (error) {
+	case OVSTAGE_OK: return "success";
+	case OVSTAGE_ERROR_INVALID_ARGUMENT: return "invalid argument";
+	case OVSTAGE_ERROR_INVALID_HANDLE: return "invalid or stale handle";
+	case OVSTAGE_ERROR_NOT_FOUND: return "not found";
+	case OVSTAGE_ERROR_PRIM_NOT_FOUND: return "prim already exists (INSERT or clone target)";
+	case OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION: return "write floor violation";
+	case OVSTAGE_ERROR_NOT_SUPPORTED: return "not supported";
+	case OVSTAGE_ERROR_QUEUE_FULL: return "submission queue full";
+	case OVSTAGE_ERROR_END_OF_ITERATION: return "end of iteration";
+	case OVSTAGE_ERROR_OUT_OF_MEMORY: return "out of memory";
+	case OVSTAGE_ERROR_LAYOUT_CHANGED: return "layout changed";
+	case OVSTAGE_ERROR_TIMEOUT: return "timeout (not ready yet)";
+	case OVSTAGE_ERROR_OP_FAILED: return "operation failed";
+	case OVSTAGE_ERROR_OUT_OF_RANGE: return "ordinal range outside the retained history";
+	case OVSTAGE_ERROR_INTERNAL: return "internal error";
+	}
+	return "unknown status";
+}
+
+static path_dictionary_instance_t *get_path_dictionary(ovstage_context_t *ctx)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	return st ? ovs_pd_instance(st->pd) : NULL;
+}
+
+static ovstage_api_status_t query_extension(ovstage_context_t *ctx, const char *name, const void **out)
+{
+	ovs_err_clear();
+	if (!ctx || !name || !out)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
+				   !ctx ? "instance" : !name ? "name" : "out_extension");
+	*out = NULL;
+	return ovs_err_set(OVSTAGE_ERROR_NOT_FOUND, "no extension named \"%s\"", name);
+}
+
+static const ovstage_vtable_t g_vtable = {
+	.wait_op = ovs_wait_op,
+	.release_op = ovs_release_op,
+	.advance_write_floor = ovs_advance_write_floor,
+	.get_oldest_preserved_ordinal = ovs_get_oldest_preserved_ordinal,
+	.get_attribute_write_floor = ovs_get_attribute_write_floor,
+	.fetch_ordinal = ovs_fetch_ordinal,
+	.release_ordinal_query = ovs_release_ordinal_query,
+	.query = ovs_query_filter,
+	.query_from_path_list = ovs_query_from_path_list,
+	.fetch_query_result = ovs_fetch_query_result,
+	.release_query_result = ovs_release_query_result,
+	.release_query = ovs_release_query,
+	.read_attributes = ovs_read_attributes,
+	.fetch_read_next = ovs_fetch_read_next,
+	.release_group = ovs_release_group,
+	.release_read = ovs_release_read,
+	.write_attribute = ovs_write_attribute,
+	.map_attribute = ovs_map_attribute,
+	.fetch_map_next = ovs_fetch_map_next,
+	.unmap_group = ovs_unmap_group,
+	.unmap_attribute = ovs_unmap_attribute,
+	.delete_attributes = ovs_delete_attributes,
+	.get_version = get_version,
+	.get_error_string = get_error_string,
+	.get_last_op_error = ovs_get_last_op_error,
+	.get_path_dictionary = get_path_dictionary,
+	.write_attributes = ovs_write_attributes,
+	.query_extension = query_extension,
+};
+
+OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_desc_t *desc,
+							 ovstage_instance_t **out_instance)
+{
+	ovs_err_clear();
+	if (!out_instance)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "out_instance is NULL");
+	*out_instance = NULL;
+	ovstage_api_status_t s = ovs_runtime_acquire(NULL);
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_stage *st = calloc(1, sizeof *st);
+	ovs_pd *pd = ovs_pd_create();
+	char *name = (desc && desc->name) ? strdup(desc->name) : NULL;
+	if (!st || !pd || (desc && desc->name && !name)) {
+		free(st);
+		if (pd)
+			ovs_pd_destroy(pd);
+		free(name);
+		ovs_runtime_release();
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating an instance");
+	}
+	st->pub.vtable = &g_vtable;
+	st->pub.context = (ovstage_context_t *)(void *)st;
+	st->serial = atomic_fetch_add_explicit(&g_stage_serial, 1, memory_order_relaxed);
+	st->name = name;
+	st->sched = ovs_runtime_sched();
+	st->pd = pd;
+	st->retention = ovs_runtime_settings()->retention;
+	pthread_mutex_init(&st->cols_lock, NULL);
+	atomic_init(&st->cols, NULL);
+	atomic_init(&st->ncols, 0);
+	ovs_radix_init(&st->prims);
+	atomic_init(&st->snapshot, NULL);
+	atomic_init(&st->parity, 0);
+	atomic_init(&st->readers[0], 0);
+	atomic_init(&st->readers[1], 0);
+	pthread_mutex_init(&st->seq_lock, NULL);
+	atomic_init(&st->all_floor, 0);
+	ovs_handles_init(&st->handles);
+	atomic_init(&st->live_ops, 0);
+	atomic_init(&st->jobs_in_flight, 0);
+	*out_instance = &st->pub;
+	return OVSTAGE_OK;
+}
+
+OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *instance)
+{
+	ovs_err_clear();
+	if (!instance)
+		return OVSTAGE_OK;
+	ovs_stage *st = ovs_stage_of(instance->context);
+	if (!st || instance->vtable != &g_vtable)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance was not created by ovstage_create_instance");
+	int64_t ops = atomic_load_explicit(&st->live_ops, memory_order_acquire);
+	int64_t q = ovs_handles_live(&st->handles, OVS_H_QUERY), r = ovs_handles_live(&st->handles, OVS_H_READ);
+	int64_t g = ovs_handles_live(&st->handles, OVS_H_GROUP), o = ovs_handles_live(&st->handles, OVS_H_ORDQ);
+	int64_t m = ovs_handles_live(&st->handles, OVS_H_MAP), qr = ovs_handles_live(&st->handles, OVS_H_QRESULT);
+	if (ops || q || r || g || o || m || qr)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+				   "instance still holds %lld op ids, %lld queries, %lld query results, %lld reads, "
+				   "%lld read groups, %lld ordinal queries and %lld maps: release them first",
+				   (long long)ops, (long long)q, (long long)qr, (long long)r, (long long)g, (long long)o,
+				   (long long)m);
+	ovs_ops_quiesce(st); /* released ops may still be running */
+	ovs_handles_fini(&st->handles);
+	ovs_inflight *f = st->inflight;
+	while (f) {
+		ovs_inflight *n = f->next;
+		free(f->cols);
+		free(f);
+		f = n;
+	}
+	ovs_store_fini(st);
+	ovs_pd_destroy(st->pd);
+	pthread_mutex_destroy(&st->cols_lock);
+	pthread_mutex_destroy(&st->seq_lock);
+	free(st->name);
+	free(st);
+	ovs_runtime_release();
+	return OVSTAGE_OK;
+}
+
+OVSTAGE_API ovstage_api_status_t ovstage_get_usd_stage_id(ovstage_instance_t *instance, uint64_t *out_usd_stage_id)
+{
+	ovs_err_clear();
+	if (!instance || !out_usd_stage_id)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
+				   !instance ? "instance" : "out_usd_stage_id");
+	*out_usd_stage_id = 0;
+	return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "no USD stage is associated (USD population is not "
+			   "supported by this implementation)");
+}

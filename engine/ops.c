@@ -1,0 +1,186 @@
+/* ops.c — submitting ops, wait_op / release_op / get_last_op_error. */
+#include "ops.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+
+/* Wraps the caller's op so that the stage counts jobs in flight (destroy waits for zero). */
+typedef struct op_wrap {
+	ovs_stage *st;         /* the stage */
+	jobs_job_fn fn;        /* the op body */
+	void *arg;             /* its argument */
+	jobs_cleanup_fn cleanup; /* its cleanup */
+} op_wrap;
+
+static void wrap_fn(jobs_worker *w, void *arg, jobs_run *run)
+{
+	op_wrap *o = arg;
+	o->fn(w, o->arg, run);
+}
+
+static void wrap_cleanup(void *arg, bool ran)
+{
+	op_wrap *o = arg;
+	if (o->cleanup)
+		o->cleanup(o->arg, ran);
+	ovs_stage *st = o->st;
+	free(o);
+	/* release: everything the op did happens-before destroy's acquire that sees zero. */
+	atomic_fetch_sub_explicit(&st->jobs_in_flight, 1, memory_order_release);
+}
+
+ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
+{
+	op_wrap *o = malloc(sizeof *o);
+	if (!o) {
+		if (d->cleanup)
+			d->cleanup(d->arg, false);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory submitting an op"));
+	}
+	o->st = st;
+	o->fn = d->fn;
+	o->arg = d->arg;
+	o->cleanup = d->cleanup;
+	jobs_job_desc jd = { 0 };
+	jd.fn = wrap_fn;
+	jd.arg = o;
+	jd.cleanup = wrap_cleanup;
+	jd.after = d->after;
+	jd.after_count = d->after_count;
+	jd.flags = d->run_after_failure ? JOBS_RUN_AFTER_FAILED_DEPENDENCY : 0;
+	jd.tag = st->serial;
+	atomic_fetch_add_explicit(&st->jobs_in_flight, 1, memory_order_relaxed);
+	jobs_id id;
+	jobs_status s = jobs_submit(st->sched, &jd, &id);
+	if (s != JOBS_OK) {
+		atomic_fetch_sub_explicit(&st->jobs_in_flight, 1, memory_order_relaxed);
+		if (d->cleanup)
+			d->cleanup(d->arg, false);
+		free(o);
+		if (s == JOBS_FULL)
+			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_QUEUE_FULL,
+						       "the submission queue is full (%u slots): retry after ops complete",
+						       ovs_runtime_queue_capacity()));
+		if (s == JOBS_INVALID)
+			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE,
+						       "an op this one depends on was already released"));
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory submitting an op"));
+	}
+	atomic_fetch_add_explicit(&st->live_ops, 1, memory_order_relaxed);
+	ovstage_enqueue_result_t r = { OVSTAGE_OK, id };
+	return r;
+}
+
+void ovs_ops_quiesce(ovs_stage *st)
+{
+	struct timespec ts = { 0, 100000 };
+	/* acquire: pairs with wrap_cleanup's release. */
+	while (atomic_load_explicit(&st->jobs_in_flight, memory_order_acquire) != 0)
+		nanosleep(&ts, NULL);
+}
+
+/* Is `id` one of this stage's live op ids? */
+static bool op_is_ours(ovs_stage *st, ovstage_op_id_t id)
+{
+	uint64_t tag;
+	return jobs_receipt_tag(st->sched, id, &tag) == JOBS_OK && tag == st->serial;
+}
+
+/* Thread-local result of the last wait_op: failed op ids and their messages. */
+#define OVS_WAIT_ERRORS 8
+static _Thread_local ovstage_op_id_t tls_err_ids[OVS_WAIT_ERRORS];
+static _Thread_local char tls_err_msgs[OVS_WAIT_ERRORS][512];
+static _Thread_local size_t tls_err_count;
+
+static void record_failure(ovs_stage *st, ovstage_op_id_t id)
+{
+	if (tls_err_count >= OVS_WAIT_ERRORS)
+		return;
+	int code = 0;
+	jobs_receipt_result(st->sched, id, &code, tls_err_msgs[tls_err_count], sizeof tls_err_msgs[0]);
+	tls_err_ids[tls_err_count++] = id;
+}
+
+ovstage_api_status_t ovs_op_wait_status(ovs_stage *st, jobs_id op, ovstage_timeout_ns_t timeout)
+{
+	jobs_status s = jobs_wait(st->sched, op, timeout);
+	if (s == JOBS_PENDING)
+		return OVSTAGE_ERROR_TIMEOUT;
+	if (s == JOBS_INVALID)
+		return OVSTAGE_ERROR_INVALID_HANDLE;
+	if (s == JOBS_OK)
+		return OVSTAGE_OK;
+	int code = 0;
+	jobs_receipt_result(st->sched, op, &code, NULL, 0);
+	return code > 0 ? (ovstage_api_status_t)code : OVSTAGE_ERROR_OP_FAILED;
+}
+
+ovstage_api_status_t ovs_wait_op(ovstage_context_t *ctx, ovstage_op_id_t op_id, ovstage_timeout_ns_t timeout,
+				 ovstage_op_wait_result_t *out)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	tls_err_count = 0;
+	if (out) {
+		out->error_op_ids = tls_err_ids;
+		out->error_op_id_count = 0;
+		out->lowest_pending_op_id = OVSTAGE_INVALID_OP_ID;
+	}
+	if (!st)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL");
+	if (!out)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "out_wait_result is NULL");
+	if (!op_is_ours(st, op_id))
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "op id %llu is not a live op of this instance",
+				   (unsigned long long)op_id);
+	jobs_status s = jobs_wait(st->sched, op_id, timeout);
+	if (s == JOBS_INVALID)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "op id %llu was released while waiting",
+				   (unsigned long long)op_id);
+	if (s == JOBS_PENDING) {
+		out->lowest_pending_op_id = op_id;
+		return OVSTAGE_ERROR_TIMEOUT;
+	}
+	if (s != JOBS_OK) {
+		/* Root cause first: a failed producer this op depended on, then the op itself. */
+		jobs_id dep = 0;
+		jobs_receipt_failed_dependency(st->sched, op_id, &dep);
+		if (dep)
+			record_failure(st, dep);
+		record_failure(st, op_id);
+		if (dep)
+			tls_err_msgs[tls_err_count - 1][0] = '\0'; /* the waited op's own message is empty */
+		out->error_op_id_count = tls_err_count;
+	}
+	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_release_op(ovstage_context_t *ctx, ovstage_op_id_t op_id)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL");
+	if (!op_is_ours(st, op_id) || jobs_release(st->sched, op_id) != JOBS_OK)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "op id %llu is not a live op of this instance "
+				   "(never issued, or already released)", (unsigned long long)op_id);
+	atomic_fetch_sub_explicit(&st->live_ops, 1, memory_order_relaxed);
+	return OVSTAGE_OK;
+}
+
+ovx_string_t ovs_get_last_op_error(ovstage_context_t *ctx, ovstage_op_id_t op_id)
+{
+	(void)ctx;
+	ovx_string_t s = { NULL, 0 };
+	for (size_t i = 0; i < tls_err_count; i++)
+		if (tls_err_ids[i] == op_id && tls_err_msgs[i][0]) {
+			s.ptr = tls_err_msgs[i];
+			s.length = strlen(tls_err_msgs[i]);
+			break;
+		}
+	return s;
+}

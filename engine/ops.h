@@ -1,0 +1,39 @@
+/*
+ * ops.h — op ids. Every enqueue-style call submits one job; its receipt is the op id, tagged with
+ * the stage so that ids of other stages are rejected. Failures carry an ovstage status as the
+ * receipt code and a message naming what was wrong.
+ */
+#ifndef OVSTAGE_ENGINE_OPS_H
+#define OVSTAGE_ENGINE_OPS_H
+
+#include "stage.h"
+
+/* What an op body needs: submit it with ovs_op_submit. `cleanup` runs exactly once. */
+typedef struct ovs_op_desc {
+	jobs_job_fn fn;           /* body: report failures with ovs_op_fail */
+	void *arg;                /* its argument */
+	jobs_cleanup_fn cleanup;  /* frees arg (ran or not); may be NULL */
+	const jobs_id *after;     /* ops that must complete first */
+	size_t after_count;       /* entries in after */
+	bool run_after_failure;   /* run even if a dependency failed */
+} ovs_op_desc;
+
+/* Submits; on rejection the cleanup runs (with ran = false), the last error is set and the result
+ * carries QUEUE_FULL / OUT_OF_MEMORY / INVALID_HANDLE. */
+ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d);
+
+/* Inside a body: fail the op with a status and message. */
+#define ovs_op_fail(run, status, ...) jobs_job_fail((run), (int)(status), __VA_ARGS__)
+
+/* Waits until the stage has no job running (destroy). */
+void ovs_ops_quiesce(ovs_stage *st);
+
+ovstage_api_status_t ovs_wait_op(ovstage_context_t *ctx, ovstage_op_id_t op_id, ovstage_timeout_ns_t timeout,
+				 ovstage_op_wait_result_t *out);
+ovstage_api_status_t ovs_release_op(ovstage_context_t *ctx, ovstage_op_id_t op_id);
+ovx_string_t ovs_get_last_op_error(ovstage_context_t *ctx, ovstage_op_id_t op_id);
+
+/* Waits for an op (used by fetch_*): OK done, TIMEOUT, or the op's failure status. */
+ovstage_api_status_t ovs_op_wait_status(ovs_stage *st, jobs_id op, ovstage_timeout_ns_t timeout);
+
+#endif /* OVSTAGE_ENGINE_OPS_H */

@@ -1,0 +1,240 @@
+/* query.c — path-list queries, query results, name resolution. */
+#include "query.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "errors.h"
+#include "ops.h"
+
+static void query_destroy(ovs_hobj *h)
+{
+	ovs_query *q = (ovs_query *)h;
+	ovs_pd_list_release(q->st->pd, q->list);
+	free(q);
+}
+
+ovs_query *ovs_query_get(ovs_stage *st, ovstage_query_handle_t handle)
+{
+	ovs_hobj *h = ovs_handle_get(&st->handles, handle, OVS_H_QUERY);
+	if (!h) {
+		ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "query handle %llu is not a live query of this instance",
+			    (unsigned long long)handle);
+		return NULL;
+	}
+	return (ovs_query *)h;
+}
+
+void ovs_query_put(ovs_query *q)
+{
+	if (q)
+		ovs_hobj_unref(&q->h);
+}
+
+const char *ovs_attr_name(ovs_stage *st, ovx_token_t t)
+{
+	ovx_string_t s = ovs_pd_token_string(st->pd, t);
+	return s.ptr ? s.ptr : "?";
+}
+
+bool ovs_attr_is_derived(ovs_stage *st, ovx_token_t t)
+{
+	ovx_string_t s = ovs_pd_token_string(st->pd, t);
+	if (!s.ptr)
+		return false;
+	return !strcmp(s.ptr, "usd-path") || !strcmp(s.ptr, "usd-parent") || !strcmp(s.ptr, "usd-children");
+}
+
+ovstage_api_status_t ovs_resolve_attr(ovs_stage *st, ovx_string_or_token_t a, bool allow_empty, ovx_token_t *out,
+				      const char *what)
+{
+	*out = 0;
+	if (a.token) {
+		if (!ovs_pd_token_is_valid(st->pd, a.token))
+			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s.token = %llu is not a token of this "
+					   "instance's path dictionary", what, (unsigned long long)a.token);
+		*out = a.token;
+		return OVSTAGE_OK;
+	}
+	if (a.string.length == 0) {
+		if (allow_empty)
+			return OVSTAGE_OK;
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is empty (no token and no string)", what);
+	}
+	if (!a.string.ptr)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s.string has NULL ptr and length %zu", what,
+				   a.string.length);
+	if (memchr(a.string.ptr, '\0', a.string.length))
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s.string contains a NUL byte", what);
+	ovx_token_t t = ovs_pd_intern_token(st->pd, a.string.ptr, a.string.length);
+	if (!t)
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory interning %s", what);
+	*out = t;
+	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_query_from_path_list(ovstage_context_t *ctx, ovx_primpath_list_t path_list,
+					      ovstage_query_handle_t *out_handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (out_handle)
+		*out_handle = OVSTAGE_INVALID_QUERY_HANDLE;
+	if (!st || !out_handle)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_handle");
+	const ovx_primpath_t *paths;
+	size_t count;
+	/* The caller holds a reference to its list while we copy it. */
+	if (!ovs_pd_list_add_ref(st->pd, path_list))
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "path_list %llu is not a live path list",
+				   (unsigned long long)path_list);
+	if (!ovs_pd_list_view(st->pd, path_list, &paths, &count)) {
+		ovs_pd_list_release(st->pd, path_list);
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "path_list %llu is not a live path list",
+				   (unsigned long long)path_list);
+	}
+	if (count > UINT32_MAX) {
+		ovs_pd_list_release(st->pd, path_list);
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "path_list holds %zu paths (at most 2^32-1)", count);
+	}
+	/* The query pins its own copy: the caller may release its list right away. */
+	ovx_primpath_list_t own = ovs_pd_list_create(st->pd, paths, count);
+	ovs_pd_list_release(st->pd, path_list);
+	ovs_query *q = calloc(1, sizeof *q);
+	if (!own || !q) {
+		if (own)
+			ovs_pd_list_release(st->pd, own);
+		free(q);
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating a query");
+	}
+	ovs_hobj_init(&q->h, OVS_H_QUERY, query_destroy);
+	q->st = st;
+	q->list = own;
+	ovs_pd_list_view(st->pd, own, &q->paths, &q->count);
+	uint64_t id = ovs_handle_insert(&st->handles, &q->h);
+	ovs_hobj_unref(&q->h); /* the table holds it now */
+	if (!id)
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory registering a query");
+	*out_handle = id;
+	return OVSTAGE_OK;
+}
+
+ovstage_enqueue_result_t ovs_query_filter(ovstage_context_t *ctx, const ovstage_filter_t *filter, const ovx_token_t *attrs,
+				   size_t attr_count, ovstage_query_handle_t *out_query_handle)
+{
+	ovs_err_clear();
+	if (out_query_handle)
+		*out_query_handle = OVSTAGE_INVALID_QUERY_HANDLE;
+	(void)ctx;
+	(void)filter;
+	(void)attrs;
+	(void)attr_count;
+	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
+					"filter queries are not implemented yet in this build; use "
+					"ovstage_query_from_path_list"));
+}
+
+/* ---- query results ---- */
+
+typedef struct ovs_qresult {
+	ovs_hobj h;            /* kind OVS_H_QRESULT */
+	ovx_token_t *attrs;    /* attributes found on the query's prims */
+	size_t nattrs;         /* entries */
+} ovs_qresult;
+
+static void qresult_destroy(ovs_hobj *h)
+{
+	ovs_qresult *r = (ovs_qresult *)h;
+	free(r->attrs);
+	free(r);
+}
+
+ovstage_api_status_t ovs_fetch_query_result(ovstage_context_t *ctx, ovstage_query_handle_t query_handle,
+					    ovstage_timeout_ns_t timeout, ovstage_query_result_t *out)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !out)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_result");
+	memset(out, 0, sizeof *out);
+	ovs_query *q = ovs_query_get(st, query_handle);
+	if (!q)
+		return OVSTAGE_ERROR_INVALID_HANDLE;
+	if (q->op) {
+		ovstage_api_status_t s = ovs_op_wait_status(st, q->op, timeout);
+		if (s != OVSTAGE_OK) {
+			ovs_query_put(q);
+			return s == OVSTAGE_ERROR_TIMEOUT ? s : ovs_err_set(OVSTAGE_ERROR_OP_FAILED, "the query's op failed");
+		}
+	}
+	ovs_qresult *r = calloc(1, sizeof *r);
+	size_t ncols = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	if (r)
+		r->attrs = malloc((ncols ? ncols : 1) * sizeof *r->attrs);
+	if (!r || !r->attrs) {
+		free(r);
+		ovs_query_put(q);
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory building a query result");
+	}
+	ovs_hobj_init(&r->h, OVS_H_QRESULT, qresult_destroy);
+	/* Attributes with a row for any of the query's prims (latest state). */
+	for (size_t c = 0; c < ncols; c++)
+		for (size_t i = 0; i < q->count; i++)
+			if (ovs_column_row(cols[c], q->paths[i]) != UINT32_MAX) {
+				r->attrs[r->nattrs++] = cols[c]->name;
+				break;
+			}
+	uint64_t id = ovs_handle_insert(&st->handles, &r->h);
+	ovs_hobj_unref(&r->h);
+	if (!id) {
+		ovs_query_put(q);
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory registering a query result");
+	}
+	out->query_result_id = id;
+	out->attributes = r->attrs;
+	out->attribute_count = r->nattrs;
+	out->all_handle = query_handle;
+	out->total_prim_count = q->count;
+	ovs_query_put(q);
+	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_release_query_result(ovstage_context_t *ctx, const ovstage_query_result_t *result)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !result)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "result");
+	ovs_hobj *h = ovs_handle_remove(&st->handles, result->query_result_id, OVS_H_QRESULT);
+	if (!h)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "query result %llu is not live (already released?)",
+				   (unsigned long long)result->query_result_id);
+	ovs_hobj_unref(h);
+	return OVSTAGE_OK;
+}
+
+static void noop_op(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)arg;
+	(void)run;
+}
+
+ovstage_enqueue_result_t ovs_release_query(ovstage_context_t *ctx, ovstage_query_handle_t handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
+	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, OVS_H_QUERY);
+	if (!h)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE,
+						"query handle %llu is not live (already released?)",
+						(unsigned long long)handle));
+	/* Ops in flight hold their own references; the object goes when the last one finishes. */
+	ovs_hobj_unref(h);
+	ovs_op_desc d = { noop_op, NULL, NULL, NULL, 0, true };
+	return ovs_op_submit(st, &d);
+}

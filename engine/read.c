@@ -1,0 +1,472 @@
+/*
+ * read.c — read_attributes / fetch_read_next / release_group / release_read.
+ *
+ * A read takes no part in write ordering: its op pins, for each attribute, the sealed version that
+ * answers the range (a reference count), and builds groups that are zero-copy views of that
+ * version's buffer. Later writes and seals proceed; the pinned version stays valid until the last
+ * group holding it is released.
+ *
+ * Semantics (this implementation keeps history; docs/api.md):
+ *  - latest read, end N: values as of N (the newest version with ordinal <= N). N above the column's
+ *    floor is accepted only if nothing was written above the floor (then "as of N" = "as of the
+ *    floor"); otherwise WRITE_FLOOR_VIOLATION. If the version as of N has left retention:
+ *    OUT_OF_RANGE.
+ *  - range read [a, b]: the keys that changed at an ordinal in [a, b], with their values as of b;
+ *    deleted keys come as is_delete groups. a at or below the retention frontier: OUT_OF_RANGE.
+ *  - a column that does not exist, or has no data at N: zero groups.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "errors.h"
+#include "ops.h"
+#include "query.h"
+
+typedef struct ovs_group {
+	ovs_hobj h;                 /* kind OVS_H_GROUP once fetched */
+	ovstage_read_group_t g;     /* what fetch_read_next hands out (points into this object) */
+	ovs_version *v;             /* pinned version (NULL for tombstone groups) */
+	ovx_primpath_list_t list;   /* the query's list, referenced while the group lives */
+	ovs_pd *pd;                 /* to drop that reference */
+	DLTensor tensor;            /* the canonical 1-D tensor */
+	int64_t shape;              /* tensor.shape[0] */
+	int64_t stride;             /* tensor.strides[0] = 1 */
+	uint32_t *prim_index;       /* prims.index_map (query positions), or NULL */
+	uint32_t *data_index;       /* data.index_map (buffer rows), or NULL */
+} ovs_group;
+
+typedef struct ovs_read {
+	ovs_hobj h;                  /* kind OVS_H_READ */
+	ovs_stage *st;               /* stage */
+	ovs_query *q;                /* target prims (reference held) */
+	ovx_token_t *attrs;          /* attributes (NULL = every column) */
+	size_t nattrs;               /* entries */
+	ovstage_ordinal_range_t range; /* requested range */
+	jobs_id op;                  /* producing op */
+	ovs_group **groups;          /* produced groups (published by the op's completion) */
+	size_t ngroups;              /* entries */
+	size_t capgroups;            /* capacity */
+	_Atomic size_t cursor;       /* next group to hand out */
+} ovs_read;
+
+static void group_destroy(ovs_hobj *h)
+{
+	ovs_group *g = (ovs_group *)h;
+	if (g->v)
+		ovs_version_unref(g->v);
+	ovs_pd_list_release(g->pd, g->list);
+	free(g->prim_index);
+	free(g->data_index);
+	free(g);
+}
+
+static void read_destroy(ovs_hobj *h)
+{
+	ovs_read *r = (ovs_read *)h;
+	for (size_t i = 0; i < r->ngroups; i++)
+		if (r->groups[i])
+			group_destroy(&r->groups[i]->h); /* never fetched */
+	free(r->groups);
+	free(r->attrs);
+	ovs_query_put(r->q);
+	free(r);
+}
+
+static bool add_group(ovs_read *r, ovs_group *g)
+{
+	if (r->ngroups == r->capgroups) {
+		size_t cap = r->capgroups ? r->capgroups * 2 : 4;
+		ovs_group **ng = realloc(r->groups, cap * sizeof *ng);
+		if (!ng)
+			return false;
+		r->groups = ng;
+		r->capgroups = cap;
+	}
+	r->groups[r->ngroups++] = g;
+	return true;
+}
+
+static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_delete)
+{
+	ovs_group *g = calloc(1, sizeof *g);
+	if (!g)
+		return NULL;
+	ovs_hobj_init(&g->h, OVS_H_GROUP, group_destroy);
+	g->pd = r->st->pd;
+	g->list = r->q->list;
+	ovs_pd_list_add_ref(g->pd, g->list); /* prims.list stays valid as long as the group */
+	g->g.attribute = c->name;
+	g->g.ordinal = v ? v->ordinal : 0;
+	g->g.is_delete = is_delete;
+	g->g.is_array = c->schema.is_array;
+	g->g.semantic = c->schema.semantic;
+	g->g.prims.list = r->q->list;
+	g->g.meta.attribute_write_floor_ordinal = atomic_load_explicit(&c->floor, memory_order_acquire);
+	g->g.meta.layout_generation = v ? v->generation : 0;
+	return g;
+}
+
+/* Fills a value group over elements E (query positions) with rows R. */
+static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E, uint32_t *R, uint32_t k, size_t qn)
+{
+	bool identity = k == qn;
+	for (uint32_t i = 0; identity && i < k; i++)
+		identity = E[i] == i && R[i] == i;
+	ovs_version_ref(v);
+	g->v = v;
+	g->tensor.data = v->buf->data;
+	g->tensor.device.device_type = kDLCPU;
+	g->tensor.device.device_id = 0;
+	g->tensor.ndim = 1;
+	g->tensor.dtype = c->schema.dtype;
+	g->tensor.shape = &g->shape;
+	g->tensor.strides = &g->stride;
+	g->tensor.byte_offset = 0;
+	g->stride = 1;
+	g->g.data.tensors = &g->tensor;
+	g->g.data.tensor_count = 1;
+	g->g.data.mask = NULL;
+	g->g.data.cuda_sync.stream = 0;
+	g->g.data.cuda_sync.wait_event = 0;
+	if (identity) {
+		/* The query's prims are rows 0..k-1 in order: no maps. */
+		g->shape = k;
+		g->g.prims.offset = 0;
+		g->g.prims.count = k;
+		g->g.prims.index_map = NULL;
+		g->g.data.count = 0;
+		g->g.data.index_map = NULL;
+		free(E);
+		free(R);
+	} else {
+		g->shape = v->rows;
+		g->prim_index = E;
+		g->data_index = R;
+		g->g.prims.offset = 0;
+		g->g.prims.count = k;
+		g->g.prims.index_map = E;
+		g->g.data.count = k;
+		g->g.data.index_map = R;
+	}
+}
+
+static inline bool bit_get(const uint64_t *bm, uint32_t r)
+{
+	return (bm[r / 64] >> (r % 64)) & 1;
+}
+
+/* Reads one column into groups. */
+static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, size_t errlen)
+{
+	ovs_stage *st = r->st;
+	const ovstage_ordinal_range_t *rg = &r->range;
+	uint64_t end = rg->end_ordinal;
+	/* Floor first (acquire), then the snapshot: the seal publishes the snapshot before the floor. */
+	uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+	unsigned p = ovs_snapshot_enter(st);
+	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_acquire);
+	ovs_version *latest = ovs_snapshot_version(snap, c);
+	if (latest)
+		ovs_version_ref(latest);
+	ovs_snapshot_leave(st, p);
+	ovstage_api_status_t s = OVSTAGE_OK;
+	if (end > floor && atomic_load_explicit(&c->max_written, memory_order_relaxed) > floor) {
+		ovs_err_format(err, errlen, "\"%s\": end_ordinal %llu is above the write floor %llu and the column has "
+			       "unsealed writes", ovs_attr_name(st, c->name), (unsigned long long)end,
+			       (unsigned long long)floor);
+		s = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
+		goto out;
+	}
+	uint64_t dropped = atomic_load_explicit(&c->dropped_through, memory_order_acquire);
+	if (rg->has_start_ordinal && rg->start_ordinal <= dropped) {
+		ovs_err_format(err, errlen, "\"%s\": range start %llu is not above the retention frontier (history "
+			       "through ordinal %llu was reclaimed; oldest preserved is %llu)",
+			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,
+			       (unsigned long long)dropped, (unsigned long long)dropped + 1);
+		s = OVSTAGE_ERROR_OUT_OF_RANGE;
+		goto out;
+	}
+	if (!latest)
+		goto out; /* no sealed data: zero groups */
+	ovs_version *v = latest;
+	while (v && v->ordinal > end)
+		v = v->older;
+	if (!v) {
+		if (dropped) {
+			ovs_err_format(err, errlen, "\"%s\": the state as of ordinal %llu is no longer retained (oldest "
+				       "preserved is %llu)", ovs_attr_name(st, c->name), (unsigned long long)end,
+				       (unsigned long long)dropped + 1);
+			s = OVSTAGE_ERROR_OUT_OF_RANGE;
+		}
+		goto out; /* the column had no data at `end` */
+	}
+	size_t qn = r->q->count;
+	uint32_t *E = malloc((qn ? qn : 1) * sizeof *E), *R = malloc((qn ? qn : 1) * sizeof *R);
+	uint32_t *DE = NULL;
+	uint64_t *chg = NULL;
+	if (!E || !R)
+		goto oom;
+	uint32_t k = 0, kd = 0;
+	if (!rg->has_start_ordinal) {
+		for (size_t i = 0; i < qn; i++) {
+			uint32_t row = ovs_column_row(c, r->q->paths[i]);
+			if (row < v->rows && bit_get(v->present, row)) {
+				E[k] = (uint32_t)i;
+				R[k++] = row;
+			}
+		}
+	} else {
+		/* Rows changed at ordinals in [a, b]: the versions from v back to a. */
+		size_t words = ((size_t)v->rows + 63) / 64;
+		chg = calloc(words ? words : 1, sizeof *chg);
+		DE = malloc((qn ? qn : 1) * sizeof *DE);
+		if (!chg || !DE)
+			goto oom;
+		for (ovs_version *u = v; u && u->ordinal >= rg->start_ordinal; u = u->older) {
+			if (u->all_changed) {
+				for (size_t w = 0; w < words; w++)
+					chg[w] = ~(uint64_t)0;
+				break;
+			}
+			for (uint32_t j = 0; j < u->nchanged; j++)
+				if (u->changed[j] < v->rows)
+					chg[u->changed[j] / 64] |= (uint64_t)1 << (u->changed[j] % 64);
+		}
+		for (size_t i = 0; i < qn; i++) {
+			uint32_t row = ovs_column_row(c, r->q->paths[i]);
+			if (row >= v->rows || !bit_get(chg, row))
+				continue;
+			if (bit_get(v->present, row)) {
+				E[k] = (uint32_t)i;
+				R[k++] = row;
+			} else {
+				DE[kd++] = (uint32_t)i;
+			}
+		}
+		free(chg);
+		chg = NULL;
+	}
+	if (k) {
+		ovs_group *g = new_group(r, c, v, false);
+		if (!g || !add_group(r, g)) {
+			if (g)
+				group_destroy(&g->h);
+			goto oom;
+		}
+		fill_values(g, c, v, E, R, k, qn);
+	} else {
+		free(E);
+		free(R);
+	}
+	E = R = NULL;
+	if (kd) {
+		ovs_group *g = new_group(r, c, v, true);
+		if (!g || !add_group(r, g)) {
+			if (g)
+				group_destroy(&g->h);
+			goto oom;
+		}
+		g->prim_index = DE;
+		g->g.prims.offset = 0;
+		g->g.prims.count = kd;
+		g->g.prims.index_map = DE;
+		DE = NULL;
+	}
+	free(DE);
+	goto out;
+oom:
+	free(E);
+	free(R);
+	free(DE);
+	free(chg);
+	ovs_err_format(err, errlen, "out of memory building read groups");
+	s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+out:
+	if (latest)
+		ovs_version_unref(latest);
+	return s;
+}
+
+static void read_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	ovs_read *r = arg;
+	ovs_stage *st = r->st;
+	char err[512];
+	if (r->attrs) {
+		for (size_t i = 0; i < r->nattrs; i++) {
+			ovs_column *c = ovs_column_find(st, r->attrs[i]);
+			if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
+				continue; /* missing attribute: zero groups, not an error */
+			ovstage_api_status_t s = read_column(r, c, err, sizeof err);
+			if (s != OVSTAGE_OK) {
+				ovs_op_fail(run, s, "read_attributes: %s", err);
+				return;
+			}
+		}
+	} else {
+		size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
+		ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+		for (size_t i = 0; i < nc; i++) {
+			if (!atomic_load_explicit(&cols[i]->has_schema, memory_order_acquire))
+				continue;
+			ovstage_api_status_t s = read_column(r, cols[i], err, sizeof err);
+			if (s != OVSTAGE_OK) {
+				ovs_op_fail(run, s, "read_attributes: %s", err);
+				return;
+			}
+		}
+	}
+}
+
+static void read_put(void *arg, bool ran)
+{
+	(void)ran;
+	ovs_hobj_unref(&((ovs_read *)arg)->h);
+}
+
+ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+					     const ovx_token_t *attrs, size_t attr_count, ovstage_ordinal_range_t range,
+					     ovstage_read_handle_t *out_read_handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (out_read_handle)
+		*out_read_handle = OVSTAGE_INVALID_READ_HANDLE;
+	if (!st || !out_read_handle)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
+						!st ? "instance" : "out_read_handle"));
+	if (attr_count && !attrs)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "attrs is NULL with attr_count = %zu",
+						attr_count));
+	if (range.has_start_ordinal && range.start_ordinal > range.end_ordinal)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+						"range.start_ordinal %llu > range.end_ordinal %llu",
+						(unsigned long long)range.start_ordinal,
+						(unsigned long long)range.end_ordinal));
+	for (size_t i = 0; i < attr_count; i++) {
+		if (!ovs_pd_token_is_valid(st->pd, attrs[i]))
+			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							"attrs[%zu] = %llu is not a valid token", i,
+							(unsigned long long)attrs[i]));
+		if (ovs_attr_is_derived(st, attrs[i]))
+			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
+							"attrs[%zu] = \"%s\": derived built-in columns are not "
+							"implemented yet in this build", i, ovs_attr_name(st, attrs[i])));
+	}
+	ovs_query *q = ovs_query_get(st, handle);
+	if (!q)
+		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
+	ovs_read *r = calloc(1, sizeof *r);
+	if (r && attr_count)
+		r->attrs = malloc(attr_count * sizeof *r->attrs);
+	if (!r || (attr_count && !r->attrs)) {
+		free(r);
+		ovs_query_put(q);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	ovs_hobj_init(&r->h, OVS_H_READ, read_destroy);
+	r->st = st;
+	r->q = q;
+	if (attr_count)
+		memcpy(r->attrs, attrs, attr_count * sizeof *attrs);
+	r->nattrs = attr_count;
+	r->range = range;
+	atomic_init(&r->cursor, 0);
+	ovs_hobj_ref(&r->h); /* the op's reference */
+	jobs_id after = q->op;
+	ovs_op_desc d = { read_job, r, read_put, after ? &after : NULL, after ? 1 : 0, false };
+	ovstage_enqueue_result_t res = ovs_op_submit(st, &d);
+	if (res.status != OVSTAGE_OK) {
+		ovs_hobj_unref(&r->h);
+		return res;
+	}
+	r->op = res.op_index; /* read by fetch only after the handle is returned */
+	uint64_t id = ovs_handle_insert(&st->handles, &r->h);
+	ovs_hobj_unref(&r->h);
+	if (!id) {
+		ovs_release_op(ctx, res.op_index);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	*out_read_handle = id;
+	return res;
+}
+
+ovstage_api_status_t ovs_fetch_read_next(ovstage_context_t *ctx, ovstage_read_handle_t read_handle,
+					 ovstage_timeout_ns_t timeout, ovstage_read_group_t *out_group)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !out_group)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_group");
+	memset(out_group, 0, sizeof *out_group);
+	ovs_hobj *h = ovs_handle_get(&st->handles, read_handle, OVS_H_READ);
+	if (!h)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "read handle %llu is not live",
+				   (unsigned long long)read_handle);
+	ovs_read *r = (ovs_read *)h;
+	ovstage_api_status_t s = ovs_op_wait_status(st, r->op, timeout);
+	if (s == OVSTAGE_ERROR_INVALID_HANDLE)
+		s = OVSTAGE_OK; /* the op id was released: it completed, and its groups are here */
+	if (s != OVSTAGE_OK) {
+		ovs_hobj_unref(h);
+		if (s == OVSTAGE_ERROR_TIMEOUT)
+			return s;
+		return ovs_err_set(s, "the read failed (%s); see wait_op / get_last_op_error", ovs_status_name(s));
+	}
+	/* relaxed: each fetch claims a distinct index; the groups were published by the op's completion,
+	 * which our wait acquired. */
+	size_t i = atomic_fetch_add_explicit(&r->cursor, 1, memory_order_relaxed);
+	if (i >= r->ngroups) {
+		ovs_hobj_unref(h);
+		return OVSTAGE_ERROR_END_OF_ITERATION;
+	}
+	ovs_group *g = r->groups[i];
+	r->groups[i] = NULL; /* owned by the handle table from now on */
+	uint64_t id = ovs_handle_insert(&st->handles, &g->h);
+	ovs_hobj_unref(&g->h);
+	ovs_hobj_unref(h);
+	if (!id)
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory registering a read group");
+	g->g.read_group_id = id;
+	*out_group = g->g;
+	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_release_group(ovstage_context_t *ctx, const ovstage_read_group_t *group)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !group)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "group");
+	ovs_hobj *h = ovs_handle_remove(&st->handles, group->read_group_id, OVS_H_GROUP);
+	if (!h)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "read group %llu is not live (already released?)",
+				   (unsigned long long)group->read_group_id);
+	ovs_hobj_unref(h);
+	return OVSTAGE_OK;
+}
+
+static void noop_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)arg;
+	(void)run;
+}
+
+ovstage_enqueue_result_t ovs_release_read(ovstage_context_t *ctx, ovstage_read_handle_t read_handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
+	ovs_hobj *h = ovs_handle_remove(&st->handles, read_handle, OVS_H_READ);
+	if (!h)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "read handle %llu is not live (already "
+						"released?)", (unsigned long long)read_handle));
+	/* Unfetched groups go with the read; fetched ones live until release_group. */
+	ovs_hobj_unref(h);
+	ovs_op_desc d = { noop_job, NULL, NULL, NULL, 0, true };
+	return ovs_op_submit(st, &d);
+}

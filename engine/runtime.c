@@ -1,0 +1,231 @@
+/* runtime.c — process refcount, configuration (entries + OVSTAGE_* environment), the scheduler. */
+#include "runtime.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ovstage/ovstage_ext.h>
+
+#include "errors.h"
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_refs;               /* guarded by g_lock */
+static jobs_sched *g_sched;      /* set while g_refs > 0 */
+static ovs_settings g_settings;  /* set while g_refs > 0 */
+
+static void settings_default(ovs_settings *s)
+{
+	s->workers = -1;
+	s->pin = false;
+	s->queue_capacity = 4096;
+	s->retention = 2;
+	s->default_hierarchy_model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL;
+}
+
+/* Reads an unsigned environment variable; false (and a message) if set but malformed. */
+static bool env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *out, bool *present)
+{
+	const char *v = getenv(name);
+	*present = false;
+	if (!v || !*v)
+		return true;
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno || *end || x < min || x > max) {
+		ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "environment %s = \"%s\" is not an integer in [%llu, %llu]",
+			    name, v, (unsigned long long)min, (unsigned long long)max);
+		return false;
+	}
+	*out = x;
+	*present = true;
+	return true;
+}
+
+static ovstage_api_status_t parse_config(const ovstage_config_t *cfg, ovs_settings *s)
+{
+	settings_default(s);
+	if (!cfg || !cfg->entry_count)
+		goto env;
+	if (!cfg->entries)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "config.entries is NULL with entry_count = %zu",
+				   cfg->entry_count);
+	for (size_t i = 0; i < cfg->entry_count; i++) {
+		const ovstage_config_entry_t *e = &cfg->entries[i];
+		for (size_t j = 0; j < i; j++)
+			if (cfg->entries[j].key_type == e->key_type &&
+			    cfg->entries[j].key.uint64_key == e->key.uint64_key)
+				return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+						   "config.entries[%zu] duplicates entries[%zu]", i, j);
+		switch (e->key_type) {
+		case OVSTAGE_CONFIG_KEY_TYPE_UINT64:
+			if (e->key.uint64_key == OVSTAGE_CONFIG_RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL) {
+				uint64_t m = e->value.uint_value;
+				if (m == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID || m > 4)
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "config.entries[%zu]: hierarchy computation model %llu is not valid",
+							   i, (unsigned long long)m);
+				if (m != OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT)
+					s->default_hierarchy_model = m;
+			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_WORKER_COUNT) {
+				if (e->value.uint_value > 4096)
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "config.entries[%zu]: worker count %llu > 4096", i,
+							   (unsigned long long)e->value.uint_value);
+				s->workers = (int)e->value.uint_value;
+			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY) {
+				if (e->value.uint_value < 2 || e->value.uint_value > (1u << 24))
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "config.entries[%zu]: queue capacity %llu not in [2, 2^24]", i,
+							   (unsigned long long)e->value.uint_value);
+				s->queue_capacity = (uint32_t)e->value.uint_value;
+			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_RETENTION) {
+				if (e->value.uint_value < 1 || e->value.uint_value > 1024)
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "config.entries[%zu]: retention %llu not in [1, 1024]", i,
+							   (unsigned long long)e->value.uint_value);
+				s->retention = (uint32_t)e->value.uint_value;
+			} else {
+				return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+						   "config.entries[%zu]: unknown uint64 key %u", i,
+						   (unsigned)e->key.uint64_key);
+			}
+			break;
+		case OVSTAGE_CONFIG_KEY_TYPE_BOOL:
+			if (e->key.bool_key == OVSTAGE_CONFIG_EXT_PIN_WORKERS) {
+				s->pin = e->value.bool_value;
+				break;
+			}
+			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "config.entries[%zu]: unknown bool key %u",
+					   i, (unsigned)e->key.bool_key);
+		case OVSTAGE_CONFIG_KEY_TYPE_STRING:
+			if (e->key.string_key == OVSTAGE_CONFIG_BINARY_PACKAGE_ROOT_PATH) {
+				/* Consumed only by the anchor's static loader; accepted and ignored here. */
+				if (e->value.string_value.length && !e->value.string_value.ptr)
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "config.entries[%zu]: string value has NULL ptr and length %zu",
+							   i, e->value.string_value.length);
+				break;
+			}
+			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+					   "config.entries[%zu]: unknown string key %u", i,
+					   (unsigned)e->key.string_key);
+		default:
+			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+					   "config.entries[%zu]: key_type %d has no keys", i, (int)e->key_type);
+		}
+	}
+env:;
+	uint64_t v;
+	bool present;
+	if (!env_u64("OVSTAGE_WORKERS", 0, 4096, &v, &present))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (present)
+		s->workers = (int)v;
+	if (!env_u64("OVSTAGE_QUEUE_CAPACITY", 2, 1u << 24, &v, &present))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (present)
+		s->queue_capacity = (uint32_t)v;
+	if (!env_u64("OVSTAGE_RETENTION", 1, 1024, &v, &present))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (present)
+		s->retention = (uint32_t)v;
+	if (!env_u64("OVSTAGE_PIN_WORKERS", 0, 1, &v, &present))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (present)
+		s->pin = v != 0;
+	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
+{
+	ovs_settings s;
+	ovstage_api_status_t st = parse_config(config, &s);
+	if (st != OVSTAGE_OK)
+		return st;
+	pthread_mutex_lock(&g_lock);
+	if (g_refs > 0) {
+		/* Active: a config that asks for a different runtime setting conflicts. */
+		if (config && config->entry_count &&
+		    (s.workers != g_settings.workers || s.pin != g_settings.pin ||
+		     s.queue_capacity != g_settings.queue_capacity ||
+		     s.default_hierarchy_model != g_settings.default_hierarchy_model)) {
+			pthread_mutex_unlock(&g_lock);
+			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+					   "config conflicts with the active runtime (workers, pinning, queue capacity "
+					   "and hierarchy model are fixed while any reference is held)");
+		}
+		if (config && config->entry_count)
+			g_settings.retention = s.retention; /* per-stage setting: applies to later stages */
+		g_refs++;
+		pthread_mutex_unlock(&g_lock);
+		return OVSTAGE_OK;
+	}
+	jobs_config jc;
+	jobs_config_default(&jc);
+	jc.workers = s.workers;
+	jc.pin = s.pin;
+	jc.queue_capacity = s.queue_capacity;
+	const char *err = NULL;
+	g_sched = jobs_sched_create(&jc, &err);
+	if (!g_sched) {
+		pthread_mutex_unlock(&g_lock);
+		return ovs_err_set(OVSTAGE_ERROR_INTERNAL, "cannot start the job scheduler: %s", err ? err : "?");
+	}
+	g_settings = s;
+	g_refs = 1;
+	pthread_mutex_unlock(&g_lock);
+	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_runtime_release(void)
+{
+	pthread_mutex_lock(&g_lock);
+	if (g_refs == 0) {
+		pthread_mutex_unlock(&g_lock);
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "ovstage_shutdown without a matching reference");
+	}
+	if (--g_refs == 0) {
+		jobs_sched_destroy(g_sched);
+		g_sched = NULL;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return OVSTAGE_OK;
+}
+
+jobs_sched *ovs_runtime_sched(void)
+{
+	return g_sched;
+}
+
+const ovs_settings *ovs_runtime_settings(void)
+{
+	return &g_settings;
+}
+
+uint32_t ovs_runtime_queue_capacity(void)
+{
+	return g_settings.queue_capacity;
+}
+
+bool ovs_runtime_active(void)
+{
+	pthread_mutex_lock(&g_lock);
+	bool a = g_refs > 0;
+	pthread_mutex_unlock(&g_lock);
+	return a;
+}
+
+OVSTAGE_API ovstage_api_status_t ovstage_initialize(const ovstage_config_t *config)
+{
+	ovs_err_clear();
+	return ovs_runtime_acquire(config);
+}
+
+OVSTAGE_API ovstage_api_status_t ovstage_shutdown(void)
+{
+	ovs_err_clear();
+	return ovs_runtime_release();
+}

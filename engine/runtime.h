@@ -1,0 +1,39 @@
+/*
+ * runtime.h — process-wide state: the reference count that ovstage_initialize/shutdown and live
+ * stages hold, the configuration, and the one job scheduler that serves every stage.
+ * Thread-safe: a mutex guards bootstrap and teardown (both rare); ovs_runtime_sched() is a plain
+ * read valid while the caller holds a reference.
+ */
+#ifndef OVSTAGE_ENGINE_RUNTIME_H
+#define OVSTAGE_ENGINE_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ovstage/ovstage.h>
+
+#include "jobs.h"
+
+typedef struct ovs_settings {
+	int workers;              /* worker threads (-1 = one per core) */
+	bool pin;                 /* bind workers to cores */
+	uint32_t queue_capacity;  /* injection queue slots */
+	uint32_t retention;       /* sealed ordinals retained per column (>= 1) */
+	uint64_t default_hierarchy_model; /* RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL */
+} ovs_settings;
+
+/* Takes one reference; bootstraps on 0 -> 1 with `config` (NULL = defaults). INVALID_ARGUMENT (with a
+ * message) for malformed, duplicate or unknown entries, or a setting that conflicts with the active
+ * runtime. */
+ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config);
+/* Drops one reference; tears down at 0. INVALID_ARGUMENT if there is none to drop. */
+ovstage_api_status_t ovs_runtime_release(void);
+/* The scheduler and settings (valid while a reference is held). */
+jobs_sched *ovs_runtime_sched(void);
+const ovs_settings *ovs_runtime_settings(void);
+/* The injection queue capacity in force (for messages). */
+uint32_t ovs_runtime_queue_capacity(void);
+/* Whether anything holds the runtime (initialize or a live stage). */
+bool ovs_runtime_active(void);
+
+#endif /* OVSTAGE_ENGINE_RUNTIME_H */

@@ -1,0 +1,122 @@
+/* sequencer.c — mutation admission and in-flight tracking (see sequencer.h). */
+#include "sequencer.h"
+
+#include <stdlib.h>
+
+#include "errors.h"
+#include "query.h"
+
+void ovs_inflight_done(ovs_inflight *f)
+{
+	/* release: pruning (under the lock) frees the record after seeing it done. */
+	atomic_store_explicit(&f->done, true, memory_order_release);
+}
+
+/* Frees records of finished mutations. Caller holds seq_lock. */
+static void prune_locked(ovs_stage *st)
+{
+	ovs_inflight **pp = &st->inflight;
+	while (*pp) {
+		ovs_inflight *f = *pp;
+		if (atomic_load_explicit(&f->done, memory_order_acquire)) {
+			*pp = f->next;
+			free(f->cols);
+			free(f);
+		} else {
+			pp = &f->next;
+		}
+	}
+}
+
+ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
+						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight)
+{
+	ovs_inflight *f = calloc(1, sizeof *f);
+	if (!f) {
+		free(cols);
+		if (op->cleanup)
+			op->cleanup(op->arg, false);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory registering an op"));
+	}
+	f->ordinal = ordinal;
+	f->cols = cols;
+	f->ncols = ncols;
+	atomic_init(&f->done, false);
+	*out_inflight = f;
+	pthread_mutex_lock(&st->seq_lock);
+	prune_locked(st);
+	/* Admission: above every floor an accepted advance asked for. */
+	if (ordinal <= st->all_floor_requested && !cols) {
+		uint64_t fl = st->all_floor_requested;
+		pthread_mutex_unlock(&st->seq_lock);
+		*out_inflight = NULL;
+		free(cols);
+		free(f);
+		if (op->cleanup)
+			op->cleanup(op->arg, false);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
+						"ordinal %llu is not above the write floor %llu",
+						(unsigned long long)ordinal, (unsigned long long)fl));
+	}
+	size_t n = cols ? ncols : 0;
+	for (size_t i = 0; i < n; i++) {
+		ovs_column *c = ovs_column_find(st, cols[i]);
+		uint64_t fl = c ? atomic_load_explicit(&c->floor_requested, memory_order_relaxed) : st->all_floor_requested;
+		if (ordinal <= fl) {
+			pthread_mutex_unlock(&st->seq_lock);
+			*out_inflight = NULL;
+			const char *name = ovs_attr_name(st, cols[i]);
+			ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
+				    "ordinal %llu is not above the write floor %llu of \"%s\"",
+				    (unsigned long long)ordinal, (unsigned long long)fl, name);
+			free(cols);
+			free(f);
+			if (op->cleanup)
+				op->cleanup(op->arg, false);
+			return ovs_rejected(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+		}
+	}
+	if (!cols) {
+		/* A whole-prim mutation: above every column's requested floor too. */
+		size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
+		ovs_column **all = atomic_load_explicit(&st->cols, memory_order_acquire);
+		for (size_t i = 0; i < nc; i++) {
+			uint64_t fl = atomic_load_explicit(&all[i]->floor_requested, memory_order_relaxed);
+			if (ordinal <= fl) {
+				pthread_mutex_unlock(&st->seq_lock);
+				*out_inflight = NULL;
+				ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
+					    "ordinal %llu is not above the write floor %llu of \"%s\"",
+					    (unsigned long long)ordinal, (unsigned long long)fl,
+					    ovs_attr_name(st, all[i]->name));
+				free(f);
+				if (op->cleanup)
+					op->cleanup(op->arg, false);
+				return ovs_rejected(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+			}
+		}
+	}
+	/* The op's arg holds `f` (via *out_inflight) before it can run: we are still inside the lock,
+	 * and the op only marks it done, which pruning reads under this lock. */
+	ovstage_enqueue_result_t r = ovs_op_submit(st, op);
+	if (r.status != OVSTAGE_OK) {
+		pthread_mutex_unlock(&st->seq_lock);
+		/* the op's cleanup ran inside ovs_op_submit and may have marked f done: free it here */
+		free(f->cols);
+		free(f);
+		return r;
+	}
+	f->op = r.op_index;
+	for (size_t i = 0; i < n; i++) {
+		ovs_column *c = ovs_column_find(st, cols[i]);
+		if (c) {
+			uint64_t m = atomic_load_explicit(&c->max_written, memory_order_relaxed);
+			if (ordinal > m)
+				atomic_store_explicit(&c->max_written, ordinal, memory_order_relaxed);
+		}
+	}
+	f->next = st->inflight;
+	st->inflight = f;
+	pthread_mutex_unlock(&st->seq_lock);
+	return r;
+}

@@ -1,0 +1,27 @@
+/*
+ * sequencer.h — ordering of mutations and floor advances at submission time.
+ *
+ * A mutation (write, delete, map commit) is admitted only if its ordinal is above the floor every
+ * accepted advance has asked for on its columns, and is then registered as in flight; a floor
+ * advance to N depends on every registered mutation at an ordinal <= N in its scope, and on the
+ * previous advance (seals of one stage run in submission order). Admission, registration and the
+ * advance's snapshot of the in-flight set happen under one short mutex (a few hundred
+ * nanoseconds: no allocation of data, no waiting), so no mutation can slip between an advance's
+ * check and its dependency list. Execution itself takes no lock.
+ */
+#ifndef OVSTAGE_ENGINE_SEQUENCER_H
+#define OVSTAGE_ENGINE_SEQUENCER_H
+
+#include "ops.h"
+
+/* Admits and submits a mutation touching `cols` (ncols tokens; cols == NULL = every column, e.g. a
+ * whole-prim delete) at `ordinal`. Takes ownership of `cols` (malloc'd). On success *out_inflight is
+ * the record the op must mark done (ovs_inflight_done) when it finishes. On rejection the op's
+ * cleanup runs and the last error is set (WRITE_FLOOR_VIOLATION names the column and floor). */
+ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
+						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight);
+
+/* Marks a mutation finished (called from its cleanup). */
+void ovs_inflight_done(ovs_inflight *f);
+
+#endif /* OVSTAGE_ENGINE_SEQUENCER_H */

@@ -1,0 +1,116 @@
+/*
+ * stage.h — one stage (the context behind an ovstage_instance_t): its path dictionary, handle
+ * tables, columns, snapshot and op sequencing. Internal to engine/.
+ */
+#ifndef OVSTAGE_ENGINE_STAGE_H
+#define OVSTAGE_ENGINE_STAGE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ovstage/ovstage.h>
+
+#include "handles.h"
+#include "jobs.h"
+#include "path_dictionary.h"
+#include "runtime.h"
+#include "store.h"
+
+/* An op id handed out by this stage is a jobs receipt tagged with the stage's serial. */
+
+/* A mutation in flight (write, delete, clone, map commit): what a later floor advance waits for. */
+typedef struct ovs_inflight {
+	jobs_id op;                 /* its receipt */
+	ovstage_ordinal_t ordinal;  /* its ordinal */
+	ovx_token_t *cols;          /* columns it touches (NULL = every column: whole-prim delete) */
+	size_t ncols;               /* entries in cols */
+	_Atomic bool done;          /* set by the op when it finished (pruned at the next submission) */
+	struct ovs_inflight *next;  /* list link */
+} ovs_inflight;
+
+struct ovs_stage {
+	ovstage_instance_t pub;         /* what the caller holds: {vtable, context = this} */
+	uint64_t serial;                /* tags this stage's receipts */
+	char *name;                     /* debug name from the instance desc */
+	jobs_sched *sched;              /* the process scheduler */
+	ovs_pd *pd;                     /* path dictionary */
+	uint32_t retention;             /* sealed versions retained per column */
+
+	/* --- columns --- */
+	pthread_mutex_t cols_lock;      /* guards creating columns */
+	_Atomic(ovs_column **) cols;    /* published array of columns (grows; old arrays kept) */
+	_Atomic size_t ncols;           /* entries valid in cols */
+	size_t cols_cap;                /* capacity of the current array (under cols_lock) */
+	void **old_arrays;              /* superseded column arrays, freed at destroy */
+	size_t n_old_arrays;            /* entries in old_arrays */
+
+	/* --- prim existence (latest state): path id -> 0 unknown, 1 exists, 2 deleted --- */
+	ovs_radix prims;
+
+	/* --- snapshot publication (two-counter grace period, see store.c) --- */
+	_Atomic(ovs_snapshot *) snapshot; /* the latest sealed state */
+	_Atomic uint32_t parity;        /* which reader counter new readers use */
+	_Atomic uint64_t readers[2];    /* readers inside the lookup, per parity */
+
+	/* --- op sequencing (short critical sections at submission; execution is lock-free) --- */
+	pthread_mutex_t seq_lock;       /* guards the fields below */
+	ovs_inflight *inflight;         /* mutations not yet known to be done */
+	jobs_id last_seal;              /* the previous floor advance (seals run in order) */
+	uint64_t all_floor_requested;   /* highest ALL-scope floor accepted */
+	_Atomic uint64_t all_floor;     /* the stage floor new columns start from (sealed) */
+
+	/* --- handles --- */
+	ovs_handles handles;            /* queries, reads, ordinal queries, maps */
+	_Atomic int64_t live_ops;       /* op ids issued and not yet released */
+	_Atomic int64_t jobs_in_flight; /* op jobs submitted and not yet finished (destroy waits) */
+};
+
+static inline ovs_stage *ovs_stage_of(ovstage_context_t *ctx)
+{
+	return (ovs_stage *)(void *)ctx;
+}
+
+/* Columns */
+ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name);
+ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name);
+/* Row of a path in a column, or UINT32_MAX if it has none. Lock-free. */
+uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
+/* Row of a path, creating it (lock-free; a racing creator may waste a row). UINT32_MAX on OOM. */
+uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created);
+
+/* Prim existence (latest state). */
+bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path);
+bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state);
+
+/* Snapshot access: enter, read st->snapshot, pin what you need, leave. */
+unsigned ovs_snapshot_enter(ovs_stage *st);
+void ovs_snapshot_leave(ovs_stage *st, unsigned parity);
+/* The latest version of a column in a snapshot, or NULL. */
+ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c);
+
+void ovs_version_ref(ovs_version *v);
+void ovs_version_unref(ovs_version *v);
+
+/* Hands a delta to its column's inbox (lock-free). */
+void ovs_column_push_delta(ovs_column *c, ovs_delta *d);
+void ovs_delta_free(ovs_delta *d);
+
+/* Seals `cols` (ncols columns) through ordinal n and publishes one snapshot. Runs as a job; w is
+ * the worker (for parallel work). Returns OVSTAGE_OK or a status with a message in err. */
+ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen);
+
+/* The oldest ordinal whose change history every column still has. */
+ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st);
+
+/* Frees all store state (destroy). */
+void ovs_store_fini(ovs_stage *st);
+
+/* Buffers */
+ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes);
+ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes);
+void ovs_buffer_unref(ovs_buffer *b);
+
+#endif /* OVSTAGE_ENGINE_STAGE_H */

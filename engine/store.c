@@ -1,0 +1,633 @@
+/*
+ * store.c — columns, row maps, versions, sealing and snapshot publication (see store.h for the
+ * model, docs/store.md for the memory-ordering argument).
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "copy.h"
+#include "errors.h"
+#include "stage.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Buffers
+ */
+
+#define OVS_MMAP_THRESHOLD (1u << 20)
+
+ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
+{
+	ovs_buffer *b = malloc(sizeof *b);
+	if (!b)
+		return NULL;
+	size_t cap = bytes ? bytes : 64;
+	void *p;
+	if (cap >= OVS_MMAP_THRESHOLD) {
+		/* Large buffers come pre-faulted: copying into memory that is not yet faulted runs several
+		 * times slower than into resident memory, and the fault cost would land on the writer. */
+		p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (p == MAP_FAILED)
+			p = NULL;
+	} else {
+		cap = (cap + 63) & ~(size_t)63;
+		p = aligned_alloc(64, cap);
+	}
+	if (!p) {
+		free(b);
+		return NULL;
+	}
+	atomic_init(&b->refs, 1);
+	b->capacity = cap;
+	b->data = p;
+	b->managed = NULL;
+	b->stage = st;
+	return b;
+}
+
+ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes)
+{
+	ovs_buffer *b = malloc(sizeof *b);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->capacity = bytes;
+	b->data = data;
+	b->managed = mt;
+	b->stage = st;
+	return b;
+}
+
+void ovs_buffer_unref(ovs_buffer *b)
+{
+	if (!b)
+		return;
+	/* acq_rel: the last holder sees all readers' accesses before the memory is released. */
+	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (b->managed) {
+		if (b->managed->deleter)
+			b->managed->deleter(b->managed); /* exactly once: only the last reference gets here */
+	} else if (b->capacity >= OVS_MMAP_THRESHOLD) {
+		munmap(b->data, b->capacity);
+	} else {
+		free(b->data);
+	}
+	free(b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Columns and row maps
+ */
+
+ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name)
+{
+	/* acquire: pairs with the release publication of the array and of its count, so the column
+	 * structs and their initialised fields are visible. */
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	for (size_t i = 0; i < n; i++)
+		if (cols[i]->name == name)
+			return cols[i];
+	return NULL;
+}
+
+ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name)
+{
+	ovs_column *c = ovs_column_find(st, name);
+	if (c)
+		return c;
+	pthread_mutex_lock(&st->cols_lock);
+	c = ovs_column_find(st, name);
+	if (c) {
+		pthread_mutex_unlock(&st->cols_lock);
+		return c;
+	}
+	c = calloc(1, sizeof *c);
+	if (!c) {
+		pthread_mutex_unlock(&st->cols_lock);
+		return NULL;
+	}
+	c->name = name;
+	pthread_mutex_init(&c->schema_lock, NULL);
+	ovs_radix_init(&c->rows);
+	uint64_t f = atomic_load_explicit(&st->all_floor, memory_order_acquire);
+	atomic_init(&c->floor, f);
+	atomic_init(&c->floor_requested, f);
+	atomic_init(&c->max_written, 0);
+	atomic_init(&c->dropped_through, 0);
+	atomic_init(&c->nrows, 0);
+	atomic_init(&c->generation, 1);
+	atomic_init(&c->has_schema, false);
+	atomic_init(&c->inbox, NULL);
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
+	if (n == st->cols_cap) {
+		size_t cap = st->cols_cap ? st->cols_cap * 2 : 16;
+		ovs_column **nc = malloc(cap * sizeof *nc);
+		void **old = realloc(st->old_arrays, (st->n_old_arrays + 1) * sizeof *old);
+		if (!nc || !old) {
+			free(nc);
+			if (old)
+				st->old_arrays = old;
+			pthread_mutex_destroy(&c->schema_lock);
+			free(c);
+			pthread_mutex_unlock(&st->cols_lock);
+			return NULL;
+		}
+		if (n)
+			memcpy(nc, cols, n * sizeof *nc);
+		st->old_arrays = old;
+		if (cols)
+			st->old_arrays[st->n_old_arrays++] = cols; /* readers may still scan it: free at destroy */
+		st->cols_cap = cap;
+		cols = nc;
+		/* release: the copied entries are visible before the array pointer. */
+		atomic_store_explicit(&st->cols, nc, memory_order_release);
+	}
+	cols[n] = c;
+	/* release: the new column and its slot are visible before the count that exposes them. A reader
+	 * that loads the count (acquire) and then the array pointer gets an array holding entry n. */
+	atomic_store_explicit(&st->ncols, n + 1, memory_order_release);
+	pthread_mutex_unlock(&st->cols_lock);
+	return c;
+}
+
+uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path)
+{
+	_Atomic uint32_t *slot = ovs_radix_slot(&c->rows, path, false);
+	if (!slot)
+		return UINT32_MAX;
+	/* acquire: pairs with the CAS that assigned the row (the row number is all we read). */
+	uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
+	return v ? v - 1 : UINT32_MAX;
+}
+
+uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created)
+{
+	*created = false;
+	_Atomic uint32_t *slot = ovs_radix_slot(&c->rows, path, true);
+	if (!slot)
+		return UINT32_MAX;
+	uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
+	if (v)
+		return v - 1;
+	/* relaxed: a row number only needs to be unique. */
+	uint32_t row = atomic_fetch_add_explicit(&c->nrows, 1, memory_order_relaxed);
+	uint32_t expected = 0;
+	/* acq_rel: whoever wins, every thread agrees on the row of this path from now on. A loser's
+	 * row number stays unused (a hole that is never present). */
+	if (atomic_compare_exchange_strong_explicit(slot, &expected, row + 1, memory_order_acq_rel,
+						    memory_order_acquire)) {
+		*created = true;
+		atomic_fetch_add_explicit(&c->generation, 1, memory_order_relaxed);
+		return row;
+	}
+	return expected - 1;
+}
+
+bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path)
+{
+	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, false);
+	/* acquire: pairs with ovs_prim_set's release. */
+	return slot && atomic_load_explicit(slot, memory_order_acquire) == 1;
+}
+
+bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state)
+{
+	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, true);
+	if (!slot)
+		return false;
+	/* release: a reader that sees the state sees the writes that created the prim. */
+	atomic_store_explicit(slot, state, memory_order_release);
+	return true;
+}
+
+void ovs_column_push_delta(ovs_column *c, ovs_delta *d)
+{
+	ovs_delta *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
+	do {
+		d->next = head;
+		/* release: the delta's contents are visible to the seal that takes the inbox (acquire). */
+	} while (!atomic_compare_exchange_weak_explicit(&c->inbox, &head, d, memory_order_release,
+							memory_order_relaxed));
+}
+
+void ovs_delta_free(ovs_delta *d)
+{
+	if (!d)
+		return;
+	free(d->rows);
+	free(d->values);
+	ovs_buffer_unref(d->full);
+	free(d);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Snapshot grace period: two reader counters. A reader picks the current parity, counts itself in,
+ * re-checks the parity (a flip in between sends it to the other counter), reads the snapshot, pins
+ * what it needs and counts itself out. The sealer publishes the new snapshot, flips the parity and
+ * waits for the old parity's counter to drain before freeing the old snapshot.
+ */
+
+unsigned ovs_snapshot_enter(ovs_stage *st)
+{
+	for (;;) {
+		unsigned p = atomic_load_explicit(&st->parity, memory_order_acquire);
+		/* seq_cst RMW + seq_cst load: Dekker with the sealer's seq_cst parity flip and its loads
+		 * of the counter. Either the sealer sees our increment (and waits for us), or we see its
+		 * flip (and retry on the new parity, reading the new snapshot). */
+		atomic_fetch_add_explicit(&st->readers[p], 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&st->parity, memory_order_seq_cst) == p)
+			return p;
+		atomic_fetch_sub_explicit(&st->readers[p], 1, memory_order_release);
+	}
+}
+
+void ovs_snapshot_leave(ovs_stage *st, unsigned p)
+{
+	/* release: our reads of the snapshot happen-before the sealer's acquire that sees zero. */
+	atomic_fetch_sub_explicit(&st->readers[p], 1, memory_order_release);
+}
+
+ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
+{
+	if (!snap)
+		return NULL;
+	for (size_t i = 0; i < snap->ncols; i++)
+		if (snap->cols[i] == c)
+			return snap->versions[i];
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Versions
+ */
+
+void ovs_version_ref(ovs_version *v)
+{
+	atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+}
+
+static void version_free(ovs_version *v)
+{
+	while (v) {
+		/* acq_rel: the last holder sees every reader's accesses before freeing. */
+		if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
+			return;
+		ovs_version *older = v->older;
+		ovs_buffer_unref(v->buf);
+		free(v->present);
+		free(v->changed);
+		ovs_delta *d = v->deltas;
+		while (d) {
+			ovs_delta *n = d->next;
+			ovs_delta_free(d);
+			d = n;
+		}
+		free(v);
+		v = older; /* drop the reference this version held on the older one */
+	}
+}
+
+void ovs_version_unref(ovs_version *v)
+{
+	version_free(v);
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+	const ovs_delta *x = *(ovs_delta *const *)a, *y = *(ovs_delta *const *)b;
+	if (x->ordinal != y->ordinal)
+		return x->ordinal < y->ordinal ? -1 : 1;
+	return x->seq < y->seq ? -1 : (x->seq > y->seq);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : (x > y);
+}
+
+/* Drains the inbox into the sorted pending list. Seal-owned state. */
+static bool take_inbox(ovs_column *c)
+{
+	/* acquire: pairs with the writers' release pushes. */
+	ovs_delta *in = atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire);
+	if (!in)
+		return true;
+	size_t n = 0;
+	for (ovs_delta *d = in; d; d = d->next)
+		n++;
+	for (ovs_delta *d = c->pending; d; d = d->next)
+		n++;
+	ovs_delta **arr = malloc(n * sizeof *arr);
+	if (!arr) {
+		/* put them back; the next seal retries */
+		ovs_delta *last = in;
+		while (last->next)
+			last = last->next;
+		last->next = c->pending;
+		c->pending = in;
+		return false;
+	}
+	size_t k = 0;
+	for (ovs_delta *d = in; d; d = d->next)
+		arr[k++] = d;
+	for (ovs_delta *d = c->pending; d; d = d->next)
+		arr[k++] = d;
+	qsort(arr, n, sizeof *arr, cmp_delta);
+	for (size_t i = 0; i + 1 < n; i++)
+		arr[i]->next = arr[i + 1];
+	arr[n - 1]->next = NULL;
+	c->pending = arr[0];
+	free(arr);
+	return true;
+}
+
+static inline void bit_set(uint64_t *bm, uint32_t r)
+{
+	bm[r / 64] |= (uint64_t)1 << (r % 64);
+}
+
+static inline void bit_clear(uint64_t *bm, uint32_t r)
+{
+	bm[r / 64] &= ~((uint64_t)1 << (r % 64));
+}
+
+/* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
+static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
+				  char *err, size_t errlen)
+{
+	size_t rb = c->row_bytes;
+	uint32_t rows = prev ? prev->rows : 0;
+	ovs_delta *last_full = NULL;
+	size_t nchg = 0;
+	for (ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL) {
+			last_full = d;
+			if (d->nrows > rows)
+				rows = d->nrows;
+		} else {
+			for (uint32_t i = 0; i < d->nrows; i++)
+				if (d->rows[i] + 1 > rows)
+					rows = d->rows[i] + 1;
+			nchg += d->nrows;
+		}
+	}
+	ovs_version *v = calloc(1, sizeof *v);
+	size_t words = ((size_t)rows + 63) / 64;
+	uint64_t *present = calloc(words ? words : 1, sizeof *present);
+	if (!v || !present) {
+		free(v);
+		free(present);
+		ovs_err_format(err, errlen, "out of memory sealing column");
+		return NULL;
+	}
+	atomic_init(&v->refs, 1);
+	v->rows = rows;
+	v->ordinal = ds->ordinal;
+	v->present = present;
+	if (prev)
+		memcpy(present, prev->present, ((size_t)prev->rows + 63) / 64 * sizeof *present);
+
+	/* The base buffer: a FULL delta's own buffer when it covers every row and has room, else a
+	 * fresh buffer filled from the previous version (and the FULL delta, if any). */
+	ovs_buffer *buf = NULL;
+	ovs_delta *start = ds;
+	if (last_full) {
+		start = last_full->next;
+		if (last_full->nrows == rows && last_full->full->capacity >= (size_t)rows * rb) {
+			buf = last_full->full;
+			atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
+		} else {
+			buf = ovs_buffer_new(st, (size_t)rows * rb);
+			if (buf) {
+				ovs_copy(w, buf->data, last_full->full->data, (size_t)last_full->nrows * rb);
+				if (prev && prev->rows > last_full->nrows)
+					ovs_copy(w, (char *)buf->data + (size_t)last_full->nrows * rb,
+						 (char *)prev->buf->data + (size_t)last_full->nrows * rb,
+						 (size_t)(prev->rows - last_full->nrows) * rb);
+			}
+		}
+		for (uint32_t r = 0; r < last_full->nrows; r++)
+			bit_set(present, r);
+		v->all_changed = true;
+	} else {
+		buf = ovs_buffer_new(st, (size_t)rows * rb);
+		if (buf && prev && prev->rows)
+			ovs_copy(w, buf->data, prev->buf->data, (size_t)prev->rows * rb);
+	}
+	if (!buf) {
+		free(present);
+		free(v);
+		ovs_err_format(err, errlen, "out of memory allocating %zu bytes for column version", (size_t)rows * rb);
+		return NULL;
+	}
+	v->buf = buf;
+	/* Apply the sparse deltas and tombstones after the base, in submission order. */
+	for (ovs_delta *d = start; d; d = d->next) {
+		if (d->kind == OVS_DELTA_SPARSE) {
+			for (uint32_t i = 0; i < d->nrows; i++) {
+				memcpy((char *)buf->data + (size_t)d->rows[i] * rb, d->values + (size_t)i * rb, rb);
+				bit_set(present, d->rows[i]);
+			}
+		} else if (d->kind == OVS_DELTA_TOMBSTONE) {
+			for (uint32_t i = 0; i < d->nrows; i++)
+				bit_clear(present, d->rows[i]);
+		} else {
+			/* a FULL delta after last_full cannot exist */
+		}
+	}
+	/* Rows changed at this ordinal (sorted, unique) for range reads. */
+	if (!v->all_changed && nchg) {
+		uint32_t *chg = malloc(nchg * sizeof *chg);
+		if (!chg) {
+			ovs_version_unref(v);
+			ovs_err_format(err, errlen, "out of memory recording changed rows");
+			return NULL;
+		}
+		size_t k = 0;
+		for (ovs_delta *d = ds; d; d = d->next)
+			if (d->kind != OVS_DELTA_FULL)
+				for (uint32_t i = 0; i < d->nrows; i++)
+					chg[k++] = d->rows[i];
+		qsort(chg, k, sizeof *chg, cmp_u32);
+		size_t u = 0;
+		for (size_t i = 0; i < k; i++)
+			if (u == 0 || chg[u - 1] != chg[i])
+				chg[u++] = chg[i];
+		v->changed = chg;
+		v->nchanged = (uint32_t)u;
+	}
+	v->generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
+	v->deltas = ds;
+	return v;
+}
+
+/* Drops versions beyond the retention depth from the chain starting at `head`. */
+static void trim_retention(ovs_column *c, ovs_version *head, uint32_t keep)
+{
+	ovs_version *v = head;
+	for (uint32_t i = 1; v && i < keep; i++)
+		v = v->older;
+	if (!v || !v->older)
+		return;
+	ovs_version *drop = v->older;
+	v->older = NULL;
+	uint64_t dropped = drop->ordinal;
+	uint64_t cur = atomic_load_explicit(&c->dropped_through, memory_order_relaxed);
+	if (dropped > cur)
+		/* release: readers that see it also see the trimmed chain (they read the snapshot anyway). */
+		atomic_store_explicit(&c->dropped_through, dropped, memory_order_release);
+	ovs_version_unref(drop);
+}
+
+/* Seals one column through n: returns its new latest version (or the old one if unchanged). */
+static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_column *c, ovstage_ordinal_t n,
+					char *err, size_t errlen)
+{
+	if (!take_inbox(c)) {
+		ovs_err_format(err, errlen, "out of memory sorting pending writes of a column");
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	while (c->pending && c->pending->ordinal <= n) {
+		/* cut the run of deltas at this ordinal */
+		ovs_delta *ds = c->pending, *last = ds;
+		while (last->next && last->next->ordinal == ds->ordinal)
+			last = last->next;
+		c->pending = last->next;
+		last->next = NULL;
+		ovs_version *v = build_version(st, w, c, c->latest, ds, err, errlen);
+		if (!v) {
+			/* keep the deltas for a later seal */
+			last->next = c->pending;
+			c->pending = ds;
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+		v->older = c->latest; /* the chain's reference moves to the new version */
+		c->latest = v;
+		trim_retention(c, v, st->retention);
+	}
+	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < ncols; i++) {
+		ovstage_api_status_t s = seal_column(st, w, cols[i], n, err, errlen);
+		if (s != OVSTAGE_OK)
+			return s;
+	}
+	/* Build the new snapshot: every column known now, with its latest version. */
+	size_t total = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **all = atomic_load_explicit(&st->cols, memory_order_acquire);
+	ovs_snapshot *snap = calloc(1, sizeof *snap);
+	ovs_column **sc = malloc((total ? total : 1) * sizeof *sc);
+	ovs_version **sv = malloc((total ? total : 1) * sizeof *sv);
+	if (!snap || !sc || !sv) {
+		free(snap);
+		free(sc);
+		free(sv);
+		ovs_err_format(err, errlen, "out of memory publishing a snapshot");
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < total; i++) {
+		if (!all[i]->latest)
+			continue;
+		sc[k] = all[i];
+		sv[k] = all[i]->latest;
+		ovs_version_ref(sv[k]);
+		k++;
+	}
+	snap->cols = sc;
+	snap->versions = sv;
+	snap->ncols = k;
+	ovs_snapshot *old = atomic_load_explicit(&st->snapshot, memory_order_relaxed);
+	snap->seq = old ? old->seq + 1 : 1;
+	/* release: the versions (and everything sealed into them) are visible to readers that load the
+	 * new snapshot — all columns of this seal at once. */
+	atomic_store_explicit(&st->snapshot, snap, memory_order_release);
+	/* Floors move after the snapshot: a reader that sees floor >= N then reads a snapshot that
+	 * holds ordinal N. release: orders the snapshot store before the floor. */
+	for (size_t i = 0; i < ncols; i++) {
+		uint64_t f = atomic_load_explicit(&cols[i]->floor, memory_order_relaxed);
+		if (n > f)
+			atomic_store_explicit(&cols[i]->floor, n, memory_order_release);
+	}
+	if (advance_stage_floor && n > atomic_load_explicit(&st->all_floor, memory_order_relaxed))
+		atomic_store_explicit(&st->all_floor, n, memory_order_release);
+	/* Grace period for the old snapshot struct. */
+	unsigned p = atomic_load_explicit(&st->parity, memory_order_relaxed);
+	/* seq_cst: the sealer's half of the Dekker pattern in ovs_snapshot_enter. */
+	atomic_store_explicit(&st->parity, p ^ 1u, memory_order_seq_cst);
+	unsigned spins = 0;
+	/* acquire: pairs with the readers' release decrements; their reads of `old` are done. */
+	while (atomic_load_explicit(&st->readers[p], memory_order_acquire) != 0) {
+		if (++spins > 64)
+			sched_yield();
+	}
+	if (old) {
+		for (size_t i = 0; i < old->ncols; i++)
+			ovs_version_unref(old->versions[i]);
+		free(old->cols);
+		free(old->versions);
+		free(old);
+	}
+	return OVSTAGE_OK;
+}
+
+ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st)
+{
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	uint64_t oldest = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t d = atomic_load_explicit(&cols[i]->dropped_through, memory_order_acquire);
+		if (d + 1 > oldest)
+			oldest = d + 1; /* history below d + 1 is gone in at least this column */
+	}
+	return oldest;
+}
+
+void ovs_store_fini(ovs_stage *st)
+{
+	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_relaxed);
+	if (snap) {
+		for (size_t i = 0; i < snap->ncols; i++)
+			ovs_version_unref(snap->versions[i]);
+		free(snap->cols);
+		free(snap->versions);
+		free(snap);
+	}
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
+	for (size_t i = 0; i < n; i++) {
+		ovs_column *c = cols[i];
+		ovs_delta *d = atomic_load_explicit(&c->inbox, memory_order_relaxed);
+		while (d) {
+			ovs_delta *nx = d->next;
+			ovs_delta_free(d);
+			d = nx;
+		}
+		d = c->pending;
+		while (d) {
+			ovs_delta *nx = d->next;
+			ovs_delta_free(d);
+			d = nx;
+		}
+		ovs_version_unref(c->latest);
+		ovs_radix_fini(&c->rows);
+		pthread_mutex_destroy(&c->schema_lock);
+		free(c);
+	}
+	free(cols);
+	for (size_t i = 0; i < st->n_old_arrays; i++)
+		free(st->old_arrays[i]);
+	free(st->old_arrays);
+	ovs_radix_fini(&st->prims);
+}

@@ -1,0 +1,132 @@
+/*
+ * store.h — the epoch-based snapshot store: columns, their sealed versions, pending deltas, and the
+ * atomic publication of everything one floor advance seals.
+ *
+ * Model
+ *  - A column is one attribute name. It owns a row space: each prim that ever had a value in the
+ *    column gets a row (rows are never reused; a deleted prim's row becomes absent).
+ *  - A write produces a *delta* keyed by (ordinal, op id): either FULL (a complete new buffer for
+ *    rows 0..n-1, copied in parallel or adopted zero-copy from a managed tensor) or SPARSE (the
+ *    touched rows and their bytes; cost in proportion to the rows touched), or TOMBSTONES (rows made
+ *    absent). Writes at different ordinals never wait for each other: their deltas wait in the
+ *    column's inbox until a floor advance seals them, in (ordinal, op id) order.
+ *  - Sealing ordinal o of a column produces a *version*: a contiguous buffer of all rows as of o, the
+ *    set of rows that changed at o, and a presence bitmap. The last `retention` versions stay
+ *    readable. A sparse version does not copy the column: it recycles the buffer of the version that
+ *    fell out of retention (if no reader pins it) and catches it up by replaying the retained deltas,
+ *    which costs rows-touched x retention; only when that buffer is pinned or too small does sealing
+ *    copy the latest buffer.
+ *  - A *snapshot* is the immutable map column -> latest sealed version (and floors) that readers use.
+ *    One floor advance builds every new version first and then publishes one new snapshot with a
+ *    single release store: a reader sees all of ordinal N or none of it.
+ *  - Readers pin versions (reference counts); a pinned version stays valid, zero-copy, while later
+ *    seals publish newer ones. Snapshot structs are reclaimed with a two-counter grace period
+ *    (ovs_snapshot_enter/leave; see docs/store.md).
+ *
+ * Thread safety: seals of one stage are serialised by the op ordering (each seal runs after the
+ * previous one); everything else may run concurrently with them.
+ */
+#ifndef OVSTAGE_ENGINE_STORE_H
+#define OVSTAGE_ENGINE_STORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ovstage/ovstage.h>
+
+#include "radix.h"
+
+typedef struct ovs_stage ovs_stage;
+
+/* A column's schema: kind, element type (lanes = tuple width for fixed columns) and role. */
+typedef struct ovs_schema {
+	bool is_array;                         /* ragged rows (arrays) vs fixed rows */
+	DLDataType dtype;                      /* element dtype; fixed: lanes = full tuple width */
+	ovstage_attribute_semantic_t semantic; /* the recorded role, immutable */
+} ovs_schema;
+
+/* A host buffer holding one version's rows. Reference-counted: versions and read groups hold it. */
+typedef struct ovs_buffer {
+	_Atomic uint32_t refs;          /* holders; freed (or returned to the pool) at zero */
+	uint32_t pad_;                  /* keeps data 8-byte aligned */
+	size_t capacity;                /* bytes available at data */
+	void *data;                     /* the rows */
+	DLManagedTensorVersioned *managed; /* adopted producer tensor (deleter runs at free), or NULL */
+	ovs_stage *stage;               /* for returning pooled buffers */
+} ovs_buffer;
+
+/* One ragged row of an array column: a reference-counted blob shared between versions. */
+typedef struct ovs_blob {
+	_Atomic uint32_t refs;  /* versions holding it */
+	uint32_t pad_;          /* alignment */
+	uint64_t len;           /* elements */
+	int64_t shape;          /* = len, addressable as a DLTensor shape */
+	unsigned char data[];   /* len * element bytes */
+} ovs_blob;
+
+typedef enum ovs_delta_kind {
+	OVS_DELTA_SPARSE = 0,   /* rows[] + values */
+	OVS_DELTA_FULL = 1,     /* a whole buffer for rows [0, nrows) */
+	OVS_DELTA_TOMBSTONE = 2 /* rows[] become absent */
+} ovs_delta_kind;
+
+/* The effect of one op on one column at one ordinal. */
+typedef struct ovs_delta {
+	struct ovs_delta *next;     /* link: column inbox, then per-ordinal lists */
+	ovstage_ordinal_t ordinal;  /* the write's ordinal */
+	uint64_t seq;               /* the op id: same-ordinal deltas apply in submission order */
+	ovs_delta_kind kind;        /* see above */
+	uint32_t nrows;             /* SPARSE/TOMBSTONE: entries in rows; FULL: rows covered */
+	uint32_t *rows;             /* SPARSE/TOMBSTONE: target rows (malloc'd) */
+	unsigned char *values;      /* SPARSE fixed: nrows * row_bytes (malloc'd) */
+	ovs_blob **blobs;           /* SPARSE array: nrows blobs (references owned) */
+	ovs_buffer *full;           /* FULL fixed: the new buffer (reference owned) */
+} ovs_delta;
+
+/* One sealed state of a column. */
+typedef struct ovs_version {
+	_Atomic uint32_t refs;      /* the column's chain + pinned read groups */
+	uint32_t rows;              /* rows 0..rows-1 exist in this version */
+	ovstage_ordinal_t ordinal;  /* the ordinal this version seals */
+	uint64_t generation;        /* layout generation (bumps when rows are added or removed) */
+	ovs_buffer *buf;            /* fixed columns: rows * row_bytes contiguous bytes */
+	ovs_blob **blobs;           /* array columns: one blob per row (NULL = absent/empty) */
+	uint64_t *present;          /* presence bitmap (bit r = row r holds a value) */
+	uint32_t *changed;          /* rows changed at this ordinal, sorted (NULL + all_changed for FULL) */
+	uint32_t nchanged;          /* entries in changed */
+	bool all_changed;           /* every row changed (FULL delta) */
+	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
+	struct ovs_version *older;  /* the previous retained version (owned reference) */
+} ovs_version;
+
+/* A column: one attribute name. */
+typedef struct ovs_column {
+	ovx_token_t name;                 /* attribute token */
+	pthread_mutex_t schema_lock;      /* guards the first schema assignment */
+	_Atomic bool has_schema;          /* schema valid (release-published) */
+	ovs_schema schema;                /* immutable once has_schema */
+	size_t row_bytes;                 /* fixed: bytes per row */
+	_Atomic uint64_t floor;           /* sealed through this ordinal */
+	_Atomic uint64_t floor_requested; /* highest floor any accepted advance asked for */
+	_Atomic uint64_t max_written;     /* highest ordinal any accepted write targets */
+	_Atomic uint64_t dropped_through; /* highest ordinal whose version left retention (0 = none) */
+	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
+	_Atomic uint64_t generation;      /* layout generation counter */
+	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
+	_Atomic(ovs_delta *) inbox;       /* deltas waiting for a seal (Treiber push, take-all) */
+	ovs_delta *pending;               /* sealing side: deltas above the floor, sorted (seal-owned) */
+	ovs_version *latest;              /* sealing side: newest version (seal-owned reference) */
+} ovs_column;
+
+/* Immutable map of columns to their latest sealed versions, replaced by each seal. */
+typedef struct ovs_snapshot {
+	uint64_t seq;                /* publication counter */
+	size_t ncols;                /* entries */
+	ovs_column **cols;           /* columns known when published */
+	ovs_version **versions;      /* their latest versions (references held by the snapshot) */
+} ovs_snapshot;
+
+#endif /* OVSTAGE_ENGINE_STORE_H */

@@ -1,0 +1,427 @@
+/*
+ * write.c — write_attribute(s): everything provable is validated at the call (entries, layouts,
+ * schemas, prim mode, ordinal admission); the op then maps prims to rows and hands each column a
+ * delta keyed (ordinal, op id). Writes at different ordinals never wait for each other; writes at
+ * one ordinal take effect in submission order because sealing applies deltas in op-id order.
+ *
+ * Cost: a write that covers every row of a column in row order is FULL: its payload is copied into
+ * a fresh pre-faulted buffer in parallel (or, from a managed tensor, adopted without a copy). Any
+ * other write is SPARSE: it copies just the rows it touches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "copy.h"
+#include "errors.h"
+#include "layout.h"
+#include "ops.h"
+#include "query.h"
+#include "sequencer.h"
+
+typedef struct write_entry {
+	ovs_column *col;                     /* target column (exists from submission on) */
+	ovstage_write_data_t data;           /* the caller's descriptor (managed array replaced by ours) */
+	ovs_layout layout;                   /* validated layout (borrows data / managed) */
+	DLManagedTensorVersioned **managed;  /* tensors we own (deleter pending), or NULL */
+	uint32_t nmanaged;                   /* entries in managed */
+	ovstage_attribute_semantic_t semantic; /* effective semantic (NONE inherits the column's) */
+} write_entry;
+
+typedef struct write_op {
+	ovs_stage *st;               /* stage */
+	ovs_query *q;                /* target prims (reference held) */
+	ovstage_ordinal_t ordinal;   /* ordinal of every entry */
+	ovstage_prim_mode_t mode;    /* UPSERT / INSERT */
+	size_t n;                    /* entries */
+	write_entry *e;              /* entries */
+	ovs_inflight *inflight;      /* marks the op done for floor advances */
+} write_op;
+
+static void release_managed(write_entry *e)
+{
+	for (uint32_t i = 0; i < e->nmanaged; i++)
+		if (e->managed[i] && e->managed[i]->deleter)
+			e->managed[i]->deleter(e->managed[i]);
+	free(e->managed);
+	e->managed = NULL;
+	e->nmanaged = 0;
+}
+
+static void write_op_free(void *arg, bool ran)
+{
+	(void)ran;
+	write_op *op = arg;
+	for (size_t i = 0; i < op->n; i++)
+		release_managed(&op->e[i]); /* exactly once: adopted tensors were taken out of the list */
+	free(op->e);
+	ovs_query_put(op->q);
+	if (op->inflight)
+		ovs_inflight_done(op->inflight);
+	free(op);
+}
+
+/* Installs the column's schema on first use, or checks the entry against it. */
+static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *err, size_t errlen)
+{
+	ovs_column *c = e->col;
+	/* acquire: pairs with the release below; the schema fields are then stable. */
+	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
+		pthread_mutex_lock(&c->schema_lock);
+		if (!atomic_load_explicit(&c->has_schema, memory_order_relaxed)) {
+			c->schema.is_array = e->layout.is_array;
+			c->schema.dtype = e->layout.dtype;
+			c->schema.semantic = e->semantic;
+			c->row_bytes = e->layout.elem_bytes;
+			atomic_store_explicit(&c->has_schema, true, memory_order_release);
+			pthread_mutex_unlock(&c->schema_lock);
+			return OVSTAGE_OK;
+		}
+		pthread_mutex_unlock(&c->schema_lock);
+	}
+	ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic : e->semantic;
+	return ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
+				       ovs_attr_name(st, c->name), err, errlen);
+}
+
+/* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
+static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, char *err,
+					size_t errlen)
+{
+	ovs_stage *st = op->st;
+	ovs_column *c = e->col;
+	ovstage_api_status_t s = settle_schema(st, e, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	const ovs_layout *l = &e->layout;
+	if (l->kind == OVS_LAYOUT_EMPTY)
+		return OVSTAGE_OK;
+	if (l->is_array) {
+		ovs_err_format(err, errlen, "array attribute \"%s\": array columns are not implemented yet in this build",
+			       ovs_attr_name(st, c->name));
+		return OVSTAGE_ERROR_NOT_SUPPORTED;
+	}
+	if (!l->host_accessible) {
+		ovs_err_format(err, errlen, "attribute \"%s\": device-resident (CUDA) tensors need the GPU backend, "
+			       "which is not built in", ovs_attr_name(st, c->name));
+		return OVSTAGE_ERROR_NOT_SUPPORTED;
+	}
+	/* acquire: sealed floor (a seal of this ordinal cannot have been accepted after us; re-check). */
+	uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+	if (op->ordinal <= floor) {
+		ovs_err_format(err, errlen, "ordinal %llu is not above the write floor %llu of \"%s\"",
+			       (unsigned long long)op->ordinal, (unsigned long long)floor, ovs_attr_name(st, c->name));
+		return OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
+	}
+	uint32_t n = l->count;
+	const ovx_primpath_t *paths = op->q->paths;
+	if (op->mode == OVSTAGE_PRIM_MODE_INSERT) {
+		for (uint32_t i = 0; i < n; i++)
+			if (ovs_layout_selected(l, i) && ovs_prim_exists(st, paths[i])) {
+				ovs_err_format(err, errlen, "INSERT: prim %s (query element %u) already exists",
+					       ovs_pd_path_string(st->pd, paths[i]).ptr, i);
+				return OVSTAGE_ERROR_PRIM_NOT_FOUND;
+			}
+	}
+	/* Map the selected elements to rows (creating rows for new prims). */
+	uint32_t *rows = malloc((n ? n : 1) * sizeof *rows);
+	if (!rows) {
+		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	uint32_t k = 0;
+	bool identity = !l->mask && n == op->q->count;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!ovs_layout_selected(l, i))
+			continue;
+		bool created;
+		uint32_t r = ovs_column_row_create(c, paths[i], &created);
+		if (r == UINT32_MAX) {
+			free(rows);
+			ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too large)",
+				       (unsigned long long)paths[i]);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+		if (r != i)
+			identity = false;
+		rows[k++] = r;
+		ovs_prim_set(st, paths[i], 1);
+	}
+	size_t rb = c->row_bytes;
+	ovs_delta *d = calloc(1, sizeof *d);
+	if (!d) {
+		free(rows);
+		ovs_err_format(err, errlen, "out of memory creating a delta");
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	d->ordinal = op->ordinal;
+	d->seq = seq; /* the op id: same-ordinal deltas seal in submission order */
+	const void *base = ovs_layout_contiguous_base(l);
+	/* acquire: row count including rows other writes created concurrently. */
+	if (identity && k == atomic_load_explicit(&c->nrows, memory_order_acquire) && k > 0) {
+		d->kind = OVS_DELTA_FULL;
+		d->nrows = k;
+		free(rows);
+		if (base && !l->index_map && e->nmanaged == 1) {
+			/* Zero copy: the version adopts the producer's buffer; its deleter runs when the last
+			 * version or read group holding it is reclaimed. */
+			d->full = ovs_buffer_adopt(st, e->managed[0], (void *)(uintptr_t)base, (size_t)k * rb);
+			if (d->full) {
+				e->managed[0] = NULL; /* ownership moved to the buffer */
+			}
+		}
+		if (!d->full) {
+			d->full = ovs_buffer_new(st, (size_t)k * rb);
+			if (!d->full) {
+				free(d);
+				ovs_err_format(err, errlen, "out of memory allocating %zu bytes", (size_t)k * rb);
+				return OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+			if (base && !l->index_map)
+				ovs_copy(w, d->full->data, base, (size_t)k * rb);
+			else
+				for (uint32_t i = 0; i < k; i++)
+					ovs_layout_copy_row(l, ovs_layout_source_row(l, i), (char *)d->full->data + (size_t)i * rb);
+		}
+	} else {
+		d->kind = OVS_DELTA_SPARSE;
+		d->nrows = k;
+		d->rows = rows;
+		d->values = malloc(((size_t)k ? (size_t)k : 1) * rb);
+		if (!d->values) {
+			ovs_delta_free(d);
+			ovs_err_format(err, errlen, "out of memory copying %u rows", k);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+		uint32_t j = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			if (!ovs_layout_selected(l, i))
+				continue;
+			uint32_t src = ovs_layout_source_row(l, i);
+			if (base)
+				memcpy(d->values + (size_t)j * rb, (const char *)base + (size_t)src * rb, rb);
+			else
+				ovs_layout_copy_row(l, src, d->values + (size_t)j * rb);
+			j++;
+		}
+	}
+	ovs_column_push_delta(c, d);
+	return OVSTAGE_OK;
+}
+
+static void write_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	write_op *op = arg;
+	char err[512];
+	for (size_t i = 0; i < op->n; i++) {
+		ovstage_api_status_t s = apply_entry(w, op, &op->e[i], jobs_run_id(run), err, sizeof err);
+		if (s != OVSTAGE_OK) {
+			/* Not a transaction (as in the anchor): earlier entries stay applied. */
+			ovs_op_fail(run, s, "write_attributes entry %zu: %s", i, err);
+			return;
+		}
+	}
+}
+
+/* Takes ownership of every managed tensor of the batch (their deleters run exactly once, also on
+ * rejection). */
+static void adopt_all_managed(write_entry *es, const ovstage_attribute_write_t *writes, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const ovstage_write_data_t *wd = &writes[i].data;
+		if (!wd->managed_tensors || !wd->tensor_count)
+			continue;
+		es[i].managed = calloc(wd->tensor_count, sizeof *es[i].managed);
+		if (!es[i].managed)
+			continue; /* reported by the caller's OOM path */
+		es[i].nmanaged = wd->tensor_count;
+		for (uint32_t t = 0; t < wd->tensor_count; t++)
+			es[i].managed[t] = (DLManagedTensorVersioned *)(uintptr_t)wd->managed_tensors[t];
+	}
+}
+
+static void release_all_managed(const ovstage_attribute_write_t *writes, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const ovstage_write_data_t *wd = &writes[i].data;
+		if (!wd->managed_tensors)
+			continue;
+		for (uint32_t t = 0; t < wd->tensor_count; t++) {
+			DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)(uintptr_t)wd->managed_tensors[t];
+			bool dup = false;
+			for (size_t j = 0; j <= i && !dup; j++) {
+				const ovstage_write_data_t *wj = &writes[j].data;
+				if (!wj->managed_tensors)
+					continue;
+				uint32_t lim = j == i ? t : wj->tensor_count;
+				for (uint32_t u = 0; u < lim; u++)
+					if (wj->managed_tensors[u] == m)
+						dup = true;
+			}
+			if (m && !dup && m->deleter)
+				m->deleter(m);
+		}
+	}
+}
+
+ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+					      const ovstage_attribute_write_t *writes, size_t write_count,
+					      ovstage_ordinal_t ordinal, ovstage_prim_mode_t prim_mode)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	ovstage_api_status_t s = OVSTAGE_OK;
+	write_op *op = NULL;
+	ovs_query *q = NULL;
+	if (!st) {
+		if (writes)
+			release_all_managed(writes, write_count);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
+	}
+	if (write_count && !writes)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes is NULL with write_count = %zu",
+						write_count));
+	if (prim_mode != OVSTAGE_PRIM_MODE_UPSERT && prim_mode != OVSTAGE_PRIM_MODE_INSERT) {
+		s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "prim_mode = %d is not UPSERT (0) or INSERT (1)",
+				(int)prim_mode);
+		goto reject_all;
+	}
+	/* Managed tensors: non-NULL and unique across the batch. */
+	for (size_t i = 0; i < write_count; i++) {
+		const ovstage_write_data_t *wd = &writes[i].data;
+		if (!wd->managed_tensors)
+			continue;
+		for (uint32_t t = 0; t < wd->tensor_count; t++) {
+			if (!wd->managed_tensors[t]) {
+				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu].data.managed_tensors[%u] is NULL",
+						i, t);
+				goto reject_all;
+			}
+			for (size_t j = 0; j <= i; j++) {
+				const ovstage_write_data_t *wj = &writes[j].data;
+				if (!wj->managed_tensors)
+					continue;
+				uint32_t lim = j == i ? t : wj->tensor_count;
+				for (uint32_t u = 0; u < lim; u++)
+					if (wj->managed_tensors[u] == wd->managed_tensors[t]) {
+						s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+								"writes[%zu].data.managed_tensors[%u] is the same tensor as "
+								"writes[%zu].data.managed_tensors[%u]", i, t, j, u);
+						goto reject_all;
+					}
+			}
+		}
+	}
+	q = ovs_query_get(st, handle);
+	if (!q) {
+		s = OVSTAGE_ERROR_INVALID_HANDLE;
+		goto reject_all;
+	}
+	op = calloc(1, sizeof *op);
+	if (op)
+		op->e = calloc(write_count ? write_count : 1, sizeof *op->e);
+	if (!op || !op->e) {
+		s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory preparing a write");
+		goto reject_all;
+	}
+	op->st = st;
+	op->q = q;
+	op->ordinal = ordinal;
+	op->mode = prim_mode;
+	op->n = write_count;
+	adopt_all_managed(op->e, writes, write_count);
+	/* From here on, rejections release what op->e owns (exactly once). */
+	for (size_t i = 0; i < write_count; i++) {
+		write_entry *e = &op->e[i];
+		char what[64];
+		snprintf(what, sizeof what, "writes[%zu].attribute", i);
+		ovx_token_t t;
+		s = ovs_resolve_attr(st, writes[i].attribute, false, &t, what);
+		if (s != OVSTAGE_OK)
+			goto reject_op;
+		if (ovs_attr_is_derived(st, t)) {
+			s = ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "writes[%zu]: \"%s\" is derived from path structure "
+					"and cannot be written", i, ovs_attr_name(st, t));
+			goto reject_op;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (op->e[j].col->name == t) {
+				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu] and writes[%zu] both write \"%s\"",
+						j, i, ovs_attr_name(st, t));
+				goto reject_op;
+			}
+		e->data = writes[i].data;
+		if (e->managed)
+			e->data.managed_tensors = (const DLManagedTensorVersioned *const *)e->managed;
+		else if (writes[i].data.managed_tensors && writes[i].data.tensor_count) {
+			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory taking managed tensors");
+			goto reject_op;
+		}
+		char err[512];
+		s = ovs_layout_from_write(&e->data, (uint32_t)(q->count > UINT32_MAX ? UINT32_MAX : q->count), &e->layout,
+					  err, sizeof err);
+		if (s != OVSTAGE_OK) {
+			ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
+			goto reject_op;
+		}
+		e->semantic = e->data.semantic;
+		e->col = ovs_column_get_or_create(st, t);
+		if (!e->col) {
+			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating column \"%s\"",
+					ovs_attr_name(st, t));
+			goto reject_op;
+		}
+		/* Schema checks that are provable now (the column may get its schema later). */
+		if (atomic_load_explicit(&e->col->has_schema, memory_order_acquire)) {
+			ovs_column *c = e->col;
+			ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic
+												 : e->semantic;
+			if (e->semantic == OVSTAGE_SEMANTIC_NONE)
+				e->semantic = c->schema.semantic;
+			s = ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
+						    ovs_attr_name(st, t), err, sizeof err);
+		} else {
+			s = ovs_layout_check_reserved(e->layout.is_array, e->layout.dtype, e->semantic, ovs_attr_name(st, t),
+						      err, sizeof err);
+		}
+		if (s != OVSTAGE_OK) {
+			ovs_err_set(s, "writes[%zu]: %s", i, err);
+			goto reject_op;
+		}
+	}
+	/* Ordinal admission and registration with the sequencer, atomically w.r.t. floor advances. */
+	{
+		ovx_token_t *cols = malloc((write_count ? write_count : 1) * sizeof *cols);
+		if (!cols) {
+			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory preparing a write");
+			goto reject_op;
+		}
+		for (size_t i = 0; i < write_count; i++)
+			cols[i] = op->e[i].col->name;
+		ovs_op_desc d = { write_job, op, write_op_free, NULL, 0, false };
+		return ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, &d, &op->inflight);
+	}
+reject_op:
+	write_op_free(op, false); /* releases the managed tensors op->e owns, and the query */
+	return ovs_rejected(s);
+reject_all:
+	if (writes)
+		release_all_managed(writes, write_count);
+	ovs_query_put(q);
+	if (op) {
+		free(op->e);
+		free(op);
+	}
+	return ovs_rejected(s);
+}
+
+ovstage_enqueue_result_t ovs_write_attribute(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+					     ovx_string_or_token_t attribute, ovstage_ordinal_t ordinal,
+					     ovstage_write_data_t data, ovstage_prim_mode_t prim_mode)
+{
+	ovstage_attribute_write_t w;
+	w.attribute = attribute;
+	w.data = data;
+	return ovs_write_attributes(ctx, handle, &w, 1, ordinal, prim_mode);
+}

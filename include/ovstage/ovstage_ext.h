@@ -1,0 +1,30 @@
+/*
+ * ovstage_ext.h — configuration keys of this implementation beyond ovstage 0.2.1.
+ *
+ * They extend the uint64 and bool key spaces of ovstage_config_entry_t with values far above the
+ * standard keys, so a program written against 0.2.1 never meets them by accident. Each has an
+ * environment variable; when both are given, the environment wins (operators tune a deployed
+ * binary without rebuilding it). Values apply to stages created after ovstage_initialize.
+ *
+ *   key                                    env variable             default
+ *   OVSTAGE_CONFIG_EXT_WORKER_COUNT        OVSTAGE_WORKERS          one worker per core (hwloc)
+ *   OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY      OVSTAGE_QUEUE_CAPACITY   4096 (submissions in flight from
+ *                                                                   threads that are not workers)
+ *   OVSTAGE_CONFIG_EXT_RETENTION           OVSTAGE_RETENTION        2 (sealed ordinals kept per column,
+ *                                                                   readable by latest and range reads)
+ *   OVSTAGE_CONFIG_EXT_PIN_WORKERS (bool)  OVSTAGE_PIN_WORKERS      false (bind workers to cores)
+ *
+ * The worker count, pinning and queue capacity are process-wide (one scheduler serves every stage)
+ * and are taken from the configuration that first bootstraps the runtime.
+ */
+#ifndef OVSTAGE_EXT_H
+#define OVSTAGE_EXT_H
+
+#include "ovstage_types.h"
+
+#define OVSTAGE_CONFIG_EXT_WORKER_COUNT ((ovstage_config_uint64_t)0x4f560001)
+#define OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY ((ovstage_config_uint64_t)0x4f560002)
+#define OVSTAGE_CONFIG_EXT_RETENTION ((ovstage_config_uint64_t)0x4f560003)
+#define OVSTAGE_CONFIG_EXT_PIN_WORKERS ((ovstage_config_bool_t)0x4f560004)
+
+#endif /* OVSTAGE_EXT_H */
