@@ -149,7 +149,8 @@ typedef struct ovs_ordq {
 	jobs_id op;                 /* producing op */
 	ovx_token_t attr;           /* 0 = global floor; else the attribute */
 	bool oldest;                /* retention frontier instead of a floor */
-	_Atomic uint64_t value;     /* the answer, published by the op's completion */
+	_Atomic uint64_t value;     /* the answer, published by state */
+	ovs_opstate state;          /* the op's outcome, kept past the op id's release */
 } ovs_ordq;
 
 static void ordq_destroy(ovs_hobj *h)
@@ -181,14 +182,17 @@ static void ordq_job(jobs_worker *w, void *arg, jobs_run *run)
 				v = f;
 		}
 	}
-	/* relaxed: published to fetch_ordinal by the op's completion (release) and its wait (acquire). */
+	/* relaxed: published by ovs_opstate_finish (release). */
 	atomic_store_explicit(&q->value, v, memory_order_relaxed);
+	ovs_opstate_finish(&q->state, OVSTAGE_OK);
 }
 
 static void ordq_put(void *arg, bool ran)
 {
-	(void)ran;
-	ovs_hobj_unref(&((ovs_ordq *)arg)->h);
+	ovs_ordq *q = arg;
+	if (!ran)
+		ovs_opstate_finish(&q->state, OVSTAGE_ERROR_OP_FAILED);
+	ovs_hobj_unref(&q->h);
 }
 
 static ovstage_enqueue_result_t submit_ordq(ovs_stage *st, ovx_token_t attr, bool oldest,
@@ -201,6 +205,7 @@ static ovstage_enqueue_result_t submit_ordq(ovs_stage *st, ovx_token_t attr, boo
 	q->st = st;
 	q->attr = attr;
 	q->oldest = oldest;
+	ovs_opstate_init(&q->state);
 	ovs_hobj_ref(&q->h); /* the op's reference */
 	ovs_op_desc d = { ordq_job, q, ordq_put, NULL, 0, false };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
@@ -261,12 +266,9 @@ ovstage_api_status_t ovs_fetch_ordinal(ovstage_context_t *ctx, ovstage_ordinal_q
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "ordinal query handle %llu is not live",
 				   (unsigned long long)handle);
 	ovs_ordq *q = (ovs_ordq *)h;
-	ovstage_api_status_t s = ovs_op_wait_status(st, q->op, timeout);
+	ovstage_api_status_t s = ovs_opstate_wait(st, &q->state, q->op, timeout);
 	if (s == OVSTAGE_OK)
 		*out_ordinal = atomic_load_explicit(&q->value, memory_order_relaxed);
-	else if (s == OVSTAGE_ERROR_INVALID_HANDLE)
-		/* the op id was released already: the op completed (release does not cancel) */
-		*out_ordinal = atomic_load_explicit(&q->value, memory_order_acquire), s = OVSTAGE_OK;
 	else if (s != OVSTAGE_ERROR_TIMEOUT)
 		s = ovs_err_set(OVSTAGE_ERROR_OP_FAILED, "the ordinal query's op failed");
 	ovs_hobj_unref(h);

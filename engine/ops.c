@@ -51,7 +51,8 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 	jd.cleanup = wrap_cleanup;
 	jd.after = d->after;
 	jd.after_count = d->after_count;
-	jd.flags = d->run_after_failure ? JOBS_RUN_AFTER_FAILED_DEPENDENCY : 0;
+	/* Dependencies are op ids the engine issued itself; the caller may have released them. */
+	jd.flags = JOBS_AFTER_MAY_BE_RELEASED | (d->run_after_failure ? JOBS_RUN_AFTER_FAILED_DEPENDENCY : 0u);
 	jd.tag = st->serial;
 	atomic_fetch_add_explicit(&st->jobs_in_flight, 1, memory_order_relaxed);
 	jobs_id id;
@@ -103,6 +104,46 @@ static void record_failure(ovs_stage *st, ovstage_op_id_t id)
 	int code = 0;
 	jobs_receipt_result(st->sched, id, &code, tls_err_msgs[tls_err_count], sizeof tls_err_msgs[0]);
 	tls_err_ids[tls_err_count++] = id;
+}
+
+void ovs_opstate_init(ovs_opstate *o)
+{
+	atomic_init(&o->done, 0);
+	atomic_init(&o->status, OVSTAGE_OK);
+}
+
+void ovs_opstate_finish(ovs_opstate *o, ovstage_api_status_t status)
+{
+	/* relaxed + release: a waiter that acquires `done` reads the status. */
+	atomic_store_explicit(&o->status, (int)status, memory_order_relaxed);
+	atomic_store_explicit(&o->done, 1, memory_order_release);
+}
+
+ovstage_api_status_t ovs_opstate_wait(ovs_stage *st, ovs_opstate *o, jobs_id op, ovstage_timeout_ns_t timeout)
+{
+	uint64_t start = 0;
+	for (;;) {
+		/* acquire: pairs with ovs_opstate_finish. */
+		if (atomic_load_explicit(&o->done, memory_order_acquire))
+			return (ovstage_api_status_t)atomic_load_explicit(&o->status, memory_order_relaxed);
+		jobs_status s = jobs_wait(st->sched, op, timeout);
+		if (s == JOBS_PENDING)
+			return OVSTAGE_ERROR_TIMEOUT;
+		if (s != JOBS_INVALID)
+			continue; /* done: the finish happened before the receipt completed */
+		/* The op id was released by the caller: poll our own completion word. */
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		uint64_t t = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+		if (!start)
+			start = t;
+		if (timeout != OVSTAGE_TIMEOUT_INFINITE && t - start >= timeout)
+			return atomic_load_explicit(&o->done, memory_order_acquire)
+				       ? (ovstage_api_status_t)atomic_load_explicit(&o->status, memory_order_relaxed)
+				       : OVSTAGE_ERROR_TIMEOUT;
+		struct timespec ts = { 0, 20000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
 ovstage_api_status_t ovs_op_wait_status(ovs_stage *st, jobs_id op, ovstage_timeout_ns_t timeout)

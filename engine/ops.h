@@ -33,6 +33,18 @@ ovstage_api_status_t ovs_wait_op(ovstage_context_t *ctx, ovstage_op_id_t op_id, 
 ovstage_api_status_t ovs_release_op(ovstage_context_t *ctx, ovstage_op_id_t op_id);
 ovx_string_t ovs_get_last_op_error(ovstage_context_t *ctx, ovstage_op_id_t op_id);
 
+/* Completion state kept by objects that outlive their op id (reads, ordinal queries): the body
+ * (or its cleanup, which runs exactly once) finishes it; fetches wait on it even after the caller
+ * released the op id. */
+typedef struct ovs_opstate {
+	_Atomic uint32_t done; /* 1 once the op finished (or was cancelled) */
+	_Atomic int status;    /* its ovstage status, valid once done */
+} ovs_opstate;
+void ovs_opstate_init(ovs_opstate *o);
+void ovs_opstate_finish(ovs_opstate *o, ovstage_api_status_t status);
+/* OK/failure status once done; TIMEOUT if not done within timeout. */
+ovstage_api_status_t ovs_opstate_wait(ovs_stage *st, ovs_opstate *o, jobs_id op, ovstage_timeout_ns_t timeout);
+
 /* Waits for an op (used by fetch_*): OK done, TIMEOUT, or the op's failure status. */
 ovstage_api_status_t ovs_op_wait_status(ovs_stage *st, jobs_id op, ovstage_timeout_ns_t timeout);
 

@@ -44,6 +44,7 @@ typedef struct ovs_read {
 	size_t nattrs;               /* entries */
 	ovstage_ordinal_range_t range; /* requested range */
 	jobs_id op;                  /* producing op */
+	ovs_opstate state;           /* the op's outcome, kept past the op id's release */
 	ovs_group **groups;          /* produced groups (published by the op's completion) */
 	size_t ngroups;              /* entries */
 	size_t capgroups;            /* capacity */
@@ -302,6 +303,7 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovstage_api_status_t s = read_column(r, c, err, sizeof err);
 			if (s != OVSTAGE_OK) {
 				ovs_op_fail(run, s, "read_attributes: %s", err);
+				ovs_opstate_finish(&r->state, s);
 				return;
 			}
 		}
@@ -314,16 +316,20 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovstage_api_status_t s = read_column(r, cols[i], err, sizeof err);
 			if (s != OVSTAGE_OK) {
 				ovs_op_fail(run, s, "read_attributes: %s", err);
+				ovs_opstate_finish(&r->state, s);
 				return;
 			}
 		}
 	}
+	ovs_opstate_finish(&r->state, OVSTAGE_OK);
 }
 
 static void read_put(void *arg, bool ran)
 {
-	(void)ran;
-	ovs_hobj_unref(&((ovs_read *)arg)->h);
+	ovs_read *r = arg;
+	if (!ran) /* cancelled, or a dependency failed */
+		ovs_opstate_finish(&r->state, OVSTAGE_ERROR_OP_FAILED);
+	ovs_hobj_unref(&r->h);
 }
 
 ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,
@@ -374,6 +380,7 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	r->nattrs = attr_count;
 	r->range = range;
 	atomic_init(&r->cursor, 0);
+	ovs_opstate_init(&r->state);
 	ovs_hobj_ref(&r->h); /* the op's reference */
 	jobs_id after = q->op;
 	ovs_op_desc d = { read_job, r, read_put, after ? &after : NULL, after ? 1 : 0, false };
@@ -406,9 +413,7 @@ ovstage_api_status_t ovs_fetch_read_next(ovstage_context_t *ctx, ovstage_read_ha
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "read handle %llu is not live",
 				   (unsigned long long)read_handle);
 	ovs_read *r = (ovs_read *)h;
-	ovstage_api_status_t s = ovs_op_wait_status(st, r->op, timeout);
-	if (s == OVSTAGE_ERROR_INVALID_HANDLE)
-		s = OVSTAGE_OK; /* the op id was released: it completed, and its groups are here */
+	ovstage_api_status_t s = ovs_opstate_wait(st, &r->state, r->op, timeout);
 	if (s != OVSTAGE_OK) {
 		ovs_hobj_unref(h);
 		if (s == OVSTAGE_ERROR_TIMEOUT)

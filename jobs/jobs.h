@@ -71,6 +71,10 @@ typedef void (*jobs_cleanup_fn)(void *arg, bool ran);
 enum {
 	/* Run the body even when a dependency failed (the receipt then carries the body's own result). */
 	JOBS_RUN_AFTER_FAILED_DEPENDENCY = 1u << 0,
+	/* `after` ids may already be released or recycled (the submitter issued them itself and knows
+	 * they were valid): a released receipt still orders the job, a recycled one counts as
+	 * complete. Without this flag such ids are rejected with JOBS_INVALID. */
+	JOBS_AFTER_MAY_BE_RELEASED = 1u << 1,
 };
 
 typedef struct jobs_job_desc {

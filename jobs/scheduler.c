@@ -231,9 +231,15 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	}
 	size_t pinned = 0;
 	jobs_status st = JOBS_OK;
+	bool may_be_gone = (d->flags & JOBS_AFTER_MAY_BE_RELEASED) != 0;
 	for (; pinned < d->after_count; pinned++) {
 		edges[pinned] = malloc(sizeof(jobs_edge));
-		deps[pinned] = edges[pinned] ? jobs_slot_pin(&s->receipts, d->after[pinned], false) : NULL;
+		deps[pinned] = edges[pinned] ? jobs_slot_pin(&s->receipts, d->after[pinned], may_be_gone) : NULL;
+		if (!deps[pinned] && edges[pinned] && may_be_gone && d->after[pinned] != JOBS_INVALID_ID &&
+		    d->after[pinned] < atomic_load_explicit(&s->receipts.next_id, memory_order_relaxed)) {
+			/* Recycled: it completed (recycling needs DONE). Keep a NULL entry: no edge. */
+			continue;
+		}
 		if (!deps[pinned]) {
 			st = edges[pinned] ? JOBS_INVALID : JOBS_NOMEM;
 			free(edges[pinned]);
@@ -242,7 +248,8 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	}
 	if (st != JOBS_OK) {
 		for (size_t i = 0; i < pinned; i++) {
-			jobs_slot_unpin(&s->receipts, deps[i]);
+			if (deps[i])
+				jobs_slot_unpin(&s->receipts, deps[i]);
 			free(edges[i]);
 		}
 		if (deps != stackbuf)
@@ -253,6 +260,11 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	}
 	for (size_t i = 0; i < d->after_count; i++) {
 		bool failed = false;
+		if (!deps[i]) { /* recycled dependency: complete */
+			free(edges[i]);
+			atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_relaxed);
+			continue;
+		}
 		if (!jobs_slot_add_edge(deps[i], sl, edges[i], &failed)) {
 			free(edges[i]);
 			if (failed) {

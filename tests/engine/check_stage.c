@@ -1,0 +1,1029 @@
+/*
+ * check_stage.c — the stage through its public C API: writes, seals, reads (latest and range),
+ * retention, deletes, lifetimes, every bad input with its status and message, and a multi-thread
+ * stress that checks by checksum that every sealed value is read back exactly.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ovstage/ovstage.h>
+#include <ovstage/ovstage_ext.h>
+#include <ovx/path_dictionary/path_dictionary.h>
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+typedef struct fixture {
+	ovstage_instance_t *st;
+	path_dictionary_instance_t *pd;
+	ovx_primpath_list_t list;
+	ovstage_query_handle_t q;
+	size_t n;
+} fixture;
+
+static const char *last_error(void)
+{
+	static _Thread_local char buf[1100];
+	ovx_string_t e = ovstage_get_last_error();
+	snprintf(buf, sizeof buf, "%.*s", (int)e.length, e.ptr ? e.ptr : "");
+	return buf;
+}
+
+static ovx_token_t tok(fixture *f, const char *s)
+{
+	ovx_string_t str = { s, strlen(s) };
+	ovx_token_t t = 0;
+	ovx_api_result_t r = path_dictionary_create_tokens_from_strings(f->pd, &str, 1, &t);
+	ck_assert_int_eq(r.status, OVX_API_SUCCESS);
+	return t;
+}
+
+static ovstage_query_handle_t query_of(fixture *f, const char *const *paths, size_t n, ovx_primpath_list_t *out_list)
+{
+	ovx_string_t *s = calloc(n ? n : 1, sizeof *s);
+	for (size_t i = 0; i < n; i++) {
+		s[i].ptr = paths[i];
+		s[i].length = strlen(paths[i]);
+	}
+	ovx_primpath_list_t list;
+	ovx_api_result_t r = path_dictionary_create_path_list_from_strings(f->pd, s, n, &list);
+	ck_assert_int_eq(r.status, OVX_API_SUCCESS);
+	free(s);
+	ovstage_query_handle_t q;
+	ck_assert_int_eq(ovstage_query_from_path_list(f->st, list, &q), OVSTAGE_OK);
+	if (out_list)
+		*out_list = list;
+	else
+		path_dictionary_release_path_list_reference(f->pd, list);
+	return q;
+}
+
+static void setup_n(fixture *f, size_t n)
+{
+	memset(f, 0, sizeof *f);
+	ovstage_instance_desc_t d = { "check_stage" };
+	ck_assert_int_eq(ovstage_create_instance(&d, &f->st), OVSTAGE_OK);
+	f->pd = ovstage_get_path_dictionary(f->st);
+	ck_assert_ptr_nonnull(f->pd);
+	char **names = calloc(n, sizeof *names);
+	for (size_t i = 0; i < n; i++) {
+		names[i] = malloc(32);
+		snprintf(names[i], 32, "/World/P%zu", i);
+	}
+	f->q = query_of(f, (const char *const *)names, n, &f->list);
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	f->n = n;
+}
+
+static void teardown(fixture *f)
+{
+	ovstage_enqueue_result_t r = ovstage_release_query(f->st, f->q);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t w;
+	ck_assert_int_eq(ovstage_wait_op(f->st, r.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_release_op(f->st, r.op_index), OVSTAGE_OK);
+	path_dictionary_release_path_list_reference(f->pd, f->list);
+	ck_assert_int_eq(ovstage_destroy_instance(f->st), OVSTAGE_OK);
+}
+
+/* Waits for an op; returns the number of failed ops reported (and their first message in msg). */
+static size_t wait_op(fixture *f, ovstage_enqueue_result_t e, char *msg, size_t msglen)
+{
+	ck_assert_msg(e.status == OVSTAGE_OK, "enqueue rejected: %d: %s", e.status, last_error());
+	ovstage_op_wait_result_t w;
+	ck_assert_int_eq(ovstage_wait_op(f->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_OK);
+	size_t n = w.error_op_id_count;
+	if (msg && msglen) {
+		msg[0] = 0;
+		if (n) {
+			ovx_string_t m = ovstage_get_last_op_error(f->st, w.error_op_ids[0]);
+			snprintf(msg, msglen, "%.*s", (int)m.length, m.ptr ? m.ptr : "");
+		}
+	}
+	ck_assert_int_eq(ovstage_release_op(f->st, e.op_index), OVSTAGE_OK);
+	return n;
+}
+
+static void wait_ok(fixture *f, ovstage_enqueue_result_t e)
+{
+	char msg[600];
+	size_t n = wait_op(f, e, msg, sizeof msg);
+	ck_assert_msg(n == 0, "op failed: %s", msg);
+}
+
+typedef struct tensor1 {
+	DLTensor t;
+	int64_t shape[3];
+} tensor1;
+
+static ovstage_write_data_t fdata(tensor1 *tt, float *vals, int64_t rows, int lanes)
+{
+	memset(tt, 0, sizeof *tt);
+	tt->t.data = vals;
+	tt->t.device.device_type = kDLCPU;
+	tt->t.ndim = 1;
+	tt->t.dtype.code = kDLFloat;
+	tt->t.dtype.bits = 32;
+	tt->t.dtype.lanes = (uint16_t)lanes;
+	tt->shape[0] = rows;
+	tt->t.shape = tt->shape;
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.tensors = &tt->t;
+	w.tensor_count = 1;
+	return w;
+}
+
+static ovx_string_or_token_t A(ovx_token_t t)
+{
+	ovx_string_or_token_t a = { t, { NULL, 0 } };
+	return a;
+}
+
+static ovstage_enqueue_result_t write_f(fixture *f, ovstage_query_handle_t q, ovx_token_t attr, uint64_t ord,
+					float *vals, int64_t rows)
+{
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, vals, rows, 1);
+	return ovstage_write_attribute(f->st, q, A(attr), ord, w, OVSTAGE_PRIM_MODE_UPSERT);
+}
+
+static void seal(fixture *f, uint64_t n)
+{
+	ovstage_write_floor_desc_t d = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	wait_ok(f, ovstage_advance_write_floor(f->st, &d));
+}
+
+/* Reads one attribute into out[n_query] (NAN where absent); returns groups seen and the ordinal of
+ * the value group. Status of the read op is returned through *status. */
+typedef struct read_result {
+	ovstage_api_status_t status;
+	int value_groups;
+	int tombstone_groups;
+	uint64_t ordinal;
+	float vals[64];
+	bool present[64];
+	bool deleted[64];
+	char msg[600];
+} read_result;
+
+static void read_f(fixture *f, ovstage_query_handle_t q, ovx_token_t attr, ovstage_ordinal_range_t range,
+		   read_result *res)
+{
+	memset(res, 0, sizeof *res);
+	ovstage_read_handle_t rh;
+	ovstage_enqueue_result_t e = ovstage_read_attributes(f->st, q, &attr, 1, range, &rh);
+	ck_assert_msg(e.status == OVSTAGE_OK, "read rejected: %s", last_error());
+	size_t nfail = wait_op(f, e, res->msg, sizeof res->msg);
+	ovstage_read_group_t g;
+	ovstage_api_status_t s;
+	while ((s = ovstage_fetch_read_next(f->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g)) == OVSTAGE_OK) {
+		ck_assert_uint_eq(g.attribute, attr);
+		if (g.is_delete) {
+			res->tombstone_groups++;
+			ck_assert_uint_eq(g.data.tensor_count, 0);
+			for (uint32_t i = 0; i < g.prims.count; i++) {
+				uint32_t e2 = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+				res->deleted[e2] = true;
+			}
+		} else {
+			res->value_groups++;
+			res->ordinal = g.ordinal;
+			ck_assert_uint_eq(g.data.tensor_count, 1);
+			ck_assert_int_eq(g.data.tensors[0].ndim, 1);
+			const float *d = g.data.tensors[0].data;
+			for (uint32_t i = 0; i < g.prims.count; i++) {
+				uint32_t e2 = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+				uint32_t row = g.data.index_map ? g.data.index_map[i] : i;
+				ck_assert_int_lt(row, g.data.tensors[0].shape[0]);
+				res->vals[e2] = d[row];
+				res->present[e2] = true;
+			}
+		}
+		ck_assert_int_eq(ovstage_release_group(f->st, &g), OVSTAGE_OK);
+	}
+	res->status = nfail ? s : OVSTAGE_OK;
+	if (nfail)
+		ck_assert_msg(s != OVSTAGE_ERROR_END_OF_ITERATION, "failed read must not iterate");
+	else
+		ck_assert_int_eq(s, OVSTAGE_ERROR_END_OF_ITERATION);
+	wait_ok(f, ovstage_release_read(f->st, rh));
+}
+
+static ovstage_ordinal_range_t latest(uint64_t n)
+{
+	ovstage_ordinal_range_t r = { 0, n, false };
+	return r;
+}
+
+static ovstage_ordinal_range_t span(uint64_t a, uint64_t b)
+{
+	ovstage_ordinal_range_t r = { a, b, true };
+	return r;
+}
+
+/* ---- basic write / seal / read -------------------------------------------------------------- */
+
+START_TEST(test_write_seal_read)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "temperature");
+	float v[] = { 1, 2, 3 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	seal(&f, 1);
+	read_result r;
+	read_f(&f, f.q, t, latest(1), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert_int_eq(r.value_groups, 1);
+	ck_assert_uint_eq(r.ordinal, 1);
+	for (int i = 0; i < 3; i++)
+		ck_assert_float_eq(r.vals[i], (float)(i + 1));
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_unsealed_not_visible)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	read_result r;
+	read_f(&f, f.q, t, latest(1), &r); /* floor 0, write pending above it: WFV */
+	ck_assert_int_eq(r.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_msg(strstr(r.msg, "above the write floor 0"), "message: %s", r.msg);
+	read_f(&f, f.q, t, latest(0), &r); /* as of 0: nothing sealed, zero groups */
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert_int_eq(r.value_groups, 0);
+	teardown(&f);
+}
+END_TEST
+
+/* ---- ordinal rules ---------------------------------------------------------------------------- */
+
+START_TEST(test_floor_violation_sync)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	ovstage_enqueue_result_t e = write_f(&f, f.q, t, 0, v, 3); /* floor starts at 0: 0 is never writable */
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_uint_eq(e.op_index, OVSTAGE_INVALID_OP_ID);
+	ck_assert_msg(strstr(last_error(), "ordinal 0 is not above the write floor 0"), "%s", last_error());
+	wait_ok(&f, write_f(&f, f.q, t, 5, v, 3));
+	seal(&f, 5);
+	e = write_f(&f, f.q, t, 5, v, 3);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_msg(strstr(last_error(), "\"x\""), "message names the column: %s", last_error());
+	e = write_f(&f, f.q, t, 3, v, 3);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	/* the floor only moves up: a backward advance is a silent no-op */
+	seal(&f, 2);
+	e = write_f(&f, f.q, t, 4, v, 3);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_same_ordinal_submission_order)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "x");
+	/* many writes at one ordinal, without waiting in between: the last submitted wins per row */
+	ovstage_enqueue_result_t e[20];
+	float v[20][4];
+	for (int k = 0; k < 20; k++) {
+		for (int i = 0; i < 4; i++)
+			v[k][i] = (float)(k * 10 + i);
+		e[k] = write_f(&f, f.q, t, 7, v[k], 4);
+	}
+	for (int k = 0; k < 20; k++)
+		wait_ok(&f, e[k]);
+	seal(&f, 7);
+	read_result r;
+	read_f(&f, f.q, t, latest(7), &r);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], (float)(190 + i));
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_parallel_ordinals_and_seal_order)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "x");
+	/* writes at ordinals submitted out of order complete independently; the seal applies them in
+	 * ordinal order */
+	uint64_t ords[] = { 9, 3, 7, 1, 5 };
+	float v[5][4];
+	ovstage_enqueue_result_t e[5];
+	for (int k = 0; k < 5; k++) {
+		for (int i = 0; i < 4; i++)
+			v[k][i] = (float)(ords[k] * 100 + (uint64_t)i);
+		e[k] = write_f(&f, f.q, t, ords[k], v[k], 4);
+	}
+	seal(&f, 9); /* depends on all five */
+	for (int k = 0; k < 5; k++)
+		wait_ok(&f, e[k]);
+	read_result r;
+	read_f(&f, f.q, t, latest(9), &r);
+	ck_assert_uint_eq(r.ordinal, 9);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], (float)(900 + i));
+	/* retention 2: ordinal 7 is still readable as a latest read */
+	read_f(&f, f.q, t, latest(8), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert_uint_eq(r.ordinal, 7);
+	ck_assert_float_eq(r.vals[0], 700.f);
+	/* ordinal 5's version left retention: OUT_OF_RANGE */
+	read_f(&f, f.q, t, latest(5), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_msg(strstr(r.msg, "oldest preserved is 6"), "%s", r.msg);
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_scopes_include_exclude)
+{
+	fixture f;
+	setup_n(&f, 2);
+	ovx_token_t a = tok(&f, "a"), b = tok(&f, "b");
+	float v[] = { 1, 2 };
+	wait_ok(&f, write_f(&f, f.q, a, 3, v, 2));
+	wait_ok(&f, write_f(&f, f.q, b, 3, v, 2));
+	ovstage_write_floor_desc_t inc = { 3, OVSTAGE_SCOPE_INCLUDE, &a, 1 };
+	wait_ok(&f, ovstage_advance_write_floor(f.st, &inc));
+	read_result r;
+	read_f(&f, f.q, a, latest(3), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert_int_eq(r.value_groups, 1);
+	read_f(&f, f.q, b, latest(3), &r); /* b not sealed */
+	ck_assert_int_eq(r.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	/* b still writable at 2 (its floor is 0); a is not */
+	ck_assert_int_eq(write_f(&f, f.q, a, 2, v, 2).status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	wait_ok(&f, write_f(&f, f.q, b, 2, v, 2));
+	ovstage_write_floor_desc_t exc = { 3, OVSTAGE_SCOPE_EXCLUDE, &a, 1 };
+	wait_ok(&f, ovstage_advance_write_floor(f.st, &exc));
+	read_f(&f, f.q, b, latest(3), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	/* global floor = min over attributes = 3 */
+	ovstage_ordinal_query_handle_t h;
+	ovx_string_or_token_t none = { 0, { NULL, 0 } };
+	ovstage_enqueue_result_t e = ovstage_get_attribute_write_floor(f.st, none, &h);
+	wait_ok(&f, e);
+	uint64_t fl = 0;
+	ck_assert_int_eq(ovstage_fetch_ordinal(f.st, h, OVSTAGE_TIMEOUT_INFINITE, &fl), OVSTAGE_OK);
+	ck_assert_uint_eq(fl, 3);
+	wait_ok(&f, ovstage_release_ordinal_query(f.st, h));
+	teardown(&f);
+}
+END_TEST
+
+/* ---- range reads, deletes, retention --------------------------------------------------------- */
+
+START_TEST(test_range_read_and_tombstones)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "s");
+	/* producer-consumer of spec 7.2 in miniature: per-prim queries */
+	ovstage_query_handle_t one[4];
+	for (int i = 0; i < 4; i++) {
+		char p[32];
+		snprintf(p, sizeof p, "/World/P%d", i);
+		const char *pp = p;
+		one[i] = query_of(&f, &pp, 1, NULL);
+	}
+	float v;
+	v = 10;
+	wait_ok(&f, write_f(&f, one[0], t, 1, &v, 1));
+	v = 11;
+	wait_ok(&f, write_f(&f, one[1], t, 1, &v, 1));
+	seal(&f, 1);
+	v = 21;
+	wait_ok(&f, write_f(&f, one[1], t, 2, &v, 1));
+	v = 22;
+	wait_ok(&f, write_f(&f, one[2], t, 2, &v, 1));
+	seal(&f, 2);
+	wait_ok(&f, ovstage_delete_attributes(f.st, one[2], NULL, 0, 3)); /* whole prim */
+	v = 33;
+	wait_ok(&f, write_f(&f, one[3], t, 3, &v, 1));
+	seal(&f, 3);
+	read_result r;
+	read_f(&f, f.q, t, span(2, 3), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert_int_eq(r.value_groups, 1);
+	ck_assert_int_eq(r.tombstone_groups, 1);
+	ck_assert(!r.present[0]); /* unchanged in [2, 3] */
+	ck_assert(r.present[1] && r.vals[1] == 21.f);
+	ck_assert(r.deleted[2]);
+	ck_assert(r.present[3] && r.vals[3] == 33.f);
+	/* values as of the range end, not the latest */
+	v = 41;
+	wait_ok(&f, write_f(&f, one[1], t, 4, &v, 1));
+	v = 43;
+	wait_ok(&f, write_f(&f, one[3], t, 4, &v, 1));
+	seal(&f, 4);
+	read_f(&f, f.q, t, span(3, 3), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert(!r.present[1]);                    /* changed at 4, not in [3, 3] */
+	ck_assert(r.present[3] && r.vals[3] == 33.f); /* as of 3, although 43 is newer */
+	ck_assert(r.deleted[2]);
+	/* ordinal 2's history has left retention (2 versions kept: 3 and 4) */
+	read_f(&f, f.q, t, span(2, 4), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_msg(strstr(r.msg, "oldest preserved is 3"), "%s", r.msg);
+	ovstage_ordinal_query_handle_t h;
+	wait_ok(&f, ovstage_get_oldest_preserved_ordinal(f.st, &h));
+	uint64_t oldest = 0;
+	ck_assert_int_eq(ovstage_fetch_ordinal(f.st, h, 0, &oldest), OVSTAGE_OK);
+	ck_assert_uint_eq(oldest, 3);
+	wait_ok(&f, ovstage_release_ordinal_query(f.st, h));
+	read_f(&f, f.q, t, span(3, 4), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert(r.present[1] && r.vals[1] == 41.f);
+	/* attribute delete on one prim */
+	wait_ok(&f, ovstage_delete_attributes(f.st, one[0], (ovx_string_or_token_t[]){ A(t) }, 1, 5));
+	seal(&f, 5);
+	read_f(&f, f.q, t, latest(5), &r);
+	ck_assert(!r.present[0] && r.present[1] && !r.present[2] && r.present[3]);
+	for (int i = 0; i < 4; i++)
+		wait_ok(&f, ovstage_release_query(f.st, one[i]));
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_atomic_multi_column_seal)
+{
+	fixture f;
+	setup_n(&f, 2);
+	ovx_token_t a = tok(&f, "pose"), b = tok(&f, "vel");
+	float va[2], vb[2];
+	for (uint64_t n = 1; n <= 30; n++) {
+		va[0] = va[1] = vb[0] = vb[1] = (float)n;
+		ovstage_enqueue_result_t e1 = write_f(&f, f.q, a, n, va, 2);
+		ovstage_enqueue_result_t e2 = write_f(&f, f.q, b, n, vb, 2);
+		seal(&f, n);
+		wait_ok(&f, e1);
+		wait_ok(&f, e2);
+		/* one read of both columns sees the same sealed ordinal for both */
+		ovx_token_t both[2] = { a, b };
+		ovstage_read_handle_t rh;
+		wait_ok(&f, ovstage_read_attributes(f.st, f.q, both, 2, latest(n), &rh));
+		ovstage_read_group_t g;
+		float seen[2] = { -1, -1 };
+		int k = 0;
+		while (ovstage_fetch_read_next(f.st, rh, 0, &g) == OVSTAGE_OK) {
+			seen[g.attribute == a ? 0 : 1] = ((const float *)g.data.tensors[0].data)[0];
+			k++;
+			ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+		}
+		ck_assert_int_eq(k, 2);
+		ck_assert_float_eq(seen[0], (float)n);
+		ck_assert_float_eq(seen[1], (float)n);
+		wait_ok(&f, ovstage_release_read(f.st, rh));
+	}
+	teardown(&f);
+}
+END_TEST
+
+/* ---- lifetimes ------------------------------------------------------------------------------- */
+
+START_TEST(test_group_outlives_read_and_later_writes)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v1[] = { 1, 2, 3 }, v2[] = { 7, 8, 9 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v1, 3));
+	seal(&f, 1);
+	ovstage_read_handle_t rh;
+	wait_ok(&f, ovstage_read_attributes(f.st, f.q, &t, 1, latest(1), &rh));
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, 0, &g), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rh)); /* the group stays valid */
+	/* writes to the same prims proceed under the unreleased group, and seal */
+	for (uint64_t n = 2; n <= 6; n++) {
+		wait_ok(&f, write_f(&f, f.q, t, n, v2, 3));
+		seal(&f, n);
+	}
+	const float *d = g.data.tensors[0].data;
+	ck_assert_float_eq(d[0], 1.f);
+	ck_assert_float_eq(d[2], 3.f);
+	ck_assert_uint_eq(g.ordinal, 1);
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_ERROR_INVALID_HANDLE);
+	read_result r;
+	read_f(&f, f.q, t, latest(6), &r);
+	ck_assert_float_eq(r.vals[1], 8.f);
+	teardown(&f);
+}
+END_TEST
+
+/* ---- sparsity -------------------------------------------------------------------------------- */
+
+START_TEST(test_mask_and_index_map)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "x");
+	float base[] = { 1, 2, 3, 4 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, base, 4));
+	/* mask: write elements 1 and 3 only; the payload still has a row per element */
+	float mv[] = { 0, 20, 0, 40 };
+	uint64_t mask = (1u << 1) | (1u << 3) | (1ull << 40); /* bits above count ignored */
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, mv, 4, 1);
+	w.mask = &mask;
+	w.count = 4;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 2, w, OVSTAGE_PRIM_MODE_UPSERT));
+	/* index_map: broadcast one row to elements 0 and 2 of the first three, reorder */
+	float iv[] = { 100, 200 };
+	uint32_t im[] = { 1, 0, 1 };
+	w = fdata(&tt, iv, 2, 1);
+	w.index_map = im;
+	w.count = 3;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 3, w, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 3);
+	read_result r;
+	read_f(&f, f.q, t, latest(3), &r);
+	ck_assert_float_eq(r.vals[0], 200.f);
+	ck_assert_float_eq(r.vals[1], 100.f);
+	ck_assert_float_eq(r.vals[2], 200.f);
+	ck_assert_float_eq(r.vals[3], 40.f);
+	read_f(&f, f.q, t, latest(2), &r);
+	ck_assert_float_eq(r.vals[0], 1.f);
+	ck_assert_float_eq(r.vals[1], 20.f);
+	ck_assert_float_eq(r.vals[2], 3.f);
+	ck_assert_float_eq(r.vals[3], 40.f);
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_convenience_lanes_and_strides)
+{
+	fixture f;
+	setup_n(&f, 2);
+	ovx_token_t t = tok(&f, "p");
+	/* (N, 3) lanes 1, transposed storage via strides: column-major 3x2 source */
+	float src[6] = { 1, 4, 2, 5, 3, 6 }; /* element (r, c) at c * 2 + r */
+	DLTensor d;
+	memset(&d, 0, sizeof d);
+	int64_t shape[2] = { 2, 3 }, strides[2] = { 1, 2 };
+	d.data = src;
+	d.device.device_type = kDLCPU;
+	d.ndim = 2;
+	d.dtype.code = kDLFloat;
+	d.dtype.bits = 32;
+	d.dtype.lanes = 1;
+	d.shape = shape;
+	d.strides = strides;
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.tensors = &d;
+	w.tensor_count = 1;
+	w.semantic = OVSTAGE_SEMANTIC_POINT;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 1);
+	ovstage_read_handle_t rh;
+	wait_ok(&f, ovstage_read_attributes(f.st, f.q, &t, 1, latest(1), &rh));
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, 0, &g), OVSTAGE_OK);
+	/* canonical: 1-D, lanes 3 */
+	ck_assert_int_eq(g.data.tensors[0].ndim, 1);
+	ck_assert_int_eq(g.data.tensors[0].dtype.lanes, 3);
+	ck_assert_int_eq(g.data.tensors[0].shape[0], 2);
+	ck_assert_int_eq(g.semantic, OVSTAGE_SEMANTIC_POINT);
+	const float *o = g.data.tensors[0].data;
+	float want[6] = { 1, 2, 3, 4, 5, 6 };
+	for (int i = 0; i < 6; i++)
+		ck_assert_float_eq(o[i], want[i]);
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	teardown(&f);
+}
+END_TEST
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+static _Atomic int deleter_calls;
+static void count_deleter(DLManagedTensorVersioned *self)
+{
+	(void)self;
+	atomic_fetch_add(&deleter_calls, 1);
+}
+
+START_TEST(test_bad_inputs)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 3, 1);
+	/* stale query handle */
+	ovstage_enqueue_result_t e = ovstage_write_attribute(f.st, 987654, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_HANDLE);
+	ck_assert_msg(strstr(last_error(), "987654"), "%s", last_error());
+	/* wrong shape: 2 rows for 3 prims */
+	w = fdata(&tt, v, 2, 1);
+	e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "\"x\""), "%s", last_error());
+	/* index_map out of range */
+	uint32_t im[] = { 0, 5, 1 };
+	w = fdata(&tt, v, 3, 1);
+	w.index_map = im;
+	w.count = 3;
+	e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "index_map[1] = 5"), "%s", last_error());
+	/* index_map with mask */
+	uint64_t mask = 7;
+	w.mask = &mask;
+	e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	/* count above query count */
+	w = fdata(&tt, v, 3, 1);
+	w.count = 4;
+	w.mask = &mask;
+	e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	/* bad prim mode */
+	w = fdata(&tt, v, 3, 1);
+	e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, (ovstage_prim_mode_t)7);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	/* dtype change rejected once the column exists */
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT));
+	int32_t iv[] = { 1, 2, 3 };
+	w = fdata(&tt, NULL, 3, 1);
+	tt.t.data = iv;
+	tt.t.dtype.code = kDLInt;
+	e = ovstage_write_attribute(f.st, f.q, A(t), 2, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "float32"), "%s", last_error());
+	/* INSERT on existing prims */
+	w = fdata(&tt, v, 3, 1);
+	char msg[600];
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, f.q, A(t), 2, w, OVSTAGE_PRIM_MODE_INSERT), msg,
+				  sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "already exists"), "%s", msg);
+	/* op ids: unknown, released twice, other instance */
+	ck_assert_int_eq(ovstage_release_op(f.st, 123456789), OVSTAGE_ERROR_INVALID_HANDLE);
+	e = write_f(&f, f.q, t, 3, v, 3);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_instance_t *other;
+	ck_assert_int_eq(ovstage_create_instance(NULL, &other), OVSTAGE_OK);
+	ovstage_op_wait_result_t wr;
+	ck_assert_int_eq(ovstage_wait_op(other, e.op_index, 0, &wr), OVSTAGE_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(ovstage_release_op(other, e.op_index), OVSTAGE_ERROR_INVALID_HANDLE);
+	ck_assert_int_eq(ovstage_destroy_instance(other), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_wait_op(f.st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_ERROR_INVALID_HANDLE);
+	/* range start after end */
+	ovstage_read_handle_t rh;
+	e = ovstage_read_attributes(f.st, f.q, &t, 1, span(5, 2), &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_uint_eq(rh, OVSTAGE_INVALID_READ_HANDLE);
+	/* NULLs */
+	ck_assert_int_eq(ovstage_advance_write_floor(f.st, NULL).status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, 42, 0, NULL), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, 42, 0, &g), OVSTAGE_ERROR_INVALID_HANDLE);
+	/* destroy with things held reports them and keeps the instance */
+	ovstage_query_handle_t extra = query_of(&f, (const char *[]){ "/World/P0" }, 1, NULL);
+	ck_assert_int_eq(ovstage_destroy_instance(f.st), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "1 queries") || strstr(last_error(), "2 queries"), "%s", last_error());
+	wait_ok(&f, ovstage_release_query(f.st, extra));
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_managed_deleter_exactly_once)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "m");
+	atomic_store(&deleter_calls, 0);
+	float v[] = { 1, 2, 3 };
+	int64_t shape[] = { 3 };
+	DLManagedTensorVersioned mt;
+	memset(&mt, 0, sizeof mt);
+	mt.dl_tensor.data = v;
+	mt.dl_tensor.device.device_type = kDLCPU;
+	mt.dl_tensor.ndim = 1;
+	mt.dl_tensor.dtype.code = kDLFloat;
+	mt.dl_tensor.dtype.bits = 32;
+	mt.dl_tensor.dtype.lanes = 1;
+	mt.dl_tensor.shape = shape;
+	mt.deleter = count_deleter;
+	const DLManagedTensorVersioned *arr[1] = { &mt };
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.managed_tensors = arr;
+	w.tensor_count = 1;
+	/* accepted and adopted zero-copy: the deleter runs when the version is reclaimed */
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 1);
+	read_result r;
+	read_f(&f, f.q, t, latest(1), &r);
+	ck_assert_float_eq(r.vals[2], 3.f);
+	ck_assert_int_eq(atomic_load(&deleter_calls), 0);
+	/* two more full writes push version 1 out of retention */
+	float v2[] = { 4, 5, 6 };
+	wait_ok(&f, write_f(&f, f.q, t, 2, v2, 3));
+	seal(&f, 2);
+	wait_ok(&f, write_f(&f, f.q, t, 3, v2, 3));
+	seal(&f, 3);
+	ck_assert_int_eq(atomic_load(&deleter_calls), 1);
+	/* rejected synchronously (floor violation): the deleter runs once at the call */
+	ovstage_enqueue_result_t e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_int_eq(atomic_load(&deleter_calls), 2);
+	/* rejected for a bad layout */
+	mt.dl_tensor.ndim = -1;
+	e = ovstage_write_attribute(f.st, f.q, A(t), 5, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(atomic_load(&deleter_calls), 3);
+	/* duplicated within a batch: rejected, released once */
+	mt.dl_tensor.ndim = 1;
+	ovstage_attribute_write_t ws[2] = { { A(t), w }, { A(tok(&f, "m2")), w } };
+	e = ovstage_write_attributes(f.st, f.q, ws, 2, 6, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(atomic_load(&deleter_calls), 4);
+	/* copied (sparse via mask): the deleter runs when the op is done */
+	uint64_t mask = 1;
+	w.mask = &mask;
+	w.count = 3;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 7, w, OVSTAGE_PRIM_MODE_UPSERT));
+	ck_assert_int_eq(atomic_load(&deleter_calls), 5);
+	teardown(&f);
+	ck_assert_int_eq(atomic_load(&deleter_calls), 5);
+}
+END_TEST
+
+/* ---- multi-thread stress --------------------------------------------------------------------- */
+
+#define STRESS_PRIMS 64
+#define STRESS_COLS 3
+
+typedef struct stress {
+	fixture *f;
+	ovx_token_t cols[STRESS_COLS];
+	uint64_t ordinals;          /* writes at 1..ordinals */
+	_Atomic uint64_t next_ord;  /* writers take ordinals from here */
+	_Atomic bool *submitted;    /* submitted[n]: every column's write at n was accepted */
+	_Atomic int writers_done;
+	_Atomic uint64_t reads_checked;
+	_Atomic uint64_t mismatches;
+	char first_error[1200];
+	_Atomic int error_set;
+} stress;
+
+/* The value of (column c, prim i) at ordinal n: a checksum pattern. */
+static float pattern(int c, int i, uint64_t n)
+{
+	return (float)((n * 1000 + (uint64_t)i * 7 + (uint64_t)c) % 1000003);
+}
+
+static void stress_error(stress *s, const char *m)
+{
+	int z = 0;
+	if (atomic_compare_exchange_strong(&s->error_set, &z, 1))
+		snprintf(s->first_error, sizeof s->first_error, "%s", m);
+}
+
+static void *stress_writer(void *arg)
+{
+	stress *s = arg;
+	fixture *f = s->f;
+	float v[STRESS_COLS][STRESS_PRIMS]; /* one source per in-flight write: valid until it completes */
+	for (;;) {
+		uint64_t n = atomic_fetch_add(&s->next_ord, 1);
+		if (n > s->ordinals)
+			break;
+		ovstage_enqueue_result_t e[STRESS_COLS];
+		for (int c = 0; c < STRESS_COLS; c++) {
+			for (int i = 0; i < STRESS_PRIMS; i++)
+				v[c][i] = pattern(c, i, n);
+			/* every other ordinal is sparse: half the prims through a mask, the rest kept */
+			tensor1 tt;
+			ovstage_write_data_t w = fdata(&tt, v[c], STRESS_PRIMS, 1);
+			uint64_t mask = 0x5555555555555555ull;
+			if (n % 2 == 0) {
+				w.mask = &mask;
+				w.count = STRESS_PRIMS;
+			}
+			e[c] = ovstage_write_attribute(f->st, f->q, A(s->cols[c]), n, w, OVSTAGE_PRIM_MODE_UPSERT);
+			if (e[c].status != OVSTAGE_OK)
+				stress_error(s, last_error());
+		}
+		atomic_store(&s->submitted[n], true); /* the sealer may seal n from now on */
+		for (int c = 0; c < STRESS_COLS; c++) {
+			if (e[c].status != OVSTAGE_OK)
+				continue;
+			ovstage_op_wait_result_t wr;
+			ovstage_wait_op(f->st, e[c].op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
+			if (wr.error_op_id_count)
+				stress_error(s, "a write failed");
+			ovstage_release_op(f->st, e[c].op_index);
+		}
+	}
+	atomic_fetch_add(&s->writers_done, 1);
+	return NULL;
+}
+
+/* Expected value of (c, i) as of ordinal n: the last ordinal <= n that wrote it. */
+static float expected(int c, int i, uint64_t n)
+{
+	uint64_t m = n;
+	if (m % 2 == 0 && i % 2 == 1)
+		m--; /* even ordinals are masked: odd prims keep the previous (odd) ordinal's value */
+	return pattern(c, i, m);
+}
+
+static void *stress_reader(void *arg)
+{
+	stress *s = arg;
+	fixture *f = s->f;
+	while (atomic_load(&s->writers_done) < 2 || atomic_load(&s->reads_checked) < 50) {
+		ovstage_ordinal_query_handle_t h;
+		ovx_string_or_token_t none = { 0, { NULL, 0 } };
+		ovstage_enqueue_result_t e = ovstage_get_attribute_write_floor(f->st, none, &h);
+		if (e.status != OVSTAGE_OK)
+			continue;
+		uint64_t floor = 0;
+		ovstage_fetch_ordinal(f->st, h, OVSTAGE_TIMEOUT_INFINITE, &floor);
+		ovstage_release_op(f->st, e.op_index);
+		ovstage_enqueue_result_t rel = ovstage_release_ordinal_query(f->st, h);
+		if (rel.status == OVSTAGE_OK) {
+			ovstage_op_wait_result_t wr;
+			ovstage_wait_op(f->st, rel.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
+			ovstage_release_op(f->st, rel.op_index);
+		}
+		if (floor == 0) {
+			if (atomic_load(&s->writers_done) == 2)
+				break;
+			continue;
+		}
+		ovstage_read_handle_t rh;
+		e = ovstage_read_attributes(f->st, f->q, s->cols, STRESS_COLS, latest(floor), &rh);
+		if (e.status != OVSTAGE_OK) {
+			stress_error(s, last_error());
+			break;
+		}
+		ovstage_op_wait_result_t wr;
+		ovstage_wait_op(f->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
+		size_t nerr = wr.error_op_id_count;
+		ovstage_release_op(f->st, e.op_index);
+		ovstage_read_group_t g;
+		while (!nerr && ovstage_fetch_read_next(f->st, rh, 0, &g) == OVSTAGE_OK) {
+			int c = 0;
+			while (c < STRESS_COLS && s->cols[c] != g.attribute)
+				c++;
+			const float *d = g.data.tensors[0].data;
+			if (g.ordinal > floor)
+				stress_error(s, "group ordinal above the floor read at");
+			for (uint32_t k = 0; k < g.prims.count; k++) {
+				uint32_t i = g.prims.index_map ? g.prims.index_map[k] : g.prims.offset + k;
+				uint32_t row = g.data.index_map ? g.data.index_map[k] : k;
+				if (d[row] != expected(c, (int)i, g.ordinal)) {
+					atomic_fetch_add(&s->mismatches, 1);
+					char m[160];
+					snprintf(m, sizeof m, "col %d prim %u at ordinal %llu: got %g want %g", c, i,
+						 (unsigned long long)g.ordinal, d[row], expected(c, (int)i, g.ordinal));
+					stress_error(s, m);
+				}
+			}
+			atomic_fetch_add(&s->reads_checked, 1);
+			ovstage_release_group(f->st, &g);
+		}
+		ovstage_enqueue_result_t rr = ovstage_release_read(f->st, rh);
+		if (rr.status == OVSTAGE_OK) {
+			ovstage_wait_op(f->st, rr.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
+			ovstage_release_op(f->st, rr.op_index);
+		}
+	}
+	return NULL;
+}
+
+static void *stress_sealer(void *arg)
+{
+	stress *s = arg;
+	fixture *f = s->f;
+	uint64_t last = 0;
+	while (last < s->ordinals) {
+		/* seal the longest prefix of ordinals whose writes were all submitted */
+		uint64_t target = last;
+		while (target < s->ordinals && atomic_load(&s->submitted[target + 1]))
+			target++;
+		if (target <= last) {
+			sched_yield();
+			continue;
+		}
+		ovstage_write_floor_desc_t d = { target, OVSTAGE_SCOPE_ALL, NULL, 0 };
+		ovstage_enqueue_result_t e = ovstage_advance_write_floor(f->st, &d);
+		if (e.status != OVSTAGE_OK) {
+			stress_error(s, last_error());
+			break;
+		}
+		ovstage_op_wait_result_t wr;
+		ovstage_wait_op(f->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
+		if (wr.error_op_id_count)
+			stress_error(s, "a seal failed");
+		ovstage_release_op(f->st, e.op_index);
+		last = target;
+	}
+	return NULL;
+}
+
+START_TEST(test_stress_writers_sealers_readers)
+{
+	fixture f;
+	setup_n(&f, STRESS_PRIMS);
+	stress s;
+	memset(&s, 0, sizeof s);
+	s.f = &f;
+	s.cols[0] = tok(&f, "pose");
+	s.cols[1] = tok(&f, "vel");
+	s.cols[2] = tok(&f, "force");
+	const char *scale = getenv("OVSTAGE_TEST_SCALE");
+	double k = scale ? atof(scale) : 1.0;
+#ifdef OVSTAGE_TSAN
+	k *= 0.2;
+#endif
+	s.ordinals = (uint64_t)(400 * k) + 10;
+	atomic_store(&s.next_ord, 1);
+	s.submitted = calloc(s.ordinals + 2, sizeof *s.submitted);
+	/* Writers race ahead of the sealer; the sealer only seals ordinals whose writes were all
+	 * submitted (writes at a sealed ordinal would be rejected, which the writers report). */
+	pthread_t w1, w2, sl, r1, r2;
+	pthread_create(&w1, NULL, stress_writer, &s);
+	pthread_create(&w2, NULL, stress_writer, &s);
+	pthread_create(&sl, NULL, stress_sealer, &s);
+	pthread_create(&r1, NULL, stress_reader, &s);
+	pthread_create(&r2, NULL, stress_reader, &s);
+	pthread_join(w1, NULL);
+	pthread_join(w2, NULL);
+	pthread_join(sl, NULL);
+	pthread_join(r1, NULL);
+	pthread_join(r2, NULL);
+	free(s.submitted);
+	ck_assert_msg(!atomic_load(&s.error_set), "stress error: %s", s.first_error);
+	ck_assert_uint_eq(atomic_load(&s.mismatches), 0);
+	ck_assert_uint_gt(atomic_load(&s.reads_checked), 0);
+	/* after the last seal every column reads back exactly as of the last ordinal */
+	for (int c = 0; c < STRESS_COLS; c++) {
+		read_result r;
+		read_f(&f, f.q, s.cols[c], latest(s.ordinals), &r);
+		ck_assert_int_eq(r.status, OVSTAGE_OK);
+		for (int i = 0; i < STRESS_PRIMS; i++)
+			ck_assert_float_eq(r.vals[i], expected(c, i, s.ordinals));
+	}
+	teardown(&f);
+}
+END_TEST
+
+static Suite *stage_suite(void)
+{
+	Suite *su = suite_create("stage");
+	TCase *tc = tcase_create("api");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_write_seal_read);
+	tcase_add_test(tc, test_unsealed_not_visible);
+	tcase_add_test(tc, test_floor_violation_sync);
+	tcase_add_test(tc, test_same_ordinal_submission_order);
+	tcase_add_test(tc, test_parallel_ordinals_and_seal_order);
+	tcase_add_test(tc, test_scopes_include_exclude);
+	tcase_add_test(tc, test_range_read_and_tombstones);
+	tcase_add_test(tc, test_atomic_multi_column_seal);
+	tcase_add_test(tc, test_group_outlives_read_and_later_writes);
+	tcase_add_test(tc, test_mask_and_index_map);
+	tcase_add_test(tc, test_convenience_lanes_and_strides);
+	tcase_add_test(tc, test_bad_inputs);
+	tcase_add_test(tc, test_managed_deleter_exactly_once);
+	tcase_add_test(tc, test_stress_writers_sealers_readers);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(stage_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
