@@ -505,7 +505,7 @@ static void disable(void)
 	g_pending_drops = 0;
 	g_drops_retired = g_drops_total - g_note_inflight;
 	bool join = false;
-	pthread_t t;
+	pthread_t t = pthread_self();
 	if (g_thread_live) {
 		g_thread_live = false;
 		g_gen++;

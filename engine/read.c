@@ -165,13 +165,38 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	uint64_t end = rg->end_ordinal;
 	/* Floor first (acquire), then the snapshot: the seal publishes the snapshot before the floor. */
 	uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+	/* Inside the grace section: find the version as of `end` and, for a range read, the versions
+	 * back to the range start, and pin them all (the sealer may cut the chain meanwhile; what we
+	 * reach stays alive until we leave). */
+	ovs_version *pinned[64];
+	size_t npinned = 0;
+	bool truncated = false;
 	unsigned p = ovs_snapshot_enter(st);
 	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_acquire);
 	ovs_version *latest = ovs_snapshot_version(snap, c);
-	if (latest)
-		ovs_version_ref(latest);
+	ovs_version *v = latest;
+	while (v && v->ordinal > end)
+		v = atomic_load_explicit(&v->older, memory_order_acquire);
+	for (ovs_version *u = v; u; u = atomic_load_explicit(&u->older, memory_order_acquire)) {
+		if (npinned == sizeof pinned / sizeof pinned[0]) {
+			truncated = true;
+			break;
+		}
+		ovs_version_ref(u);
+		pinned[npinned++] = u;
+		if (!rg->has_start_ordinal || u->ordinal < rg->start_ordinal || u->all_changed)
+			break;
+	}
+	bool had_any = latest != NULL;
 	ovs_snapshot_leave(st, p);
 	ovstage_api_status_t s = OVSTAGE_OK;
+	if (truncated) {
+		ovs_err_format(err, errlen, "\"%s\": range [%llu, %llu] spans more than %zu retained versions",
+			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,
+			       (unsigned long long)end, sizeof pinned / sizeof pinned[0]);
+		s = OVSTAGE_ERROR_NOT_SUPPORTED;
+		goto out;
+	}
 	if (end > floor && atomic_load_explicit(&c->max_written, memory_order_relaxed) > floor) {
 		ovs_err_format(err, errlen, "\"%s\": end_ordinal %llu is above the write floor %llu and the column has "
 			       "unsealed writes", ovs_attr_name(st, c->name), (unsigned long long)end,
@@ -188,11 +213,8 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		s = OVSTAGE_ERROR_OUT_OF_RANGE;
 		goto out;
 	}
-	if (!latest)
+	if (!had_any)
 		goto out; /* no sealed data: zero groups */
-	ovs_version *v = latest;
-	while (v && v->ordinal > end)
-		v = v->older;
 	if (!v) {
 		if (dropped) {
 			ovs_err_format(err, errlen, "\"%s\": the state as of ordinal %llu is no longer retained (oldest "
@@ -224,7 +246,8 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		DE = malloc((qn ? qn : 1) * sizeof *DE);
 		if (!chg || !DE)
 			goto oom;
-		for (ovs_version *u = v; u && u->ordinal >= rg->start_ordinal; u = u->older) {
+		for (size_t pi = 0; pi < npinned && pinned[pi]->ordinal >= rg->start_ordinal; pi++) {
+			ovs_version *u = pinned[pi];
 			if (u->all_changed) {
 				for (size_t w = 0; w < words; w++)
 					chg[w] = ~(uint64_t)0;
@@ -284,8 +307,8 @@ oom:
 	ovs_err_format(err, errlen, "out of memory building read groups");
 	s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 out:
-	if (latest)
-		ovs_version_unref(latest);
+	for (size_t i = 0; i < npinned; i++)
+		ovs_version_unref(pinned[i]);
 	return s;
 }
 

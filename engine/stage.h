@@ -87,6 +87,8 @@ bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state);
 /* Snapshot access: enter, read st->snapshot, pin what you need, leave. */
 unsigned ovs_snapshot_enter(ovs_stage *st);
 void ovs_snapshot_leave(ovs_stage *st, unsigned parity);
+/* Sealer: flips the reader parity and waits until every reader that entered before has left. */
+void ovs_snapshot_flip_and_wait(ovs_stage *st);
 /* The latest version of a column in a snapshot, or NULL. */
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c);
 

@@ -252,6 +252,19 @@ void ovs_snapshot_leave(ovs_stage *st, unsigned p)
 	atomic_fetch_sub_explicit(&st->readers[p], 1, memory_order_release);
 }
 
+void ovs_snapshot_flip_and_wait(ovs_stage *st)
+{
+	unsigned p = atomic_load_explicit(&st->parity, memory_order_relaxed);
+	/* seq_cst: the sealer's half of the Dekker pattern in ovs_snapshot_enter. */
+	atomic_store_explicit(&st->parity, p ^ 1u, memory_order_seq_cst);
+	unsigned spins = 0;
+	/* acquire: pairs with the readers' release decrements; their reads of what we retire are done. */
+	while (atomic_load_explicit(&st->readers[p], memory_order_acquire) != 0) {
+		if (++spins > 64)
+			sched_yield();
+	}
+}
+
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 {
 	if (!snap)
@@ -277,7 +290,7 @@ static void version_free(ovs_version *v)
 		/* acq_rel: the last holder sees every reader's accesses before freeing. */
 		if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
 			return;
-		ovs_version *older = v->older;
+		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
 		ovs_buffer_unref(v->buf);
 		free(v->present);
 		free(v->changed);
@@ -467,27 +480,53 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 	return v;
 }
 
-/* Drops versions beyond the retention depth from the chain starting at `head`. */
-static void trim_retention(ovs_column *c, ovs_version *head, uint32_t keep)
+/* Cuts the versions beyond the retention depth from the chain starting at `head` and returns them
+ * (the caller drops them after the grace period: a reader may be walking into them). */
+static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t keep)
 {
 	ovs_version *v = head;
 	for (uint32_t i = 1; v && i < keep; i++)
-		v = v->older;
-	if (!v || !v->older)
-		return;
-	ovs_version *drop = v->older;
-	v->older = NULL;
+		v = atomic_load_explicit(&v->older, memory_order_relaxed); /* seal-owned chain */
+	if (!v)
+		return NULL;
+	ovs_version *drop = atomic_load_explicit(&v->older, memory_order_relaxed);
+	if (!drop)
+		return NULL;
+	/* release: pairs with readers' acquire loads of `older` (they see either the old link, and
+	 * the version stays alive until the grace period ends, or NULL). */
+	atomic_store_explicit(&v->older, NULL, memory_order_release);
 	uint64_t dropped = drop->ordinal;
 	uint64_t cur = atomic_load_explicit(&c->dropped_through, memory_order_relaxed);
 	if (dropped > cur)
-		/* release: readers that see it also see the trimmed chain (they read the snapshot anyway). */
+		/* release: a reader that sees the frontier moved also sees the cut chain. */
 		atomic_store_explicit(&c->dropped_through, dropped, memory_order_release);
-	ovs_version_unref(drop);
+	return drop;
 }
 
-/* Seals one column through n: returns its new latest version (or the old one if unchanged). */
+/* Versions cut from retention during one seal, dropped after its grace period. */
+typedef struct graveyard {
+	ovs_version **v; /* cut chains (each holds the rest of its chain) */
+	size_t n, cap;   /* entries, capacity */
+} graveyard;
+
+static void bury(graveyard *g, ovs_version *v)
+{
+	if (!v)
+		return;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 8;
+		ovs_version **nv = realloc(g->v, cap * sizeof *nv);
+		if (!nv)
+			return; /* leak rather than free under a reader: bounded by allocation failure */
+		g->v = nv;
+		g->cap = cap;
+	}
+	g->v[g->n++] = v;
+}
+
+/* Seals one column through n: builds a version per ordinal, chains it, trims retention. */
 static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_column *c, ovstage_ordinal_t n,
-					char *err, size_t errlen)
+					graveyard *gy, char *err, size_t errlen)
 {
 	if (!take_inbox(c)) {
 		ovs_err_format(err, errlen, "out of memory sorting pending writes of a column");
@@ -507,9 +546,11 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 			c->pending = ds;
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
-		v->older = c->latest; /* the chain's reference moves to the new version */
+		/* relaxed: published to readers by the snapshot's release store. The chain's reference
+		 * moves to the new version. */
+		atomic_store_explicit(&v->older, c->latest, memory_order_relaxed);
 		c->latest = v;
-		trim_retention(c, v, st->retention);
+		bury(gy, trim_retention(c, v, st->retention));
 	}
 	return OVSTAGE_OK;
 }
@@ -517,10 +558,18 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
 				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
 {
+	graveyard gy = { NULL, 0, 0 };
 	for (size_t i = 0; i < ncols; i++) {
-		ovstage_api_status_t s = seal_column(st, w, cols[i], n, err, errlen);
-		if (s != OVSTAGE_OK)
+		ovstage_api_status_t s = seal_column(st, w, cols[i], n, &gy, err, errlen);
+		if (s != OVSTAGE_OK) {
+			/* Versions built so far stay chained (the next seal publishes them); the ones cut from
+			 * retention are dropped after a grace period, as on success. */
+			ovs_snapshot_flip_and_wait(st);
+			for (size_t k = 0; k < gy.n; k++)
+				ovs_version_unref(gy.v[k]);
+			free(gy.v);
 			return s;
+		}
 	}
 	/* Build the new snapshot: every column known now, with its latest version. */
 	size_t total = atomic_load_explicit(&st->ncols, memory_order_acquire);
@@ -561,16 +610,11 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 	}
 	if (advance_stage_floor && n > atomic_load_explicit(&st->all_floor, memory_order_relaxed))
 		atomic_store_explicit(&st->all_floor, n, memory_order_release);
-	/* Grace period for the old snapshot struct. */
-	unsigned p = atomic_load_explicit(&st->parity, memory_order_relaxed);
-	/* seq_cst: the sealer's half of the Dekker pattern in ovs_snapshot_enter. */
-	atomic_store_explicit(&st->parity, p ^ 1u, memory_order_seq_cst);
-	unsigned spins = 0;
-	/* acquire: pairs with the readers' release decrements; their reads of `old` are done. */
-	while (atomic_load_explicit(&st->readers[p], memory_order_acquire) != 0) {
-		if (++spins > 64)
-			sched_yield();
-	}
+	/* Grace period for the old snapshot struct and for the versions cut from retention. */
+	ovs_snapshot_flip_and_wait(st);
+	for (size_t g = 0; g < gy.n; g++)
+		ovs_version_unref(gy.v[g]);
+	free(gy.v);
 	if (old) {
 		for (size_t i = 0; i < old->ncols; i++)
 			ovs_version_unref(old->versions[i]);

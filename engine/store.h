@@ -99,7 +99,9 @@ typedef struct ovs_version {
 	uint32_t nchanged;          /* entries in changed */
 	bool all_changed;           /* every row changed (FULL delta) */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
-	struct ovs_version *older;  /* the previous retained version (owned reference) */
+	struct ovs_version *_Atomic older; /* the previous retained version (owned reference); cut by the
+	                                     * sealer when it leaves retention, so readers follow it only
+	                                     * inside the snapshot grace section */
 } ovs_version;
 
 /* A column: one attribute name. */

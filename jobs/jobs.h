@@ -26,9 +26,15 @@
  *    failed"), unless the job was submitted with JOBS_RUN_AFTER_FAILED_DEPENDENCY.
  *  - Receipts are released exactly once. A second release, or any call on an unknown or released id,
  *    returns JOBS_INVALID — never a crash.
- *  - Shutdown: jobs_sched_destroy runs every job that is runnable, then cancels the jobs whose
- *    fences will never be resolved (their receipts complete with JOBS_CANCELLED and a message),
- *    frees every receipt and joins the workers. It never hangs on unresolved fences.
+ *  - Shutdown: jobs_sched_destroy runs every job that is runnable (jobs may still submit jobs
+ *    while they run), gives poll sources a bounded grace period (200 ms) to complete, then cancels
+ *    the jobs whose fences will never be resolved (their receipts complete with JOBS_CANCELLED and
+ *    a message; dependents of cancelled jobs are cancelled too, also those submitted with
+ *    JOBS_RUN_AFTER_FAILED_DEPENDENCY), frees every receipt and joins the workers. It never hangs on
+ *    unresolved fences or on poll sources that never complete. Job bodies must not block on work
+ *    that can never run.
+ *  - 0-worker pools: jobs run in the threads that wait on receipts (which also call the poll
+ *    hooks); a job nobody waits for runs at the latest in jobs_sched_destroy.
  */
 #ifndef OVSTAGE_JOBS_H
 #define OVSTAGE_JOBS_H
@@ -123,7 +129,9 @@ int jobs_sched_workers(const jobs_sched *s);
 jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *desc, jobs_id *out_id);
 
 /* Resolves one of the job's `fences`. Callable from any thread, including CUDA host callbacks (it
- * never blocks and never allocates). JOBS_INVALID if the id is unknown or no fence is unresolved. */
+ * never blocks and never allocates). Works until the job has run even if its receipt was already
+ * released (the resolver usually got the id when the job was created). JOBS_INVALID if the id is
+ * unknown, the job already ran, or no fence is unresolved. */
 jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id);
 
 /* One look at a receipt: JOBS_PENDING, JOBS_OK, JOBS_FAILED, JOBS_CANCELLED or JOBS_INVALID. */
@@ -137,7 +145,8 @@ jobs_status jobs_wait(jobs_sched *s, jobs_id id, uint64_t timeout_ns);
  * NUL-terminated when size > 0). Returns the poll status; code/message are meaningful once terminal. */
 jobs_status jobs_receipt_result(jobs_sched *s, jobs_id id, int *code, char *buf, size_t size);
 
-/* The first failed dependency of a job that failed because of it (0 if none or not yet known).
+/* The first failed dependency of a completed job (0 if none, or not complete yet) — also for a job
+ * that ran anyway with JOBS_RUN_AFTER_FAILED_DEPENDENCY.
  * JOBS_INVALID for unknown or released ids. */
 jobs_status jobs_receipt_failed_dependency(jobs_sched *s, jobs_id id, jobs_id *dep);
 
@@ -148,7 +157,8 @@ jobs_status jobs_receipt_tag(jobs_sched *s, jobs_id id, uint64_t *tag);
 /* Retires a receipt. The job still runs if it has not yet; its id becomes invalid at once. */
 jobs_status jobs_release(jobs_sched *s, jobs_id id);
 
-/* Inside a job body: mark the job failed with an application code (non-zero) and a message. */
+/* Inside a job body: mark the job failed with an application code and a message (code 0 becomes 1,
+ * since 0 means success; the first failure reported wins). */
 void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

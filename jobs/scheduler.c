@@ -4,6 +4,7 @@
  */
 #include <sched.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,7 +166,16 @@ void jobs_sched_destroy(jobs_sched *s)
 	jobs_futex_wake(&s->wake_seq, 1 << 30);
 	for (int i = 0; i < s->n_workers; i++)
 		pthread_join(s->threads[i], NULL);
-	/* 0-worker pools (and anything made ready after the workers exited): drain here. */
+	/* 0-worker pools (and anything made ready after the workers exited): drain here. Poll sources
+	 * (CUDA events, say) get a bounded grace period to complete, so that work they gate runs
+	 * rather than being cancelled — but an event that never completes cannot hang destroy. */
+	drain_on_helper(s);
+	uint64_t grace_end = jobs_now_ns() + 200000000u; /* 200 ms */
+	while (jobs_poll_hooks(s) > 0 && jobs_now_ns() < grace_end) {
+		drain_on_helper(s);
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
 	drain_on_helper(s);
 	/* Phase 2: jobs still waiting for fences nobody will resolve complete as CANCELLED (their
 	 * cleanup runs with ran = false), which may make dependents ready; those cancel in turn. */
@@ -393,6 +403,7 @@ static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
 								    memory_order_acquire, memory_order_relaxed)) {
 				jobs_worker *w = s->ctx[0];
 				jobs_tls_set(w);
+				(void)jobs_poll_hooks(s); /* no worker polls them in a 0-worker pool */
 				bool did = jobs_find_and_run(w);
 				jobs_tls_set(NULL);
 				atomic_store_explicit(&s->helper_busy, 0, memory_order_release);

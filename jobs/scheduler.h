@@ -72,6 +72,9 @@ bool jobs_find_and_run(jobs_worker *w);
  * searcher while others sleep, it wakes one to keep a thief awake. */
 void jobs_worker_found_work(jobs_worker *w);
 
+/* Calls every registered poll hook once; returns the outstanding sources they report. */
+unsigned jobs_poll_hooks(jobs_sched *s);
+
 /* Is there anything a sleeping worker could take? (Racy; the sleep protocol orders it.) */
 bool jobs_work_visible(jobs_sched *s);
 

@@ -311,7 +311,7 @@ void jobs_kick(jobs_sched *s)
 		wake_one(s);
 }
 
-static unsigned poll_hooks(jobs_sched *s)
+unsigned jobs_poll_hooks(jobs_sched *s)
 {
 	/* acquire: pairs with the release increment in jobs_add_poll_hook (hook fields visible). */
 	uint32_t n = atomic_load_explicit(&s->n_hooks, memory_order_acquire);
@@ -344,10 +344,12 @@ void *jobs_worker_main(void *arg)
 				spins = 0;
 				continue;
 			}
-			unsigned outstanding = poll_hooks(s);
-			/* acquire: pairs with destroy's release store; it then sees everything queued. */
+			(void)jobs_poll_hooks(s);
+			/* acquire: pairs with destroy's release store; it then sees everything queued. Poll
+			 * sources still outstanding do not hold a worker: destroy polls them for a bounded
+			 * grace period itself, then cancels what still waits. */
 			if (atomic_load_explicit(&s->stopping, memory_order_acquire) && !jobs_work_visible(s) &&
-			    outstanding == 0)
+			    w->top == w->dq)
 				goto out;
 			uint64_t now = jobs_now_ns();
 			if (!idle_since)
@@ -365,7 +367,7 @@ void *jobs_worker_main(void *arg)
 		atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst);
 		/* seq_cst fence: the sleeper's half of the Dekker pattern in jobs_notify_work. */
 		atomic_thread_fence(memory_order_seq_cst);
-		unsigned outstanding = poll_hooks(s);
+		unsigned outstanding = jobs_poll_hooks(s);
 		/* A hook may have resolved a fence and made a job ready on our own deque (private: no other
 		 * worker sees it), so look there too before sleeping. */
 		if (w->top == w->dq && !jobs_work_visible(s) &&

@@ -146,11 +146,15 @@ static ovx_string_or_token_t A(ovx_token_t t)
 	return a;
 }
 
+/* Submits a write without waiting. The API borrows the tensor descriptor until the op completes,
+ * so it lives in a per-thread ring (every test waits long before 256 more writes). */
 static ovstage_enqueue_result_t write_f(fixture *f, ovstage_query_handle_t q, ovx_token_t attr, uint64_t ord,
 					float *vals, int64_t rows)
 {
-	tensor1 tt;
-	ovstage_write_data_t w = fdata(&tt, vals, rows, 1);
+	static _Thread_local tensor1 ring[256];
+	static _Thread_local unsigned next;
+	tensor1 *tt = &ring[next++ % 256];
+	ovstage_write_data_t w = fdata(tt, vals, rows, 1);
 	return ovstage_write_attribute(f->st, q, A(attr), ord, w, OVSTAGE_PRIM_MODE_UPSERT);
 }
 
@@ -809,7 +813,10 @@ static void *stress_writer(void *arg)
 {
 	stress *s = arg;
 	fixture *f = s->f;
-	float v[STRESS_COLS][STRESS_PRIMS]; /* one source per in-flight write: valid until it completes */
+	/* One source, descriptor and mask per in-flight write: the API borrows them until it completes. */
+	float v[STRESS_COLS][STRESS_PRIMS];
+	tensor1 tt[STRESS_COLS];
+	uint64_t mask = 0x5555555555555555ull;
 	for (;;) {
 		uint64_t n = atomic_fetch_add(&s->next_ord, 1);
 		if (n > s->ordinals)
@@ -819,9 +826,7 @@ static void *stress_writer(void *arg)
 			for (int i = 0; i < STRESS_PRIMS; i++)
 				v[c][i] = pattern(c, i, n);
 			/* every other ordinal is sparse: half the prims through a mask, the rest kept */
-			tensor1 tt;
-			ovstage_write_data_t w = fdata(&tt, v[c], STRESS_PRIMS, 1);
-			uint64_t mask = 0x5555555555555555ull;
+			ovstage_write_data_t w = fdata(&tt[c], v[c], STRESS_PRIMS, 1);
 			if (n % 2 == 0) {
 				w.mask = &mask;
 				w.count = STRESS_PRIMS;

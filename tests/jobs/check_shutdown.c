@@ -376,6 +376,50 @@ START_TEST(test_bad_config)
 }
 END_TEST
 
+
+/* A poll source that never completes must not hang destroy: the job it gates is cancelled after
+ * the grace period, with its cleanup run once (ran == false). */
+static unsigned always_outstanding(void *ctx)
+{
+	atomic_fetch_add((_Atomic unsigned *)ctx, 1);
+	return 1;
+}
+
+static _Atomic int gated_cleanups, gated_ran;
+static void gated_body(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)arg;
+	(void)run;
+	atomic_fetch_add(&gated_ran, 1);
+}
+static void gated_cleanup(void *arg, bool ran)
+{
+	(void)arg;
+	if (!ran)
+		atomic_fetch_add(&gated_cleanups, 1);
+}
+
+START_TEST(test_destroy_with_never_settling_poll_source)
+{
+	for (int workers = 0; workers <= 2; workers++) {
+		atomic_store(&gated_cleanups, 0);
+		atomic_store(&gated_ran, 0);
+		jobs_sched *s = jt_sched(workers);
+		_Atomic unsigned *calls = calloc(1, sizeof *calls);
+		ck_assert_int_eq(jobs_add_poll_hook(s, always_outstanding, (void *)calls), JOBS_OK);
+		jobs_job_desc d = {.fn = gated_body, .cleanup = gated_cleanup, .fences = 1};
+		jobs_id id;
+		ck_assert_int_eq(jobs_submit(s, &d, &id), JOBS_OK);
+		jobs_sched_destroy(s); /* must return */
+		ck_assert_int_eq(atomic_load(&gated_ran), 0);
+		ck_assert_int_eq(atomic_load(&gated_cleanups), 1);
+		ck_assert_uint_gt(atomic_load(calls), 0);
+		free((void *)calls);
+	}
+}
+END_TEST
+
 static Suite *shutdown_suite(void)
 {
 	Suite *su = suite_create("jobs_shutdown");
@@ -387,6 +431,7 @@ static Suite *shutdown_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_blocked_cancelled, 0, 3);
 	tcase_add_test(tc, test_blocked_chains);
+	tcase_add_test(tc, test_destroy_with_never_settling_poll_source);
 	tcase_add_loop_test(tc, test_unreleased_receipts, 0, 3);
 	suite_add_tcase(su, tc);
 	tc = tcase_create("lifecycle");
