@@ -135,6 +135,6 @@ ovstage_enqueue_result_t ovs_delete_attributes(ovstage_context_t *ctx, ovstage_q
 		}
 	}
 	d->ncols = attribute_count;
-	ovs_op_desc od = { delete_job, d, delete_free, NULL, 0, false };
+	ovs_op_desc od = { .fn = delete_job, .arg = d, .cleanup = delete_free };
 	return ovs_sequencer_submit_mutation(st, ordinal, toks, attribute_count, &od, &d->inflight);
 }

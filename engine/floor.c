@@ -126,7 +126,8 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 		deps[ndeps++] = st->last_seal;
 	}
 	{
-		ovs_op_desc d = { seal_job, s, seal_free, deps, ndeps, true };
+		ovs_op_desc d = { .fn = seal_job, .arg = s, .cleanup = seal_free, .after = deps, .after_count = ndeps,
+				   .run_after_failure = true };
 		ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 		if (r.status == OVSTAGE_OK)
 			st->last_seal = r.op_index;
@@ -207,7 +208,7 @@ static ovstage_enqueue_result_t submit_ordq(ovs_stage *st, ovx_token_t attr, boo
 	q->oldest = oldest;
 	ovs_opstate_init(&q->state);
 	ovs_hobj_ref(&q->h); /* the op's reference */
-	ovs_op_desc d = { ordq_job, q, ordq_put, NULL, 0, false };
+	ovs_op_desc d = { .fn = ordq_job, .arg = q, .cleanup = ordq_put };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 	if (r.status != OVSTAGE_OK) {
 		ovs_hobj_unref(&q->h);
@@ -293,6 +294,6 @@ ovstage_enqueue_result_t ovs_release_ordinal_query(ovstage_context_t *ctx, ovsta
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "ordinal query handle %llu is not live "
 						"(already released?)", (unsigned long long)handle));
 	ovs_hobj_unref(h);
-	ovs_op_desc d = { noop_job, NULL, NULL, NULL, 0, true };
+	ovs_op_desc d = { .fn = noop_job, .run_after_failure = true };
 	return ovs_op_submit(st, &d);
 }

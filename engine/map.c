@@ -1,10 +1,220 @@
 /*
- * map.c — zero-copy map/unmap write sessions. Not in this build yet: every entry point validates its
- * arguments and returns OVSTAGE_ERROR_NOT_SUPPORTED with a message (the handle outputs stay invalid),
- * so programs written against the anchor compile and fail cleanly.
+ * map.c — map/unmap write sessions: the producer fills stage-owned storage in place.
+ *
+ *   map_attribute  -> op M: creates the column if needed (desc.dtype required then), maps the query's
+ *                     prims to rows (UPSERT creates them), allocates the session buffer and one group.
+ *                     It also submits the commit op C, fenced until unmap_attribute; C is registered
+ *                     with the sequencer at the session ordinal, so a floor advance through that
+ *                     ordinal waits for the commit.
+ *   fetch_map_next -> the group (lane-canonical 1-D tensor over the buffer); END_OF_ITERATION after.
+ *   unmap_group    -> marks the group filled (the commit happens with unmap_attribute).
+ *   unmap_attribute-> resolves C's fence: C hands the column a delta and the handle is retired.
+ *
+ * Zero copy: when the query's prims are exactly the column's rows in order (a new column, or a
+ * producer that maps the whole column each step), the session buffer IS the buffer of the version
+ * being written: the FULL delta adopts it and the seal publishes it without a copy. Otherwise the
+ * buffer is a staging area of the query's rows and the commit copies those rows (a SPARSE delta).
+ * Buffers are not pre-filled with the current values (as in ovstage 0.2.1). Array columns and CUDA
+ * synchronisation are not supported yet (NOT_SUPPORTED).
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "api.h"
 #include "errors.h"
+#include "layout.h"
+#include "ops.h"
+#include "query.h"
+#include "sequencer.h"
+
+typedef struct ovs_map {
+	ovs_hobj h;                    /* kind OVS_H_MAP */
+	ovs_stage *st;                 /* stage */
+	ovs_query *q;                  /* prims (reference held) */
+	ovs_column *col;               /* target column */
+	ovstage_ordinal_t ordinal;     /* session ordinal */
+	ovstage_prim_mode_t mode;      /* UPSERT / INSERT */
+	DLDataType dtype;              /* column dtype (lanes = tuple width) */
+	ovstage_attribute_semantic_t semantic; /* role */
+	jobs_id map_op;                /* M */
+	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute) */
+	ovs_opstate state;             /* M's outcome */
+	ovs_inflight *inflight;        /* C's sequencer record */
+	/* set by M: */
+	uint32_t n;                    /* prims */
+	uint32_t *rows;                /* their rows */
+	bool full;                     /* rows are 0..n-1 == every row: zero-copy FULL commit */
+	ovs_buffer *buf;               /* session buffer (n * row_bytes) */
+	_Atomic uint32_t fetched;      /* groups handed out (0 or 1) */
+	_Atomic bool unmapped;         /* unmap_attribute accepted */
+	ovstage_map_group_t group;     /* the one group */
+	DLTensor tensor;               /* its tensor */
+	int64_t shape;                 /* tensor.shape[0] */
+	int64_t stride;                /* tensor.strides[0] */
+} ovs_map;
+
+static void map_destroy(ovs_hobj *h)
+{
+	ovs_map *m = (ovs_map *)h;
+	free(m->rows);
+	ovs_buffer_unref(m->buf);
+	ovs_query_put(m->q);
+	free(m);
+}
+
+static void map_put(void *arg, bool ran)
+{
+	ovs_map *m = arg;
+	if (!ran)
+		ovs_opstate_finish(&m->state, OVSTAGE_ERROR_OP_FAILED);
+	ovs_hobj_unref(&m->h);
+}
+
+/* M: schema, rows, buffer, group. */
+static void map_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	ovs_map *m = arg;
+	ovs_stage *st = m->st;
+	ovs_column *c = m->col;
+	ovstage_api_status_t s = OVSTAGE_OK;
+	char err[512] = "";
+	/* Column schema: install on first use or check. */
+	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
+		pthread_mutex_lock(&c->schema_lock);
+		if (!atomic_load_explicit(&c->has_schema, memory_order_relaxed)) {
+			if (m->dtype.bits == 0) {
+				s = OVSTAGE_ERROR_INVALID_ARGUMENT;
+				ovs_err_format(err, sizeof err, "\"%s\" does not exist yet: desc.dtype is required to create it",
+					       ovs_attr_name(st, c->name));
+			} else {
+				c->schema.is_array = false;
+				c->schema.dtype = m->dtype;
+				c->schema.semantic = m->semantic;
+				c->row_bytes = ovs_dtype_bytes(m->dtype);
+				atomic_store_explicit(&c->has_schema, true, memory_order_release);
+			}
+		}
+		pthread_mutex_unlock(&c->schema_lock);
+	}
+	if (s == OVSTAGE_OK) {
+		if (m->dtype.bits == 0) {
+			m->dtype = c->schema.dtype;
+			m->semantic = c->schema.semantic;
+		}
+		s = ovs_layout_check_schema_of(false, m->dtype, m->semantic, c->schema.is_array, c->schema.dtype,
+					       c->schema.semantic, ovs_attr_name(st, c->name), err, sizeof err);
+	}
+	if (s == OVSTAGE_OK && m->mode == OVSTAGE_PRIM_MODE_INSERT)
+		for (uint32_t i = 0; i < m->q->count; i++)
+			if (ovs_prim_exists(st, m->q->paths[i])) {
+				s = OVSTAGE_ERROR_PRIM_NOT_FOUND;
+				ovs_err_format(err, sizeof err, "INSERT: prim %s (query element %u) already exists",
+					       ovs_pd_path_string(st->pd, m->q->paths[i]).ptr, i);
+				break;
+			}
+	uint32_t n = (uint32_t)m->q->count;
+	if (s == OVSTAGE_OK) {
+		m->rows = malloc((n ? n : 1) * sizeof *m->rows);
+		if (!m->rows) {
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			ovs_err_format(err, sizeof err, "out of memory mapping %u prims", n);
+		}
+	}
+	bool identity = true;
+	for (uint32_t i = 0; s == OVSTAGE_OK && i < n; i++) {
+		bool created;
+		m->rows[i] = ovs_column_row_create(c, m->q->paths[i], &created);
+		if (m->rows[i] == UINT32_MAX) {
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			ovs_err_format(err, sizeof err, "cannot map prim %u to a row", i);
+		}
+		identity = identity && m->rows[i] == i;
+		ovs_prim_set(st, m->q->paths[i], 1);
+	}
+	if (s == OVSTAGE_OK) {
+		size_t rb = c->row_bytes;
+		m->n = n;
+		m->full = identity && n > 0 && n == atomic_load_explicit(&c->nrows, memory_order_acquire);
+		m->buf = ovs_buffer_new(st, (size_t)n * rb);
+		if (!m->buf) {
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			ovs_err_format(err, sizeof err, "out of memory allocating %zu bytes", (size_t)n * rb);
+		} else {
+			m->tensor.data = m->buf->data;
+			m->tensor.device.device_type = kDLCPU;
+			m->tensor.device.device_id = 0;
+			m->tensor.ndim = 1;
+			m->tensor.dtype = m->dtype;
+			m->shape = n;
+			m->stride = 1;
+			m->tensor.shape = &m->shape;
+			m->tensor.strides = &m->stride;
+			m->tensor.byte_offset = 0;
+			m->group.prims.list = m->q->list;
+			m->group.prims.offset = 0;
+			m->group.prims.count = n;
+			m->group.prims.index_map = NULL;
+			m->group.data.tensors = &m->tensor;
+			m->group.data.tensor_count = 1;
+			m->group.data.count = 0;
+			m->group.data.index_map = NULL;
+			m->group.data.mask = NULL;
+			m->group.meta.attribute_write_floor_ordinal =
+				atomic_load_explicit(&c->floor, memory_order_acquire);
+			m->group.meta.layout_generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
+		}
+	}
+	if (s != OVSTAGE_OK)
+		ovs_op_fail(run, s, "map_attribute: %s", err);
+	ovs_opstate_finish(&m->state, s); /* release: the group is visible to fetch_map_next */
+}
+
+/* C: the commit, after unmap_attribute resolved its fence. */
+static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	ovs_map *m = arg;
+	ovs_column *c = m->col;
+	size_t rb = c->row_bytes;
+	if (!m->n)
+		return;
+	ovs_delta *d = calloc(1, sizeof *d);
+	if (!d) {
+		ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "unmap_attribute: out of memory");
+		return;
+	}
+	d->ordinal = m->ordinal;
+	d->seq = jobs_run_id(run);
+	d->nrows = m->n;
+	if (m->full) {
+		d->kind = OVS_DELTA_FULL; /* zero copy: the session buffer becomes the version's */
+		d->full = m->buf;
+		m->buf = NULL;
+	} else {
+		d->kind = OVS_DELTA_SPARSE;
+		d->rows = m->rows;
+		m->rows = NULL;
+		d->values = malloc((size_t)m->n * rb);
+		if (!d->values) {
+			ovs_delta_free(d);
+			ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "unmap_attribute: out of memory");
+			return;
+		}
+		memcpy(d->values, m->buf->data, (size_t)m->n * rb);
+	}
+	ovs_column_push_delta(c, d);
+}
+
+static void commit_free(void *arg, bool ran)
+{
+	(void)ran;
+	ovs_map *m = arg;
+	if (m->inflight)
+		ovs_inflight_done(m->inflight);
+	ovs_hobj_unref(&m->h);
+}
 
 ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query_handle_t handle,
 					   const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
@@ -12,50 +222,196 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 					   ovstage_map_handle_t *out_map_handle)
 {
 	ovs_err_clear();
-	(void)handle;
-	(void)desc;
-	(void)ordinal;
-	(void)element_sizes;
-	(void)element_count;
+	ovs_stage *st = ovs_stage_of(ctx);
 	if (out_map_handle)
 		*out_map_handle = OVSTAGE_INVALID_MAP_HANDLE;
-	if (!ctx || !out_map_handle)
+	if (!st || !desc || !out_map_handle)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
-						!ctx ? "instance" : "out_map_handle"));
-	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
-					"map_attribute is not implemented yet in this build; use write_attribute"));
+						!st ? "instance" : !desc ? "desc" : "out_map_handle"));
+	if (element_sizes || element_count)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "element_sizes given: mapping array "
+						"columns is not supported (write them with write_attribute)"));
+	if (desc->prim_mode != OVSTAGE_PRIM_MODE_UPSERT && desc->prim_mode != OVSTAGE_PRIM_MODE_INSERT)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "desc.prim_mode = %d is not UPSERT or "
+						"INSERT", (int)desc->prim_mode));
+	ovx_token_t t;
+	ovstage_api_status_t s = ovs_resolve_attr(st, desc->attribute, false, &t, "desc.attribute");
+	if (s != OVSTAGE_OK)
+		return ovs_rejected(s);
+	if (ovs_attr_is_derived(st, t))
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "\"%s\" is derived and cannot be mapped",
+						ovs_attr_name(st, t)));
+	char err[512];
+	if (desc->dtype.bits || desc->dtype.lanes || desc->dtype.code) {
+		if (!ovs_dtype_supported(desc->dtype) || desc->dtype.lanes == 0 || desc->dtype.lanes > 255)
+			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "desc.dtype %s cannot be stored",
+							ovs_dtype_format(desc->dtype, err, sizeof err)));
+		s = ovs_layout_check_reserved(false, desc->dtype, desc->semantic, ovs_attr_name(st, t), err, sizeof err);
+		if (s != OVSTAGE_OK)
+			return ovs_rejected(ovs_err_set(s, "%s", err));
+	}
+	ovs_query *q = ovs_query_get(st, handle);
+	if (!q)
+		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
+	ovs_map *m = calloc(1, sizeof *m);
+	ovx_token_t *cols = malloc(sizeof *cols);
+	ovs_column *c = ovs_column_get_or_create(st, t);
+	if (!m || !cols || !c) {
+		free(m);
+		free(cols);
+		ovs_query_put(q);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	/* A column that already has a schema: check dtype and role now (provable at the call). */
+	if (atomic_load_explicit(&c->has_schema, memory_order_acquire) && desc->dtype.bits) {
+		s = ovs_layout_check_schema_of(false, desc->dtype, desc->semantic, c->schema.is_array, c->schema.dtype,
+					       c->schema.semantic, ovs_attr_name(st, t), err, sizeof err);
+		if (s != OVSTAGE_OK) {
+			free(m);
+			free(cols);
+			ovs_query_put(q);
+			return ovs_rejected(ovs_err_set(s, "%s", err));
+		}
+	}
+	ovs_hobj_init(&m->h, OVS_H_MAP, map_destroy);
+	m->st = st;
+	m->q = q;
+	m->col = c;
+	m->ordinal = ordinal;
+	m->mode = desc->prim_mode;
+	m->dtype = desc->dtype;
+	m->semantic = desc->semantic;
+	ovs_opstate_init(&m->state);
+	atomic_init(&m->fetched, 0);
+	atomic_init(&m->unmapped, false);
+	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight). */
+	ovs_hobj_ref(&m->h); /* M's reference */
+	ovs_op_desc md = { .fn = map_job, .arg = m, .cleanup = map_put };
+	ovstage_enqueue_result_t r = ovs_op_submit(st, &md);
+	if (r.status != OVSTAGE_OK) {
+		free(cols);
+		ovs_hobj_unref(&m->h);
+		return r;
+	}
+	m->map_op = r.op_index;
+	cols[0] = t;
+	ovs_hobj_ref(&m->h); /* C's reference */
+	ovs_op_desc cd = { .fn = commit_job, .arg = m, .cleanup = commit_free, .after = &m->map_op, .after_count = 1,
+			   .fences = 1 };
+	ovstage_enqueue_result_t rc = ovs_sequencer_submit_mutation(st, ordinal, cols, 1, &cd, &m->inflight);
+	if (rc.status != OVSTAGE_OK) {
+		/* C's cleanup dropped its reference. M runs regardless; its outcome is unobservable. */
+		char keep[OVS_ERR_MAX];
+		ovx_string_t le = ovstage_get_last_error();
+		snprintf(keep, sizeof keep, "%.*s", (int)le.length, le.ptr ? le.ptr : "");
+		ovs_release_op(ctx, r.op_index);
+		ovs_hobj_unref(&m->h);
+		return ovs_rejected(ovs_err_set(rc.status, "%s", keep));
+	}
+	m->commit_op = rc.op_index;
+	/* C's id is internal: its outcome reaches the caller through unmap_attribute's op. */
+	atomic_fetch_sub_explicit(&st->live_ops, 1, memory_order_relaxed);
+	uint64_t id = ovs_handle_insert(&st->handles, &m->h);
+	ovs_hobj_unref(&m->h);
+	if (!id) {
+		jobs_fence_resolve(st->sched, m->commit_op); /* let C run (it commits nothing useful) */
+		jobs_release(st->sched, m->commit_op);
+		ovs_release_op(ctx, r.op_index);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	*out_map_handle = id;
+	return r;
 }
 
 ovstage_api_status_t ovs_fetch_map_next(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,
 					ovstage_timeout_ns_t timeout, ovstage_map_group_t *out_group)
 {
 	ovs_err_clear();
-	(void)ctx;
-	(void)timeout;
-	(void)out_group;
-	return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "map handle %llu is not live (maps are not supported yet)",
-			   (unsigned long long)map_handle);
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !out_group)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_group");
+	memset(out_group, 0, sizeof *out_group);
+	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
+	if (!h)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "map handle %llu is not live",
+				   (unsigned long long)map_handle);
+	ovs_map *m = (ovs_map *)h;
+	ovstage_api_status_t s = ovs_opstate_wait(st, &m->state, m->map_op, timeout);
+	if (s == OVSTAGE_OK) {
+		if (atomic_fetch_add_explicit(&m->fetched, 1, memory_order_relaxed) == 0 && m->n)
+			*out_group = m->group;
+		else
+			s = OVSTAGE_ERROR_END_OF_ITERATION;
+	} else if (s != OVSTAGE_ERROR_TIMEOUT) {
+		s = ovs_err_set(s, "the map failed (%s); see wait_op / get_last_op_error", ovs_status_name(s));
+	}
+	ovs_hobj_unref(h);
+	return s;
+}
+
+static ovstage_api_status_t check_sync(ovstage_cuda_sync_t sync)
+{
+	if (sync.stream || sync.wait_event)
+		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "write_done_sync {stream %llu, event %llu}: CUDA "
+				   "synchronisation needs the GPU backend, which is not built in",
+				   (unsigned long long)sync.stream, (unsigned long long)sync.wait_event);
+	return OVSTAGE_OK;
+}
+
+static void noop_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)arg;
+	(void)run;
 }
 
 ovstage_enqueue_result_t ovs_unmap_group(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,
 					 const ovstage_map_group_t *group, ovstage_cuda_sync_t write_done_sync)
 {
 	ovs_err_clear();
-	(void)ctx;
-	(void)group;
-	(void)write_done_sync;
-	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE,
-					"map handle %llu is not live (maps are not supported yet)",
-					(unsigned long long)map_handle));
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st || !group)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "group"));
+	ovstage_api_status_t s = check_sync(write_done_sync);
+	if (s != OVSTAGE_OK)
+		return ovs_rejected(s);
+	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
+	if (!h)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "map handle %llu is not live",
+						(unsigned long long)map_handle));
+	ovs_map *m = (ovs_map *)h;
+	bool ours = group->data.tensors == &m->tensor;
+	ovs_hobj_unref(h);
+	if (!ours)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "group was not fetched from map handle %llu",
+						(unsigned long long)map_handle));
+	/* One group per session: its bytes are committed with the session by unmap_attribute. */
+	ovs_op_desc d = { .fn = noop_job, .run_after_failure = true };
+	return ovs_op_submit(st, &d);
 }
 
 ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,
 					     ovstage_cuda_sync_t write_done_sync)
 {
 	ovs_err_clear();
-	(void)ctx;
-	(void)write_done_sync;
-	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE,
-					"map handle %llu is not live (maps are not supported yet)",
-					(unsigned long long)map_handle));
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (!st)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
+	ovstage_api_status_t s = check_sync(write_done_sync);
+	if (s != OVSTAGE_OK)
+		return ovs_rejected(s);
+	ovs_hobj *h = ovs_handle_remove(&st->handles, map_handle, OVS_H_MAP);
+	if (!h)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "map handle %llu is not live (already "
+						"unmapped?)", (unsigned long long)map_handle));
+	ovs_map *m = (ovs_map *)h;
+	/* The caller's op runs after the commit; its failure (a failed map, say) reaches wait_op. */
+	jobs_id commit = m->commit_op;
+	ovs_op_desc d = { .fn = noop_job, .after = &commit, .after_count = 1 };
+	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	/* Commit whatever the outcome of the submission: unmap always commits (there is no cancel). */
+	jobs_fence_resolve(st->sched, commit);
+	jobs_release(st->sched, commit);
+	ovs_hobj_unref(h);
+	return r;
 }

@@ -51,6 +51,7 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 	jd.cleanup = wrap_cleanup;
 	jd.after = d->after;
 	jd.after_count = d->after_count;
+	jd.fences = d->fences;
 	/* Dependencies are op ids the engine issued itself; the caller may have released them. */
 	jd.flags = JOBS_AFTER_MAY_BE_RELEASED | (d->run_after_failure ? JOBS_RUN_AFTER_FAILED_DEPENDENCY : 0u);
 	jd.tag = st->serial;

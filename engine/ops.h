@@ -16,6 +16,7 @@ typedef struct ovs_op_desc {
 	const jobs_id *after;     /* ops that must complete first */
 	size_t after_count;       /* entries in after */
 	bool run_after_failure;   /* run even if a dependency failed */
+	uint32_t fences;          /* extra dependencies resolved with jobs_fence_resolve (0 = none) */
 } ovs_op_desc;
 
 /* Submits; on rejection the cleanup runs (with ran = false), the last error is set and the result

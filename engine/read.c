@@ -406,7 +406,8 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	ovs_opstate_init(&r->state);
 	ovs_hobj_ref(&r->h); /* the op's reference */
 	jobs_id after = q->op;
-	ovs_op_desc d = { read_job, r, read_put, after ? &after : NULL, after ? 1 : 0, false };
+	ovs_op_desc d = { .fn = read_job, .arg = r, .cleanup = read_put, .after = after ? &after : NULL,
+			   .after_count = after ? 1 : 0 };
 	ovstage_enqueue_result_t res = ovs_op_submit(st, &d);
 	if (res.status != OVSTAGE_OK) {
 		ovs_hobj_unref(&r->h);
@@ -495,6 +496,6 @@ ovstage_enqueue_result_t ovs_release_read(ovstage_context_t *ctx, ovstage_read_h
 						"released?)", (unsigned long long)read_handle));
 	/* Unfetched groups go with the read; fetched ones live until release_group. */
 	ovs_hobj_unref(h);
-	ovs_op_desc d = { noop_job, NULL, NULL, NULL, 0, true };
+	ovs_op_desc d = { .fn = noop_job, .run_after_failure = true };
 	return ovs_op_submit(st, &d);
 }

@@ -399,7 +399,7 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 		}
 		for (size_t i = 0; i < write_count; i++)
 			cols[i] = op->e[i].col->name;
-		ovs_op_desc d = { write_job, op, write_op_free, NULL, 0, false };
+		ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free };
 		return ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, &d, &op->inflight);
 	}
 reject_op:

@@ -778,6 +778,110 @@ START_TEST(test_managed_deleter_exactly_once)
 }
 END_TEST
 
+
+/* ---- map / unmap ----------------------------------------------------------------------------- */
+
+static ovstage_map_handle_t map_open(fixture *f, ovstage_query_handle_t q, ovx_token_t t, uint64_t ord, int lanes,
+				     ovstage_map_group_t *g)
+{
+	ovstage_map_desc_t d;
+	memset(&d, 0, sizeof d);
+	d.attribute = A(t);
+	d.dtype.code = kDLFloat;
+	d.dtype.bits = 32;
+	d.dtype.lanes = (uint16_t)lanes;
+	d.prim_mode = OVSTAGE_PRIM_MODE_UPSERT;
+	ovstage_map_handle_t m;
+	wait_ok(f, ovstage_map_attribute(f->st, q, &d, ord, NULL, 0, &m));
+	ck_assert_int_eq(ovstage_fetch_map_next(f->st, m, OVSTAGE_TIMEOUT_INFINITE, g), OVSTAGE_OK);
+	ck_assert_int_eq(g->data.tensor_count, 1);
+	ck_assert_int_eq(g->data.tensors[0].ndim, 1);
+	ck_assert_int_eq(g->data.tensors[0].dtype.lanes, lanes);
+	return m;
+}
+
+START_TEST(test_map_unmap_zero_copy)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "pose");
+	ovstage_cuda_sync_t none = { 0, 0 };
+	ovstage_map_group_t g;
+	/* a new column mapped whole: the session buffer becomes the sealed version's buffer */
+	ovstage_map_handle_t m = map_open(&f, f.q, t, 1, 2, &g);
+	float *dst = g.data.tensors[0].data;
+	for (int i = 0; i < 8; i++)
+		dst[i] = (float)(i + 1);
+	ovstage_map_group_t g2;
+	ck_assert_int_eq(ovstage_fetch_map_next(f.st, m, 0, &g2), OVSTAGE_ERROR_END_OF_ITERATION);
+	wait_ok(&f, ovstage_unmap_group(f.st, m, &g, none));
+	/* a floor advance through the session ordinal waits for the commit */
+	ovstage_write_floor_desc_t fd = { 1, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	ovstage_enqueue_result_t sealer = ovstage_advance_write_floor(f.st, &fd);
+	ck_assert_int_eq(sealer.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t wr;
+	ck_assert_int_eq(ovstage_wait_op(f.st, sealer.op_index, 20000000, &wr), OVSTAGE_ERROR_TIMEOUT);
+	wait_ok(&f, ovstage_unmap_attribute(f.st, m, none));
+	wait_ok(&f, sealer);
+	ck_assert_int_eq(ovstage_unmap_attribute(f.st, m, none).status, OVSTAGE_ERROR_INVALID_HANDLE);
+	ovstage_read_handle_t rh;
+	wait_ok(&f, ovstage_read_attributes(f.st, f.q, &t, 1, latest(1), &rh));
+	ovstage_read_group_t rg;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, 0, &rg), OVSTAGE_OK);
+	ck_assert_ptr_eq(rg.data.tensors[0].data, dst); /* zero copy, end to end */
+	ck_assert_float_eq(((const float *)rg.data.tensors[0].data)[7], 8.f);
+	ck_assert_int_eq(ovstage_release_group(f.st, &rg), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	/* a partial map (one prim): staging, committed as rows */
+	const char *p2 = "/World/P2";
+	ovstage_query_handle_t one = query_of(&f, &p2, 1, NULL);
+	m = map_open(&f, one, t, 2, 2, &g);
+	((float *)g.data.tensors[0].data)[0] = 50.f;
+	((float *)g.data.tensors[0].data)[1] = 60.f;
+	wait_ok(&f, ovstage_unmap_attribute(f.st, m, none));
+	seal(&f, 2);
+	read_result r;
+	ovstage_read_handle_t rh2;
+	wait_ok(&f, ovstage_read_attributes(f.st, f.q, &t, 1, latest(2), &rh2));
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh2, 0, &rg), OVSTAGE_OK);
+	const float *o = rg.data.tensors[0].data;
+	ck_assert_float_eq(o[2 * 2], 50.f);
+	ck_assert_float_eq(o[2 * 2 + 1], 60.f);
+	ck_assert_float_eq(o[0], 1.f);
+	ck_assert_int_eq(ovstage_release_group(f.st, &rg), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rh2));
+	(void)r;
+	/* errors: new column without dtype (fails in the op), dtype change, array map, CUDA sync */
+	ovstage_map_desc_t d;
+	memset(&d, 0, sizeof d);
+	d.attribute = A(tok(&f, "fresh"));
+	char msg[600];
+	ck_assert_uint_eq(wait_op(&f, ovstage_map_attribute(f.st, f.q, &d, 3, NULL, 0, &m), msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "desc.dtype is required"), "%s", msg);
+	ck_assert_int_eq(ovstage_fetch_map_next(f.st, m, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "map failed"), "%s", last_error());
+	ck_assert_uint_ge(wait_op(&f, ovstage_unmap_attribute(f.st, m, none), msg, sizeof msg), 1);
+	d.attribute = A(t);
+	d.dtype.code = kDLInt;
+	d.dtype.bits = 32;
+	d.dtype.lanes = 2;
+	ck_assert_int_eq(ovstage_map_attribute(f.st, f.q, &d, 3, NULL, 0, &m).status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "float32x2"), "%s", last_error());
+	size_t sizes[4] = { 1, 2, 3, 4 };
+	ck_assert_int_eq(ovstage_map_attribute(f.st, f.q, &d, 3, sizes, 4, &m).status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	d.dtype.code = kDLFloat;
+	m = map_open(&f, f.q, t, 4, 2, &g);
+	ovstage_cuda_sync_t cs = { 1, 0 };
+	ck_assert_int_eq(ovstage_unmap_attribute(f.st, m, cs).status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	wait_ok(&f, ovstage_unmap_attribute(f.st, m, none));
+	/* below the floor: rejected at the call */
+	ck_assert_int_eq(ovstage_map_attribute(f.st, f.q, &d, 2, NULL, 0, &m).status,
+			 OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	wait_ok(&f, ovstage_release_query(f.st, one));
+	teardown(&f);
+}
+END_TEST
+
 /* ---- multi-thread stress --------------------------------------------------------------------- */
 
 #define STRESS_PRIMS 64
@@ -1019,6 +1123,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_convenience_lanes_and_strides);
 	tcase_add_test(tc, test_bad_inputs);
 	tcase_add_test(tc, test_managed_deleter_exactly_once);
+	tcase_add_test(tc, test_map_unmap_zero_copy);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	suite_add_tcase(su, tc);
 	return su;
