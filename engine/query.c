@@ -235,6 +235,6 @@ ovstage_enqueue_result_t ovs_release_query(ovstage_context_t *ctx, ovstage_query
 						(unsigned long long)handle));
 	/* Ops in flight hold their own references; the object goes when the last one finishes. */
 	ovs_hobj_unref(h);
-	ovs_op_desc d = { noop_op, NULL, NULL, NULL, 0, true };
+	ovs_op_desc d = { .fn = noop_op, .run_after_failure = true };
 	return ovs_op_submit(st, &d);
 }
