@@ -370,6 +370,16 @@ static inline void bit_clear(uint64_t *bm, uint32_t r)
 	bm[r / 64] &= ~((uint64_t)1 << (r % 64));
 }
 
+/* Applies a delta's bytes to a buffer (tombstones change presence only). */
+static void apply_bytes(jobs_worker *w, ovs_buffer *buf, const ovs_delta *d, size_t rb)
+{
+	if (d->kind == OVS_DELTA_FULL)
+		ovs_copy(w, buf->data, d->full->data, (size_t)d->nrows * rb);
+	else if (d->kind == OVS_DELTA_SPARSE)
+		for (uint32_t i = 0; i < d->nrows; i++)
+			memcpy((char *)buf->data + (size_t)d->rows[i] * rb, d->values + (size_t)i * rb, rb);
+}
+
 /* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
 static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
 				  char *err, size_t errlen)
@@ -428,6 +438,19 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 		for (uint32_t r = 0; r < last_full->nrows; r++)
 			bit_set(present, r);
 		v->all_changed = true;
+	} else if (prev && c->spare && c->spare->capacity >= (size_t)rows * rb) {
+		/* Recycle: the spare holds the rows as of the version before the oldest retained one;
+		 * replaying the retained versions' deltas brings it to `prev`. Cost: the rows those deltas
+		 * touched (retention x rows per ordinal), not the column. */
+		buf = c->spare;
+		c->spare = NULL;
+		ovs_version *chain[1024];
+		size_t nchain = 0;
+		for (ovs_version *u = prev; u && nchain < 1024; u = atomic_load_explicit(&u->older, memory_order_relaxed))
+			chain[nchain++] = u;
+		while (nchain--)
+			for (ovs_delta *d = chain[nchain]->deltas; d; d = d->next)
+				apply_bytes(w, buf, d, rb);
 	} else {
 		buf = ovs_buffer_new(st, (size_t)rows * rb);
 		if (buf && prev && prev->rows)
@@ -506,22 +529,61 @@ static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t ke
 /* Versions cut from retention during one seal, dropped after its grace period. */
 typedef struct graveyard {
 	ovs_version **v; /* cut chains (each holds the rest of its chain) */
+	ovs_column **c;  /* the column of each */
 	size_t n, cap;   /* entries, capacity */
 } graveyard;
 
-static void bury(graveyard *g, ovs_version *v)
+static void bury(graveyard *g, ovs_column *c, ovs_version *v)
 {
 	if (!v)
 		return;
 	if (g->n == g->cap) {
 		size_t cap = g->cap ? g->cap * 2 : 8;
 		ovs_version **nv = realloc(g->v, cap * sizeof *nv);
-		if (!nv)
+		ovs_column **nc = nv ? realloc(g->c, cap * sizeof *nc) : NULL;
+		if (nv)
+			g->v = nv;
+		if (!nc)
 			return; /* leak rather than free under a reader: bounded by allocation failure */
-		g->v = nv;
+		g->c = nc;
 		g->cap = cap;
 	}
-	g->v[g->n++] = v;
+	g->v[g->n] = v;
+	g->c[g->n++] = c;
+}
+
+/* After the grace period: if nobody but the chain holds the newest cut version `v` and its buffer
+ * is ours (not an adopted producer tensor), keep the buffer as the column's spare. */
+static void harvest_spare(ovs_column *c, ovs_version *v)
+{
+	ovs_buffer *b = v->buf;
+	if (!b || b->managed || atomic_load_explicit(&v->refs, memory_order_acquire) != 1)
+		return;
+	uint32_t held = 1; /* the version */
+	for (ovs_delta *d = v->deltas; d; d = d->next)
+		held += d->full == b;
+	/* acquire: pairs with the release decrements of former holders (read groups). */
+	if (atomic_load_explicit(&b->refs, memory_order_acquire) != held)
+		return;
+	for (ovs_delta *d = v->deltas; d; d = d->next)
+		if (d->full == b) {
+			d->full = NULL;
+			atomic_fetch_sub_explicit(&b->refs, 1, memory_order_relaxed);
+		}
+	v->buf = NULL;
+	ovs_buffer_unref(c->spare);
+	c->spare = b;
+}
+
+static void empty_graveyard(graveyard *gy, bool harvest)
+{
+	for (size_t g = 0; g < gy->n; g++) {
+		if (harvest)
+			harvest_spare(gy->c[g], gy->v[g]);
+		ovs_version_unref(gy->v[g]);
+	}
+	free(gy->v);
+	free(gy->c);
 }
 
 /* Seals one column through n: builds a version per ordinal, chains it, trims retention. */
@@ -550,7 +612,7 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 		 * moves to the new version. */
 		atomic_store_explicit(&v->older, c->latest, memory_order_relaxed);
 		c->latest = v;
-		bury(gy, trim_retention(c, v, st->retention));
+		bury(gy, c, trim_retention(c, v, st->retention));
 	}
 	return OVSTAGE_OK;
 }
@@ -558,16 +620,14 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
 				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
 {
-	graveyard gy = { NULL, 0, 0 };
+	graveyard gy = { NULL, NULL, 0, 0 };
 	for (size_t i = 0; i < ncols; i++) {
 		ovstage_api_status_t s = seal_column(st, w, cols[i], n, &gy, err, errlen);
 		if (s != OVSTAGE_OK) {
 			/* Versions built so far stay chained (the next seal publishes them); the ones cut from
 			 * retention are dropped after a grace period, as on success. */
 			ovs_snapshot_flip_and_wait(st);
-			for (size_t k = 0; k < gy.n; k++)
-				ovs_version_unref(gy.v[k]);
-			free(gy.v);
+			empty_graveyard(&gy, false);
 			return s;
 		}
 	}
@@ -612,9 +672,7 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 		atomic_store_explicit(&st->all_floor, n, memory_order_release);
 	/* Grace period for the old snapshot struct and for the versions cut from retention. */
 	ovs_snapshot_flip_and_wait(st);
-	for (size_t g = 0; g < gy.n; g++)
-		ovs_version_unref(gy.v[g]);
-	free(gy.v);
+	empty_graveyard(&gy, true);
 	if (old) {
 		for (size_t i = 0; i < old->ncols; i++)
 			ovs_version_unref(old->versions[i]);
@@ -665,6 +723,7 @@ void ovs_store_fini(ovs_stage *st)
 			d = nx;
 		}
 		ovs_version_unref(c->latest);
+		ovs_buffer_unref(c->spare);
 		ovs_radix_fini(&c->rows);
 		pthread_mutex_destroy(&c->schema_lock);
 		free(c);

@@ -121,6 +121,9 @@ typedef struct ovs_column {
 	_Atomic(ovs_delta *) inbox;       /* deltas waiting for a seal (Treiber push, take-all) */
 	ovs_delta *pending;               /* sealing side: deltas above the floor, sorted (seal-owned) */
 	ovs_version *latest;              /* sealing side: newest version (seal-owned reference) */
+	ovs_buffer *spare;                /* sealing side: buffer of the version that last left
+	                                   * retention, no longer readable by anyone; holds the rows
+	                                   * as of the predecessor of the oldest retained version */
 } ovs_column;
 
 /* Immutable map of columns to their latest sealed versions, replaced by each seal. */
