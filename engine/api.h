@@ -62,4 +62,8 @@ ovstage_enqueue_result_t ovs_unmap_group(ovstage_context_t *ctx, ovstage_map_han
 ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,
 					     ovstage_cuda_sync_t write_done_sync);
 
+/* clone.c (exported as ovstage_clone) */
+ovstage_enqueue_result_t ovs_clone(ovstage_instance_t *instance, ovx_string_t source_path,
+				   const ovx_string_t *target_paths, size_t num_target_paths, ovstage_ordinal_t ordinal);
+
 #endif /* OVSTAGE_ENGINE_API_H */

@@ -9,6 +9,7 @@
 #include <ovstage/ovstage_ext.h>
 
 #include "errors.h"
+#include "log.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_refs;               /* guarded by g_lock */
@@ -187,11 +188,15 @@ ovstage_api_status_t ovs_runtime_release(void)
 		pthread_mutex_unlock(&g_lock);
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "ovstage_shutdown without a matching reference");
 	}
-	if (--g_refs == 0) {
+	bool last = --g_refs == 0;
+	if (last) {
 		jobs_sched_destroy(g_sched);
 		g_sched = NULL;
 	}
 	pthread_mutex_unlock(&g_lock);
+	/* Outside the lock: draining the log may call a callback that calls back into the API. */
+	if (last)
+		ovs_log_shutdown();
 	return OVSTAGE_OK;
 }
 

@@ -41,6 +41,7 @@
 #include <ovstage/ovstage_population.h>
 #include <ovstage/ovstage_population_export.h>
 
+#include "api.h"
 #include "errors.h"
 
 #define WHY_USD "USD population needs OpenUSD, which this build does not include"
@@ -126,28 +127,13 @@ OVSTAGE_API ovx_string_t ovstage_population_get_last_op_error(ovstage_population
 	return s;
 }
 
-/* ---- clone --------------------------------------------------------------------------------------- */
+/* ---- clone: implemented in clone.c ------------------------------------------------------------ */
 
-/*
- * STUB — ovstage_clone is to be implemented by the engine (spec 2.13); until then it rejects
- * synchronously with NOT_SUPPORTED. Replace this definition (and drop it from this file) when the
- * real one lands.
- */
 OVSTAGE_API ovstage_enqueue_result_t ovstage_clone(ovstage_instance_t *instance, ovx_string_t source_path,
 						   const ovx_string_t *target_paths, size_t num_target_paths,
 						   ovstage_ordinal_t ordinal)
 {
-	static const char fn[] = "ovstage_clone";
-	ovs_err_clear();
-	(void)source_path;
-	(void)ordinal;
-	if (!instance)
-		return ovs_rejected(null_arg(fn, "instance"));
-	if (!target_paths && num_target_paths)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
-						"%s: target_paths is NULL with num_target_paths %zu", fn,
-						num_target_paths));
-	return ovs_rejected(unsupported(fn, "clone is not implemented yet in this build"));
+	return ovs_clone(instance, source_path, target_paths, num_target_paths, ordinal);
 }
 
 /* ---- hierarchy ----------------------------------------------------------------------------------- */

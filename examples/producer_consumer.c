@@ -38,6 +38,7 @@
  * last 2 sealed versions per column by default, so the example raises that to 8 with the
  * OVSTAGE_CONFIG_EXT_RETENTION configuration entry (ovstage_ext.h).
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep, clock_gettime */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>

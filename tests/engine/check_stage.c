@@ -972,6 +972,65 @@ START_TEST(test_sparse_seals_match_model)
 }
 END_TEST
 
+
+/* ---- clone ----------------------------------------------------------------------------------- */
+
+START_TEST(test_clone_subtree)
+{
+	fixture f;
+	setup_n(&f, 1);
+	ovx_token_t mass = tok(&f, "mass");
+	const char *src[2] = { "/World/Proto/Rig", "/World/Proto/Rig/Arm" };
+	ovstage_query_handle_t qs = query_of(&f, src, 2, NULL);
+	float v[2] = { 5, 7 };
+	wait_ok(&f, write_f(&f, qs, mass, 2, v, 2));
+	seal(&f, 2);
+	ovx_string_t from = { "/World/Proto/Rig", strlen("/World/Proto/Rig") };
+	ovx_string_t to[2] = { { "/World/Env0/Rig", 15 }, { "/World/Env1/Rig", 15 } };
+	wait_ok(&f, ovstage_clone(f.st, from, to, 2, 3));
+	seal(&f, 3);
+	const char *dst[5] = { "/World/Env0/Rig", "/World/Env0/Rig/Arm", "/World/Env1/Rig", "/World/Env1/Rig/Arm",
+			       "/World/Proto/Rig" };
+	ovstage_query_handle_t qd = query_of(&f, dst, 5, NULL);
+	read_result r;
+	read_f(&f, qd, mass, latest(3), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert(r.present[0] && r.vals[0] == 5.f);
+	ck_assert(r.present[1] && r.vals[1] == 7.f);
+	ck_assert(r.present[2] && r.vals[2] == 5.f);
+	ck_assert(r.present[3] && r.vals[3] == 7.f);
+	ck_assert(r.present[4] && r.vals[4] == 5.f);
+	/* the clone is change-tracked at its ordinal */
+	read_f(&f, qd, mass, span(3, 3), &r);
+	ck_assert(r.present[0] && r.present[3] && !r.present[4]);
+	/* existing target: PRIM_NOT_FOUND, nothing created */
+	char msg[600];
+	ovx_string_t again[2] = { { "/World/Env2/Rig", 15 }, { "/World/Env0/Rig", 15 } };
+	ck_assert_uint_eq(wait_op(&f, ovstage_clone(f.st, from, again, 2, 4), msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "/World/Env0/Rig") && strstr(msg, "already exists"), "%s", msg);
+	seal(&f, 4);
+	const char *env2 = "/World/Env2/Rig";
+	ovstage_query_handle_t q2 = query_of(&f, &env2, 1, NULL);
+	read_f(&f, q2, mass, latest(4), &r);
+	ck_assert(!r.present[0]);
+	/* missing source: NOT_FOUND */
+	ovx_string_t missing = { "/World/Nope", 11 };
+	ck_assert_uint_eq(wait_op(&f, ovstage_clone(f.st, missing, to, 1, 5), msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "does not exist"), "%s", msg);
+	/* synchronous rejections */
+	ovx_string_t inside = { "/World/Proto/Rig/Arm/Copy", 25 };
+	ck_assert_int_eq(ovstage_clone(f.st, from, &inside, 1, 6).status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ovx_string_t bad = { "World", 5 };
+	ck_assert_int_eq(ovstage_clone(f.st, from, &bad, 1, 6).status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "target_paths[0]"), "%s", last_error());
+	ck_assert_int_eq(ovstage_clone(f.st, from, to, 1, 4).status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	wait_ok(&f, ovstage_release_query(f.st, qs));
+	wait_ok(&f, ovstage_release_query(f.st, qd));
+	wait_ok(&f, ovstage_release_query(f.st, q2));
+	teardown(&f);
+}
+END_TEST
+
 /* ---- multi-thread stress --------------------------------------------------------------------- */
 
 #define STRESS_PRIMS 64
@@ -1215,6 +1274,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_managed_deleter_exactly_once);
 	tcase_add_test(tc, test_map_unmap_zero_copy);
 	tcase_add_test(tc, test_sparse_seals_match_model);
+	tcase_add_test(tc, test_clone_subtree);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	suite_add_tcase(su, tc);
 	return su;

@@ -1,0 +1,208 @@
+/*
+ * clone.c — ovstage_clone: copy the subtree under a source prim to each target path, at an ordinal.
+ *
+ * At the call: the paths are validated and the op is admitted like a whole-prim mutation (above the
+ * floor of every column). In the op, all-or-nothing checks come first — a missing source is
+ * NOT_FOUND, any existing target prim (for the source or any of its descendants) is PRIM_NOT_FOUND —
+ * then, for every column, the source prims' values as of the latest sealed version are written to
+ * the target prims as one sparse delta at the clone's ordinal (sealed, like any write, by a floor
+ * advance). Path-valued data (relationships, connections) lives in array columns, which this build
+ * does not support yet, so there is nothing to rebase.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "errors.h"
+#include "ops.h"
+#include "query.h"
+#include "sequencer.h"
+
+typedef struct clone_op {
+	ovs_stage *st;                /* stage */
+	ovx_primpath_t source;        /* interned source path */
+	ovx_primpath_t *targets;      /* interned target roots */
+	size_t ntargets;              /* entries */
+	ovstage_ordinal_t ordinal;    /* ordinal */
+	ovs_inflight *inflight;       /* sequencer record */
+} clone_op;
+
+static void clone_free(void *arg, bool ran)
+{
+	(void)ran;
+	clone_op *c = arg;
+	if (c->inflight)
+		ovs_inflight_done(c->inflight);
+	free(c->targets);
+	free(c);
+}
+
+/* The path of `p` (under `src`) moved under `dst`. 0 on failure. */
+static ovx_primpath_t rebase(ovs_pd *pd, ovx_primpath_t src, ovx_primpath_t dst, ovx_primpath_t p)
+{
+	if (p == src)
+		return dst;
+	ovx_primpath_t parent = rebase(pd, src, dst, ovs_pd_path_parent(pd, p));
+	return parent ? ovs_pd_intern_child(pd, parent, ovs_pd_path_name(pd, p)) : 0;
+}
+
+static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	clone_op *c = arg;
+	ovs_stage *st = c->st;
+	ovs_pd *pd = st->pd;
+	if (!ovs_prim_exists(st, c->source)) {
+		ovs_op_fail(run, OVSTAGE_ERROR_NOT_FOUND, "clone: source %s does not exist",
+			    ovs_pd_path_string(pd, c->source).ptr);
+		return;
+	}
+	/* The source subtree: existing prims at or under the source. */
+	size_t npaths = ovs_pd_path_count(pd);
+	ovx_primpath_t *sub = malloc((npaths + 1) * sizeof *sub);
+	ovx_primpath_t *dst = malloc((npaths + 1) * c->ntargets * sizeof *dst);
+	if (!sub || !dst) {
+		free(sub);
+		free(dst);
+		ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "clone: out of memory");
+		return;
+	}
+	size_t n = 0;
+	for (ovx_primpath_t p = 1; p <= npaths; p++)
+		if (ovs_prim_exists(st, p) && ovs_pd_path_is_prefix(pd, c->source, p))
+			sub[n++] = p;
+	/* All or nothing: every target prim must be new. */
+	for (size_t t = 0; t < c->ntargets; t++)
+		for (size_t i = 0; i < n; i++) {
+			ovx_primpath_t d = rebase(pd, c->source, c->targets[t], sub[i]);
+			if (!d) {
+				free(sub);
+				free(dst);
+				ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "clone: out of memory interning paths");
+				return;
+			}
+			if (ovs_prim_exists(st, d)) {
+				ovs_op_fail(run, OVSTAGE_ERROR_PRIM_NOT_FOUND, "clone: target prim %s already exists",
+					    ovs_pd_path_string(pd, d).ptr);
+				free(sub);
+				free(dst);
+				return;
+			}
+			dst[t * n + i] = d;
+		}
+	/* Values: the latest sealed version of every column, pinned inside the grace section. */
+	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	ovstage_api_status_t s = OVSTAGE_OK;
+	for (size_t k = 0; k < nc && s == OVSTAGE_OK; k++) {
+		ovs_column *col = cols[k];
+		if (!atomic_load_explicit(&col->has_schema, memory_order_acquire) || col->schema.is_array)
+			continue;
+		unsigned par = ovs_snapshot_enter(st);
+		ovs_version *v = ovs_snapshot_version(atomic_load_explicit(&st->snapshot, memory_order_acquire), col);
+		if (v)
+			ovs_version_ref(v);
+		ovs_snapshot_leave(st, par);
+		if (!v)
+			continue;
+		size_t rb = col->row_bytes;
+		ovs_delta *d = calloc(1, sizeof *d);
+		if (d) {
+			d->rows = malloc((n * c->ntargets + 1) * sizeof *d->rows);
+			d->values = malloc((n * c->ntargets + 1) * rb);
+		}
+		if (!d || !d->rows || !d->values) {
+			ovs_delta_free(d);
+			ovs_version_unref(v);
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			break;
+		}
+		d->kind = OVS_DELTA_SPARSE;
+		d->ordinal = c->ordinal;
+		d->seq = jobs_run_id(run);
+		for (size_t i = 0; i < n; i++) {
+			uint32_t row = ovs_column_row(col, sub[i]);
+			if (row >= v->rows || !((v->present[row / 64] >> (row % 64)) & 1))
+				continue;
+			for (size_t t = 0; t < c->ntargets; t++) {
+				bool created;
+				uint32_t r = ovs_column_row_create(col, dst[t * n + i], &created);
+				if (r == UINT32_MAX) {
+					s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+					break;
+				}
+				memcpy(d->values + (size_t)d->nrows * rb, (const char *)v->buf->data + (size_t)row * rb, rb);
+				d->rows[d->nrows++] = r;
+			}
+		}
+		ovs_version_unref(v);
+		if (s != OVSTAGE_OK || !d->nrows) {
+			ovs_delta_free(d);
+			continue;
+		}
+		ovs_column_push_delta(col, d);
+	}
+	for (size_t i = 0; i < n * c->ntargets; i++)
+		ovs_prim_set(st, dst[i], 1);
+	free(sub);
+	free(dst);
+	if (s != OVSTAGE_OK)
+		ovs_op_fail(run, s, "clone: out of memory copying values");
+}
+
+/* Interns a path string, or sets the last error. */
+static ovstage_api_status_t path_arg(ovs_stage *st, ovx_string_t s, const char *what, ovx_primpath_t *out)
+{
+	if (!s.ptr || !s.length)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is empty", what);
+	*out = ovs_pd_intern_path(st->pd, s.ptr, s.length);
+	if (!*out)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s = \"%.*s\" is not an absolute prim path", what,
+				   (int)(s.length > 200 ? 200 : s.length), s.ptr);
+	return OVSTAGE_OK;
+}
+
+ovstage_enqueue_result_t ovs_clone(ovstage_instance_t *instance, ovx_string_t source_path,
+				   const ovx_string_t *target_paths, size_t num_target_paths, ovstage_ordinal_t ordinal)
+{
+	ovs_err_clear();
+	ovs_stage *st = instance ? ovs_stage_of(instance->context) : NULL;
+	if (!st)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
+	if (num_target_paths && !target_paths)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+						"target_paths is NULL with num_target_paths = %zu", num_target_paths));
+	clone_op *c = calloc(1, sizeof *c);
+	if (c)
+		c->targets = malloc((num_target_paths ? num_target_paths : 1) * sizeof *c->targets);
+	if (!c || !c->targets) {
+		if (c)
+			free(c->targets);
+		free(c);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	c->st = st;
+	c->ordinal = ordinal;
+	c->ntargets = num_target_paths;
+	ovstage_api_status_t s = path_arg(st, source_path, "source_path", &c->source);
+	for (size_t i = 0; s == OVSTAGE_OK && i < num_target_paths; i++) {
+		char what[48];
+		snprintf(what, sizeof what, "target_paths[%zu]", i);
+		s = path_arg(st, target_paths[i], what, &c->targets[i]);
+		if (s != OVSTAGE_OK)
+			break;
+		if (ovs_pd_path_is_prefix(st->pd, c->source, c->targets[i]))
+			s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s = \"%.*s\" is inside the source subtree", what,
+					(int)target_paths[i].length, target_paths[i].ptr);
+		for (size_t j = 0; s == OVSTAGE_OK && j < i; j++)
+			if (c->targets[j] == c->targets[i])
+				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "target_paths[%zu] repeats target_paths[%zu]", i, j);
+	}
+	if (s != OVSTAGE_OK) {
+		clone_free(c, false);
+		return ovs_rejected(s);
+	}
+	ovs_op_desc d = { .fn = clone_job, .arg = c, .cleanup = clone_free };
+	return ovs_sequencer_submit_mutation(st, ordinal, NULL, 0, &d, &c->inflight);
+}
