@@ -6,13 +6,27 @@
 
 #include "api.h"
 #include "errors.h"
+#include "filter.h"
 #include "ops.h"
 
 static void query_destroy(ovs_hobj *h)
 {
 	ovs_query *q = (ovs_query *)h;
-	ovs_pd_list_release(q->st->pd, q->list);
+	if (q->list) /* a filter query whose op never published prims has none */
+		ovs_pd_list_release(q->st->pd, q->list);
+	free(q->scope);
 	free(q);
+}
+
+ovs_query *ovs_query_new(ovs_stage *st)
+{
+	ovs_query *q = calloc(1, sizeof *q);
+	if (!q)
+		return NULL;
+	ovs_hobj_init(&q->h, OVS_H_QUERY, query_destroy);
+	q->st = st;
+	ovs_opstate_init(&q->state);
+	return q;
 }
 
 ovs_query *ovs_query_get(ovs_stage *st, ovstage_query_handle_t handle)
@@ -112,6 +126,8 @@ ovstage_api_status_t ovs_query_from_path_list(ovstage_context_t *ctx, ovx_primpa
 	q->st = st;
 	q->list = own;
 	ovs_pd_list_view(st->pd, own, &q->paths, &q->count);
+	ovs_opstate_init(&q->state);
+	ovs_opstate_finish(&q->state, OVSTAGE_OK); /* ready at creation */
 	uint64_t id = ovs_handle_insert(&st->handles, &q->h);
 	ovs_hobj_unref(&q->h); /* the table holds it now */
 	if (!id)
@@ -124,15 +140,14 @@ ovstage_enqueue_result_t ovs_query_filter(ovstage_context_t *ctx, const ovstage_
 				   size_t attr_count, ovstage_query_handle_t *out_query_handle)
 {
 	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
 	if (out_query_handle)
 		*out_query_handle = OVSTAGE_INVALID_QUERY_HANDLE;
-	(void)ctx;
-	(void)filter;
-	(void)attrs;
-	(void)attr_count;
-	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
-					"filter queries are not implemented yet in this build; use "
-					"ovstage_query_from_path_list"));
+	if (!st || !out_query_handle)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
+						!st ? "instance" : "out_query_handle"));
+	/* Validation, compilation and the resolving op: filter.c. */
+	return ovs_filter_submit(st, filter, attrs, attr_count, out_query_handle);
 }
 
 /* ---- query results ---- */
@@ -162,30 +177,48 @@ ovstage_api_status_t ovs_fetch_query_result(ovstage_context_t *ctx, ovstage_quer
 	if (!q)
 		return OVSTAGE_ERROR_INVALID_HANDLE;
 	if (q->op) {
-		ovstage_api_status_t s = ovs_op_wait_status(st, q->op, timeout);
+		/* Through the query's own opstate: works after the caller released the op id. Its acquire
+		 * (pairing with the resolving op's release) publishes q->paths / q->count to us. */
+		ovstage_api_status_t s = ovs_opstate_wait(st, &q->state, q->op, timeout);
 		if (s != OVSTAGE_OK) {
 			ovs_query_put(q);
-			return s == OVSTAGE_ERROR_TIMEOUT ? s : ovs_err_set(OVSTAGE_ERROR_OP_FAILED, "the query's op failed");
+			return s == OVSTAGE_ERROR_TIMEOUT ? s
+							  : ovs_err_set(OVSTAGE_ERROR_OP_FAILED, "the query's op failed (%s); "
+									"see wait_op / get_last_op_error",
+									ovs_status_name(s));
 		}
 	}
 	ovs_qresult *r = calloc(1, sizeof *r);
-	size_t ncols = atomic_load_explicit(&st->ncols, memory_order_acquire);
-	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
-	if (r)
-		r->attrs = malloc((ncols ? ncols : 1) * sizeof *r->attrs);
-	if (!r || !r->attrs) {
-		free(r);
+	if (!r) {
 		ovs_query_put(q);
 		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory building a query result");
 	}
 	ovs_hobj_init(&r->h, OVS_H_QRESULT, qresult_destroy);
-	/* Attributes with a row for any of the query's prims (latest state). */
-	for (size_t c = 0; c < ncols; c++)
-		for (size_t i = 0; i < q->count; i++)
-			if (ovs_column_row(cols[c], q->paths[i]) != UINT32_MAX) {
-				r->attrs[r->nattrs++] = cols[c]->name;
-				break;
-			}
+	if (q->filtered) {
+		/* Filter queries: attributes with a present row among the matched prims in the latest
+		 * sealed versions, scoped by the query's attrs (filter.c). */
+		if (!ovs_filter_result_attrs(st, q, &r->attrs, &r->nattrs)) {
+			ovs_hobj_unref(&r->h);
+			ovs_query_put(q);
+			return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory building a query result");
+		}
+	} else {
+		size_t ncols = atomic_load_explicit(&st->ncols, memory_order_acquire);
+		ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+		r->attrs = malloc((ncols ? ncols : 1) * sizeof *r->attrs);
+		if (!r->attrs) {
+			ovs_hobj_unref(&r->h);
+			ovs_query_put(q);
+			return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory building a query result");
+		}
+		/* Attributes with a row for any of the query's prims (latest state). */
+		for (size_t c = 0; c < ncols; c++)
+			for (size_t i = 0; i < q->count; i++)
+				if (ovs_column_row(cols[c], q->paths[i]) != UINT32_MAX) {
+					r->attrs[r->nattrs++] = cols[c]->name;
+					break;
+				}
+	}
 	uint64_t id = ovs_handle_insert(&st->handles, &r->h);
 	ovs_hobj_unref(&r->h);
 	if (!id) {

@@ -7,8 +7,22 @@
 #ifndef OVSTAGE_ENGINE_QUERY_H
 #define OVSTAGE_ENGINE_QUERY_H
 
+#include "ops.h"
 #include "stage.h"
 
+/*
+ * Publication of a filter query's prims. `list`, `paths` and `count` of a filter query are written
+ * by its resolving op (filter.c) exactly once, before it finishes `state` (ovs_opstate_finish: a
+ * release store) and before its job completes (the jobs completion is an acq_rel step that every
+ * dependent job acquires). So a consumer may read them only after one of:
+ *  - its own op was submitted with `after = q->op` and is running (the dependency edge orders the
+ *    resolving op's writes before the dependent job's body), or
+ *  - ovs_opstate_wait(&q->state, ...) / ovs_query_ready(q) reported done (acquire load of
+ *    state.done, pairing with the finish's release).
+ * Reading them at enqueue time without either is a data race for a filter query that has not
+ * resolved yet. Path-list queries are ready at creation (op = 0, state finished), and the handle
+ * table's insertion publishes their fields.
+ */
 typedef struct ovs_query {
 	ovs_hobj h;                   /* handle object (kind OVS_H_QUERY) */
 	ovs_stage *st;                /* owning stage */
@@ -16,7 +30,25 @@ typedef struct ovs_query {
 	const ovx_primpath_t *paths;  /* its paths, valid while the reference is held */
 	size_t count;                 /* number of prims */
 	jobs_id op;                   /* resolving op, or 0 when ready at creation */
+	ovs_opstate state;            /* the resolving op's outcome, kept past the op id's release
+	                               * (finished OK at creation for path-list queries) */
+	bool filtered;                /* a filter query: result attributes use sealed presence */
+	ovx_token_t *scope;           /* filter queries: attrs scoping fetch_query_result (distinct, in
+	                               * the caller's order); NULL = every column */
+	size_t nscope;                /* entries in scope */
 } ovs_query;
+
+/* A new query object with one reference (the caller's), no prims, state not finished. */
+ovs_query *ovs_query_new(ovs_stage *st);
+
+/* True once the query's prims are published (path-list queries: always). Acquire: after true, the
+ * caller may read list/paths/count. A filter query whose op failed is "ready" with no prims; check
+ * q->state.status for the outcome. */
+static inline bool ovs_query_ready(ovs_query *q)
+{
+	/* acquire: pairs with ovs_opstate_finish's release in the resolving op. */
+	return atomic_load_explicit(&q->state.done, memory_order_acquire) != 0;
+}
 
 /* Takes a reference to the query behind `handle`, or sets the last error and returns NULL. */
 ovs_query *ovs_query_get(ovs_stage *st, ovstage_query_handle_t handle);
