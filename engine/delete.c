@@ -135,6 +135,9 @@ ovstage_enqueue_result_t ovs_delete_attributes(ovstage_context_t *ctx, ovstage_q
 		}
 	}
 	d->ncols = attribute_count;
-	ovs_op_desc od = { .fn = delete_job, .arg = d, .cleanup = delete_free };
+	/* A query still resolving: run after its op (its prims are read in the job). */
+	bool pending = !ovs_query_ready(q);
+	ovs_op_desc od = { .fn = delete_job, .arg = d, .cleanup = delete_free, .after = pending ? &q->op : NULL,
+			   .after_count = pending ? 1 : 0 };
 	return ovs_sequencer_submit_mutation(st, ordinal, toks, attribute_count, &od, &d->inflight);
 }

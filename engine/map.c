@@ -286,7 +286,10 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	atomic_init(&m->unmapped, false);
 	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight). */
 	ovs_hobj_ref(&m->h); /* M's reference */
-	ovs_op_desc md = { .fn = map_job, .arg = m, .cleanup = map_put };
+	/* A query still resolving: map after its op (the job reads its prims). */
+	bool pending = !ovs_query_ready(q);
+	ovs_op_desc md = { .fn = map_job, .arg = m, .cleanup = map_put, .after = pending ? &q->op : NULL,
+			   .after_count = pending ? 1 : 0 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &md);
 	if (r.status != OVSTAGE_OK) {
 		free(cols);

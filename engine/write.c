@@ -37,6 +37,7 @@ typedef struct write_op {
 	size_t n;                    /* entries */
 	write_entry *e;              /* entries */
 	ovs_inflight *inflight;      /* marks the op done for floor advances */
+	bool deferred;               /* the query was not resolved at the call: validate layouts in the op */
 } write_op;
 
 static void release_managed(write_entry *e)
@@ -91,6 +92,24 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 {
 	ovs_stage *st = op->st;
 	ovs_column *c = e->col;
+	if (op->deferred) {
+		/* The query resolved after the call: the layout rules that depend on its prim count are
+		 * checked now (the query's paths and count were published by its op, which we ran after). */
+		char lerr[400];
+		ovstage_api_status_t ls = ovs_layout_from_write(&e->data, (uint32_t)op->q->count, &e->layout, lerr,
+							       sizeof lerr);
+		if (ls != OVSTAGE_OK) {
+			ovs_err_format(err, errlen, "\"%s\": %s", ovs_attr_name(st, c->name), lerr);
+			return ls;
+		}
+		e->semantic = e->data.semantic;
+		ls = ovs_layout_check_reserved(e->layout.is_array, e->layout.dtype, e->semantic,
+					       ovs_attr_name(st, c->name), lerr, sizeof lerr);
+		if (ls != OVSTAGE_OK) {
+			ovs_err_format(err, errlen, "%s", lerr);
+			return ls;
+		}
+	}
 	ovstage_api_status_t s = settle_schema(st, e, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
@@ -330,6 +349,7 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 	op->ordinal = ordinal;
 	op->mode = prim_mode;
 	op->n = write_count;
+	op->deferred = !ovs_query_ready(q);
 	adopt_all_managed(op->e, writes, write_count);
 	/* From here on, rejections release what op->e owns (exactly once). */
 	for (size_t i = 0; i < write_count; i++) {
@@ -359,17 +379,19 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 			goto reject_op;
 		}
 		char err[512];
-		s = ovs_layout_from_write(&e->data, (uint32_t)(q->count > UINT32_MAX ? UINT32_MAX : q->count), &e->layout,
-					  err, sizeof err);
-		if (s != OVSTAGE_OK) {
-			ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
-			goto reject_op;
-		}
-		e->semantic = e->data.semantic;
 		e->col = ovs_column_get_or_create(st, t);
 		if (!e->col) {
 			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating column \"%s\"",
 					ovs_attr_name(st, t));
+			goto reject_op;
+		}
+		e->semantic = e->data.semantic;
+		if (op->deferred)
+			continue; /* layout and schema need the query's count: checked in the op */
+		s = ovs_layout_from_write(&e->data, (uint32_t)(q->count > UINT32_MAX ? UINT32_MAX : q->count), &e->layout,
+					  err, sizeof err);
+		if (s != OVSTAGE_OK) {
+			ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
 			goto reject_op;
 		}
 		/* Schema checks that are provable now (the column may get its schema later). */
@@ -399,7 +421,9 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 		}
 		for (size_t i = 0; i < write_count; i++)
 			cols[i] = op->e[i].col->name;
-		ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free };
+		/* A query still resolving: run after its op (reads of q->paths/count are then ordered). */
+		ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free, .after = op->deferred ? &q->op : NULL,
+				  .after_count = op->deferred ? 1 : 0 };
 		return ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, &d, &op->inflight);
 	}
 reject_op:

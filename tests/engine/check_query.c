@@ -711,9 +711,8 @@ START_TEST(test_deferred_read)
 }
 END_TEST
 
-#ifdef OVS_TEST_DEFERRED_WRITES
-/* Needs write.c to order writes after a pending query (after = q->op) and to defer the
- * count-dependent preflight until it resolves. */
+/* A write against a query that has not resolved yet runs after it, with the count-dependent layout
+ * checks done then. */
 START_TEST(test_deferred_write)
 {
 	fixture f;
@@ -742,7 +741,6 @@ START_TEST(test_deferred_write)
 	teardown(&f);
 }
 END_TEST
-#endif
 
 START_TEST(test_release_with_read_in_flight)
 {
@@ -1100,9 +1098,7 @@ static Suite *query_suite(void)
 	tcase_add_test(tc, test_committed_only);
 	tcase_add_test(tc, test_fetch_result);
 	tcase_add_test(tc, test_deferred_read);
-#ifdef OVS_TEST_DEFERRED_WRITES
 	tcase_add_test(tc, test_deferred_write);
-#endif
 	tcase_add_test(tc, test_release_with_read_in_flight);
 	tcase_add_test(tc, test_failed_query);
 	tcase_add_test(tc, test_rejections);
