@@ -107,6 +107,9 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 /* The oldest ordinal whose change history every column still has. */
 ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st);
 
+/* Process-wide counts of live versions, buffers and buffer bytes (soak tests, diagnostics). */
+void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
+
 /* Frees all store state (destroy). */
 void ovs_store_fini(ovs_stage *st);
 

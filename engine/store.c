@@ -13,6 +13,24 @@
 #include "stage.h"
 
 /* ---------------------------------------------------------------------------------------------
+ * Live-object counters (process-wide; for the soak test and diagnostics). relaxed: statistics.
+ */
+static _Atomic int64_t g_live_versions, g_live_buffers, g_live_buffer_bytes;
+
+void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes)
+{
+	*versions = atomic_load_explicit(&g_live_versions, memory_order_relaxed);
+	*buffers = atomic_load_explicit(&g_live_buffers, memory_order_relaxed);
+	*buffer_bytes = atomic_load_explicit(&g_live_buffer_bytes, memory_order_relaxed);
+}
+
+static void count_buffer(size_t bytes, int sign)
+{
+	atomic_fetch_add_explicit(&g_live_buffers, sign, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g_live_buffer_bytes, sign * (int64_t)bytes, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Buffers
  */
 
@@ -44,6 +62,7 @@ ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
 	b->data = p;
 	b->managed = NULL;
 	b->stage = st;
+	count_buffer(cap, 1);
 	return b;
 }
 
@@ -57,6 +76,7 @@ ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *
 	b->data = data;
 	b->managed = mt;
 	b->stage = st;
+	count_buffer(bytes, 1);
 	return b;
 }
 
@@ -67,6 +87,7 @@ void ovs_buffer_unref(ovs_buffer *b)
 	/* acq_rel: the last holder sees all readers' accesses before the memory is released. */
 	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	count_buffer(b->capacity, -1);
 	if (b->managed) {
 		if (b->managed->deleter)
 			b->managed->deleter(b->managed); /* exactly once: only the last reference gets here */
@@ -291,6 +312,7 @@ static void version_free(ovs_version *v)
 		if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
 			return;
 		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&g_live_versions, 1, memory_order_relaxed);
 		ovs_buffer_unref(v->buf);
 		free(v->present);
 		free(v->changed);
@@ -410,6 +432,7 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 		return NULL;
 	}
 	atomic_init(&v->refs, 1);
+	atomic_fetch_add_explicit(&g_live_versions, 1, memory_order_relaxed);
 	v->rows = rows;
 	v->ordinal = ds->ordinal;
 	v->present = present;
@@ -459,6 +482,7 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 	if (!buf) {
 		free(present);
 		free(v);
+		atomic_fetch_sub_explicit(&g_live_versions, 1, memory_order_relaxed);
 		ovs_err_format(err, errlen, "out of memory allocating %zu bytes for column version", (size_t)rows * rb);
 		return NULL;
 	}

@@ -1031,6 +1031,79 @@ START_TEST(test_clone_subtree)
 }
 END_TEST
 
+
+/* ---- retention soak: memory stays bounded ---------------------------------------------------- */
+
+void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
+
+START_TEST(test_retention_soak_bounded)
+{
+	/* Thousands of seals of full and sparse writes on two columns, with a reader holding a group for
+	 * a while now and then: live versions and buffer bytes must stay bounded by retention (2), the
+	 * spare buffer per column and the pinned groups, and return to zero after destroy. */
+	enum { N = 256 };
+	int64_t v0, b0, by0;
+	ovs_store_counters(&v0, &b0, &by0);
+	fixture f;
+	setup_n(&f, N);
+	ovx_token_t a = tok(&f, "a"), b = tok(&f, "b");
+	static float src[2][N];
+	static uint64_t mask[(N + 63) / 64];
+	const char *sc = getenv("OVSTAGE_TEST_SCALE");
+	int steps = (int)(3000 * (sc ? atof(sc) : 1.0));
+#ifdef OVSTAGE_TSAN
+	steps /= 10;
+#endif
+	int64_t max_versions = 0, max_bytes = 0;
+	ovstage_read_group_t held;
+	bool holding = false;
+	for (int s = 1; s <= steps; s++) {
+		for (int i = 0; i < N; i++)
+			src[0][i] = src[1][i] = (float)s;
+		tensor1 ta, tb;
+		ovstage_write_data_t wa = fdata(&ta, src[0], N, 1), wb = fdata(&tb, src[1], N, 1);
+		if (s % 3 == 0) { /* sparse: every 8th prim */
+			for (int w = 0; w < (N + 63) / 64; w++)
+				mask[w] = 0x0101010101010101ull;
+			wb.mask = mask;
+			wb.count = N;
+		}
+		ovstage_attribute_write_t ws[2] = { { A(a), wa }, { A(b), wb } };
+		ovstage_enqueue_result_t e = ovstage_write_attributes(f.st, f.q, ws, 2, (uint64_t)s, OVSTAGE_PRIM_MODE_UPSERT);
+		seal(&f, (uint64_t)s);
+		wait_ok(&f, e);
+		if (s % 50 == 10 && !holding) {
+			ovstage_read_handle_t rh;
+			wait_ok(&f, ovstage_read_attributes(f.st, f.q, &b, 1, latest((uint64_t)s), &rh));
+			holding = ovstage_fetch_read_next(f.st, rh, 0, &held) == OVSTAGE_OK;
+			wait_ok(&f, ovstage_release_read(f.st, rh));
+		} else if (holding && s % 50 == 40) {
+			ck_assert_int_eq(ovstage_release_group(f.st, &held), OVSTAGE_OK);
+			holding = false;
+		}
+		int64_t v, bu, by;
+		ovs_store_counters(&v, &bu, &by);
+		if (s > 10) {
+			max_versions = v - v0 > max_versions ? v - v0 : max_versions;
+			max_bytes = by - by0 > max_bytes ? by - by0 : max_bytes;
+		}
+	}
+	/* 2 columns x (retention 2 + 1 pinned by the held group) versions; buffers: those versions'
+	 * buffers, each column's spare, and the deltas' buffers still referenced: a small constant. */
+	ck_assert_msg(max_versions <= 2 * 3, "live versions reached %lld", (long long)max_versions);
+	ck_assert_msg(max_bytes <= 16 * (int64_t)(N * sizeof(float) + 64), "live buffer bytes reached %lld",
+		      (long long)max_bytes);
+	if (holding)
+		ck_assert_int_eq(ovstage_release_group(f.st, &held), OVSTAGE_OK);
+	teardown(&f);
+	int64_t v1, b1, by1;
+	ovs_store_counters(&v1, &b1, &by1);
+	ck_assert_int_eq(v1, v0);
+	ck_assert_int_eq(b1, b0);
+	ck_assert_int_eq(by1, by0);
+}
+END_TEST
+
 /* ---- multi-thread stress --------------------------------------------------------------------- */
 
 #define STRESS_PRIMS 64
@@ -1275,6 +1348,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_map_unmap_zero_copy);
 	tcase_add_test(tc, test_sparse_seals_match_model);
 	tcase_add_test(tc, test_clone_subtree);
+	tcase_add_test(tc, test_retention_soak_bounded);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	suite_add_tcase(su, tc);
 	return su;
