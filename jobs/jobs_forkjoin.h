@@ -6,7 +6,7 @@
  *       struct fib *a = p;
  *       if (a->n < 2) { a->r = a->n; return; }
  *       struct fib *child = jobs_spawn_args(w);   // reserve the next frame, fill its arguments
- *       child->n = a->n - 1;
+ *       *child = (struct fib){ a->n - 1, 0 };      // whole struct: see "Cost" below
  *       jobs_spawn(w, fib_frame);                  // publish it (stealable from now on)
  *       struct fib mine = { a->n - 2, 0 };
  *       fib_frame(w, &mine);
@@ -30,7 +30,9 @@
  *    times fan-out) and aborts with a message naming the capacity.
  *
  * Cost on the fast path: spawn = two stores + one relaxed load of `movesplit`;
- * sync = one relaxed load + an indirect call. No fences, no read-modify-writes.
+ * sync = one relaxed load, a copy of the argument struct, an indirect call. No fences, no
+ * read-modify-writes. Write the whole argument struct at once (a compound literal): a narrower
+ * store followed by sync's wider copy stalls store-to-load forwarding (measured ~25% on fib).
  */
 #ifndef OVSTAGE_JOBS_FORKJOIN_H
 #define OVSTAGE_JOBS_FORKJOIN_H

@@ -83,8 +83,10 @@ static void fib_frame(jobs_worker *w, void *p)
 		a->r = a->n;
 		return;
 	}
+	/* Fill the whole argument struct in one go: a partial store followed by jobs_sync's wider
+	 * copy of the payload would stall on store-to-load forwarding. */
 	struct fib *child = jobs_spawn_args(w);
-	child->n = a->n - 1;
+	*child = (struct fib){a->n - 1, 0};
 	jobs_spawn(w, fib_frame);
 	struct fib mine = {a->n - 2, 0};
 	fib_frame(w, &mine);
