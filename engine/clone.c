@@ -6,8 +6,9 @@
  * NOT_FOUND, any existing target prim (for the source or any of its descendants) is PRIM_NOT_FOUND —
  * then, for every column, the source prims' values as of the latest sealed version are written to
  * the target prims as one sparse delta at the clone's ordinal (sealed, like any write, by a floor
- * advance). Path-valued data (relationships, connections) lives in array columns, which this build
- * does not support yet, so there is nothing to rebase.
+ * advance); array rows are shared by reference (they are immutable). Path-valued data
+ * (relationships, connections) is copied as is: rebasing paths that point inside the source subtree
+ * is not implemented yet.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,8 +98,9 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovstage_api_status_t s = OVSTAGE_OK;
 	for (size_t k = 0; k < nc && s == OVSTAGE_OK; k++) {
 		ovs_column *col = cols[k];
-		if (!atomic_load_explicit(&col->has_schema, memory_order_acquire) || col->schema.is_array)
+		if (!atomic_load_explicit(&col->has_schema, memory_order_acquire))
 			continue;
+		bool arr = col->schema.is_array;
 		unsigned par = ovs_snapshot_enter(st);
 		ovs_version *v = ovs_snapshot_version(atomic_load_explicit(&st->snapshot, memory_order_acquire), col);
 		if (v)
@@ -110,9 +112,12 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 		ovs_delta *d = calloc(1, sizeof *d);
 		if (d) {
 			d->rows = malloc((n * c->ntargets + 1) * sizeof *d->rows);
-			d->values = malloc((n * c->ntargets + 1) * rb);
+			if (arr)
+				d->blobs = calloc(n * c->ntargets + 1, sizeof *d->blobs);
+			else
+				d->values = malloc((n * c->ntargets + 1) * rb);
 		}
-		if (!d || !d->rows || !d->values) {
+		if (!d || !d->rows || (arr ? !d->blobs : !d->values)) {
 			ovs_delta_free(d);
 			ovs_version_unref(v);
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -132,7 +137,13 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 					s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 					break;
 				}
-				memcpy(d->values + (size_t)d->nrows * rb, (const char *)v->buf->data + (size_t)row * rb, rb);
+				if (arr) { /* array rows are immutable blobs: share them */
+					d->blobs[d->nrows] = v->blobs[row];
+					ovs_blob_ref(v->blobs[row]);
+				} else {
+					memcpy(d->values + (size_t)d->nrows * rb, (const char *)v->buf->data + (size_t)row * rb,
+					       rb);
+				}
 				d->rows[d->nrows++] = r;
 			}
 		}

@@ -32,6 +32,7 @@ typedef struct ovs_group {
 	DLTensor tensor;            /* the canonical 1-D tensor */
 	int64_t shape;              /* tensor.shape[0] */
 	int64_t stride;             /* tensor.strides[0] = 1 */
+	DLTensor *row_tensors;      /* array columns: one tensor per row (per-row transport), or NULL */
 	uint32_t *prim_index;       /* prims.index_map (query positions), or NULL */
 	uint32_t *data_index;       /* data.index_map (buffer rows), or NULL */
 } ovs_group;
@@ -59,6 +60,7 @@ static void group_destroy(ovs_hobj *h)
 	ovs_pd_list_release(g->pd, g->list);
 	free(g->prim_index);
 	free(g->data_index);
+	free(g->row_tensors);
 	free(g);
 }
 
@@ -150,6 +152,49 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 		g->g.data.count = k;
 		g->g.data.index_map = R;
 	}
+}
+
+/* Fills an array group: tensor i is element i's row (a view of its blob, 1-D, shape = length). */
+static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E, uint32_t *R, uint32_t k, size_t qn)
+{
+	g->row_tensors = calloc(k, sizeof *g->row_tensors);
+	if (!g->row_tensors)
+		return false;
+	bool identity = k == qn;
+	for (uint32_t i = 0; identity && i < k; i++)
+		identity = E[i] == i;
+	ovs_version_ref(v);
+	g->v = v;
+	g->stride = 1;
+	for (uint32_t i = 0; i < k; i++) {
+		ovs_blob *b = v->blobs[R[i]];
+		DLTensor *t = &g->row_tensors[i];
+		t->data = b && b->len ? b->data : NULL;
+		t->device.device_type = kDLCPU;
+		t->device.device_id = 0;
+		t->ndim = 1;
+		t->dtype = c->schema.dtype;
+		t->shape = b ? &b->shape : &g->shape; /* g->shape is 0: an empty row */
+		t->strides = &g->stride;
+		t->byte_offset = 0;
+	}
+	g->shape = 0;
+	g->g.data.tensors = g->row_tensors;
+	g->g.data.tensor_count = k;
+	g->g.data.count = 0;
+	g->g.data.index_map = NULL; /* per-row transport: tensor i is logical element i */
+	g->g.data.mask = NULL;
+	g->g.prims.offset = 0;
+	g->g.prims.count = k;
+	if (identity) {
+		g->g.prims.index_map = NULL;
+		free(E);
+	} else {
+		g->prim_index = E;
+		g->g.prims.index_map = E;
+	}
+	free(R);
+	return true;
 }
 
 static inline bool bit_get(const uint64_t *bm, uint32_t r)
@@ -278,7 +323,12 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 				group_destroy(&g->h);
 			goto oom;
 		}
-		fill_values(g, c, v, E, R, k, qn);
+		if (c->schema.is_array) {
+			if (!fill_arrays(g, c, v, E, R, k, qn))
+				goto oom; /* g took nothing: E and R are freed below; the failed read drops g */
+		} else {
+			fill_values(g, c, v, E, R, k, qn);
+		}
 	} else {
 		free(E);
 		free(R);

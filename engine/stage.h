@@ -113,6 +113,11 @@ void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_byt
 /* Frees all store state (destroy). */
 void ovs_store_fini(ovs_stage *st);
 
+/* Blobs: rows of array columns (len elements of elem_bytes), one reference on return. */
+ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes);
+void ovs_blob_ref(ovs_blob *b);
+void ovs_blob_unref(ovs_blob *b);
+
 /* Buffers */
 ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes);
 ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes);

@@ -100,6 +100,36 @@ void ovs_buffer_unref(ovs_buffer *b)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Blobs (rows of array columns): shared by the versions that hold them, freed with the last one.
+ */
+
+ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes)
+{
+	if (elem_bytes && len > (SIZE_MAX - sizeof(ovs_blob)) / elem_bytes)
+		return NULL;
+	ovs_blob *b = malloc(sizeof *b + (size_t)len * elem_bytes);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	b->shape = (int64_t)len;
+	return b;
+}
+
+void ovs_blob_ref(ovs_blob *b)
+{
+	if (b)
+		atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+void ovs_blob_unref(ovs_blob *b)
+{
+	/* acq_rel: the last holder sees every reader's accesses before the free. */
+	if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+		free(b);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Columns and row maps
  */
 
@@ -240,6 +270,10 @@ void ovs_delta_free(ovs_delta *d)
 {
 	if (!d)
 		return;
+	if (d->blobs)
+		for (uint32_t i = 0; i < d->nrows; i++)
+			ovs_blob_unref(d->blobs[i]);
+	free(d->blobs);
 	free(d->rows);
 	free(d->values);
 	ovs_buffer_unref(d->full);
@@ -313,6 +347,10 @@ static void version_free(ovs_version *v)
 			return;
 		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&g_live_versions, 1, memory_order_relaxed);
+		if (v->blobs)
+			for (uint32_t r = 0; r < v->rows; r++)
+				ovs_blob_unref(v->blobs[r]);
+		free(v->blobs);
 		ovs_buffer_unref(v->buf);
 		free(v->present);
 		free(v->changed);
@@ -439,6 +477,37 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 	if (prev)
 		memcpy(present, prev->present, ((size_t)prev->rows + 63) / 64 * sizeof *present);
 
+	if (c->schema.is_array) {
+		/* Array columns: a table of blob pointers. Shared blobs are referenced, not copied: the
+		 * version costs one pointer per row plus the rows the deltas bring. */
+		v->blobs = calloc(rows ? rows : 1, sizeof *v->blobs);
+		if (!v->blobs) {
+			free(present);
+			free(v);
+			atomic_fetch_sub_explicit(&g_live_versions, 1, memory_order_relaxed);
+			ovs_err_format(err, errlen, "out of memory sealing an array column");
+			return NULL;
+		}
+		if (prev)
+			for (uint32_t r = 0; r < prev->rows; r++) {
+				v->blobs[r] = prev->blobs[r];
+				ovs_blob_ref(v->blobs[r]);
+			}
+		for (ovs_delta *d = ds; d; d = d->next)
+			for (uint32_t i = 0; i < d->nrows; i++) {
+				uint32_t r = d->rows[i];
+				ovs_blob_unref(v->blobs[r]);
+				v->blobs[r] = NULL;
+				if (d->kind == OVS_DELTA_SPARSE) {
+					v->blobs[r] = d->blobs[i];
+					ovs_blob_ref(v->blobs[r]);
+					bit_set(present, r);
+				} else {
+					bit_clear(present, r);
+				}
+			}
+		goto changed_rows;
+	}
 	/* The base buffer: a FULL delta's own buffer when it covers every row and has room, else a
 	 * fresh buffer filled from the previous version (and the FULL delta, if any). */
 	ovs_buffer *buf = NULL;
@@ -501,6 +570,7 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 			/* a FULL delta after last_full cannot exist */
 		}
 	}
+changed_rows:
 	/* Rows changed at this ordinal (sorted, unique) for range reads. */
 	if (!v->all_changed && nchg) {
 		uint32_t *chg = malloc(nchg * sizeof *chg);

@@ -116,11 +116,6 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	const ovs_layout *l = &e->layout;
 	if (l->kind == OVS_LAYOUT_EMPTY)
 		return OVSTAGE_OK;
-	if (l->is_array) {
-		ovs_err_format(err, errlen, "array attribute \"%s\": array columns are not implemented yet in this build",
-			       ovs_attr_name(st, c->name));
-		return OVSTAGE_ERROR_NOT_SUPPORTED;
-	}
 	if (!l->host_accessible) {
 		ovs_err_format(err, errlen, "attribute \"%s\": device-resident (CUDA) tensors need the GPU backend, "
 			       "which is not built in", ovs_attr_name(st, c->name));
@@ -173,6 +168,39 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		free(rows);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	if (l->is_array) {
+		/* Array rows: one blob per written row (ragged), shared by later versions by reference. */
+		d->kind = OVS_DELTA_SPARSE;
+		d->ordinal = op->ordinal;
+		d->seq = seq;
+		d->rows = rows;
+		d->blobs = calloc(k ? k : 1, sizeof *d->blobs);
+		if (!d->blobs) {
+			ovs_delta_free(d);
+			ovs_err_format(err, errlen, "out of memory copying %u array rows", k);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+		d->nrows = k;
+		uint32_t j = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			if (!ovs_layout_selected(l, i))
+				continue;
+			uint32_t src = ovs_layout_source_row(l, i);
+			uint64_t len = ovs_layout_array_len(l, src);
+			ovs_blob *b = ovs_blob_new(len, l->elem_bytes);
+			if (!b) {
+				ovs_delta_free(d);
+				ovs_err_format(err, errlen, "out of memory copying array row %u (%llu elements)", src,
+					       (unsigned long long)len);
+				return OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+			if (len)
+				ovs_layout_copy_array_row(l, src, b->data);
+			d->blobs[j++] = b;
+		}
+		ovs_column_push_delta(c, d);
+		return OVSTAGE_OK;
 	}
 	d->ordinal = op->ordinal;
 	d->seq = seq; /* the op id: same-ordinal deltas seal in submission order */

@@ -1032,6 +1032,182 @@ START_TEST(test_clone_subtree)
 END_TEST
 
 
+
+/* ---- array (ragged) columns ------------------------------------------------------------------ */
+
+/* Reads an array attribute: per element, its length and a copy of up to 8 floats. */
+typedef struct array_read {
+	ovstage_api_status_t status;
+	int groups, tombstones;
+	bool present[16], deleted[16];
+	int64_t len[16];
+	float v[16][8];
+} array_read;
+
+static void read_arrays(fixture *f, ovstage_query_handle_t q, ovx_token_t t, ovstage_ordinal_range_t range,
+			array_read *out)
+{
+	memset(out, 0, sizeof *out);
+	ovstage_read_handle_t rh;
+	char msg[600];
+	size_t nf = wait_op(f, ovstage_read_attributes(f->st, q, &t, 1, range, &rh), msg, sizeof msg);
+	out->status = nf ? OVSTAGE_ERROR_OP_FAILED : OVSTAGE_OK;
+	ovstage_read_group_t g;
+	while (!nf && ovstage_fetch_read_next(f->st, rh, 0, &g) == OVSTAGE_OK) {
+		if (g.is_delete) {
+			out->tombstones++;
+			for (uint32_t i = 0; i < g.prims.count; i++)
+				out->deleted[g.prims.index_map ? g.prims.index_map[i] : i] = true;
+		} else {
+			out->groups++;
+			ck_assert(g.is_array);
+			ck_assert_uint_eq(g.data.tensor_count, g.prims.count); /* per-row transport */
+			for (uint32_t i = 0; i < g.prims.count; i++) {
+				uint32_t e = g.prims.index_map ? g.prims.index_map[i] : i;
+				const DLTensor *t2 = &g.data.tensors[i];
+				ck_assert_int_eq(t2->ndim, 1);
+				out->present[e] = true;
+				out->len[e] = t2->shape[0];
+				for (int64_t k = 0; k < t2->shape[0] && k < 8; k++)
+					out->v[e][k] = ((const float *)t2->data)[k];
+			}
+		}
+		ck_assert_int_eq(ovstage_release_group(f->st, &g), OVSTAGE_OK);
+	}
+	wait_ok(f, ovstage_release_read(f->st, rh));
+}
+
+START_TEST(test_array_columns)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "samples");
+	/* per-row transport: three rows of different lengths */
+	float r0[] = { 1 }, r1[] = { 2, 3, 4 }, r2[1];
+	int64_t s0[] = { 1 }, s1[] = { 3 }, s2[] = { 0 };
+	DLTensor rows[3];
+	memset(rows, 0, sizeof rows);
+	float *datas[3] = { r0, r1, r2 };
+	int64_t *shapes[3] = { s0, s1, s2 };
+	for (int i = 0; i < 3; i++) {
+		rows[i].data = datas[i];
+		rows[i].device.device_type = kDLCPU;
+		rows[i].ndim = 1;
+		rows[i].dtype.code = kDLFloat;
+		rows[i].dtype.bits = 32;
+		rows[i].dtype.lanes = 1;
+		rows[i].shape = shapes[i];
+	}
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.tensors = rows;
+	w.tensor_count = 3;
+	w.is_array = true;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 1);
+	array_read a;
+	read_arrays(&f, f.q, t, latest(1), &a);
+	ck_assert_int_eq(a.status, OVSTAGE_OK);
+	ck_assert_int_eq(a.groups, 1);
+	ck_assert_int_eq(a.len[0], 1);
+	ck_assert_int_eq(a.len[1], 3);
+	ck_assert_int_eq(a.len[2], 0);
+	ck_assert_float_eq(a.v[1][2], 4.f);
+	/* packed transport with an index map: two uniform rows of 2, broadcast to elements 0 and 2 */
+	float packed[4] = { 10, 11, 20, 21 };
+	int64_t ps[1] = { 4 };
+	DLTensor pt;
+	memset(&pt, 0, sizeof pt);
+	pt.data = packed;
+	pt.device.device_type = kDLCPU;
+	pt.ndim = 1;
+	pt.dtype.code = kDLFloat;
+	pt.dtype.bits = 32;
+	pt.dtype.lanes = 1;
+	pt.shape = ps;
+	uint32_t im[3] = { 1, 0, 1 };
+	memset(&w, 0, sizeof w);
+	w.tensors = &pt;
+	w.tensor_count = 1;
+	w.is_array = true;
+	w.index_map = im;
+	w.count = 3;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 2, w, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 2);
+	read_arrays(&f, f.q, t, latest(2), &a);
+	ck_assert_int_eq(a.len[0], 2);
+	ck_assert_float_eq(a.v[0][0], 20.f);
+	ck_assert_float_eq(a.v[1][1], 11.f);
+	ck_assert_float_eq(a.v[2][1], 21.f);
+	/* history: as of 1 still the ragged rows */
+	read_arrays(&f, f.q, t, latest(1), &a);
+	ck_assert_int_eq(a.len[1], 3);
+	/* a delete shows as a tombstone in a range read; the others keep their rows */
+	const char *p1 = "/World/P1";
+	ovstage_query_handle_t one = query_of(&f, &p1, 1, NULL);
+	wait_ok(&f, ovstage_delete_attributes(f.st, one, (ovx_string_or_token_t[]){ A(t) }, 1, 3));
+	seal(&f, 3);
+	read_arrays(&f, f.q, t, span(3, 3), &a);
+	ck_assert_int_eq(a.tombstones, 1);
+	ck_assert(a.deleted[1] && !a.present[0]);
+	/* schema: an array of float32x3 onto the float32[] column is rejected; so is a fixed write */
+	memset(&w, 0, sizeof w);
+	pt.dtype.lanes = 3;
+	ps[0] = 3;
+	w.tensors = &pt;
+	w.tensor_count = 1;
+	w.is_array = true;
+	ck_assert_int_eq(ovstage_write_attribute(f.st, f.q, A(t), 4, w, OVSTAGE_PRIM_MODE_UPSERT).status,
+			 OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "float32x3"), "%s", last_error());
+	/* clone shares array rows */
+	ovx_string_t from = { "/World/P2", 9 }, to = { "/World/Copy", 11 };
+	wait_ok(&f, ovstage_clone(f.st, from, &to, 1, 4));
+	seal(&f, 4);
+	const char *cp = "/World/Copy";
+	ovstage_query_handle_t qc = query_of(&f, &cp, 1, NULL);
+	read_arrays(&f, qc, t, latest(4), &a);
+	ck_assert_int_eq(a.len[0], 2);
+	ck_assert_float_eq(a.v[0][1], 21.f);
+	/* byte strings: STRING semantic = ragged uint8 rows */
+	ovx_token_t name = tok(&f, "label");
+	const char *words[3] = { "alpha", "be", "" };
+	DLTensor st[3];
+	int64_t sl[3];
+	memset(st, 0, sizeof st);
+	for (int i = 0; i < 3; i++) {
+		sl[i] = (int64_t)strlen(words[i]);
+		st[i].data = (void *)(uintptr_t)words[i];
+		st[i].device.device_type = kDLCPU;
+		st[i].ndim = 1;
+		st[i].dtype.code = kDLUInt;
+		st[i].dtype.bits = 8;
+		st[i].dtype.lanes = 1;
+		st[i].shape = &sl[i];
+	}
+	memset(&w, 0, sizeof w);
+	w.tensors = st;
+	w.tensor_count = 3;
+	w.is_array = true;
+	w.semantic = OVSTAGE_SEMANTIC_STRING;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(name), 5, w, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 5);
+	ovstage_read_handle_t rh;
+	wait_ok(&f, ovstage_read_attributes(f.st, f.q, &name, 1, latest(5), &rh));
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, 0, &g), OVSTAGE_OK);
+	ck_assert_int_eq(g.semantic, OVSTAGE_SEMANTIC_STRING);
+	ck_assert_int_eq(g.data.tensors[0].shape[0], 5);
+	ck_assert_int_eq(memcmp(g.data.tensors[0].data, "alpha", 5), 0);
+	ck_assert_int_eq(g.data.tensors[2].shape[0], 0);
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	wait_ok(&f, ovstage_release_query(f.st, one));
+	wait_ok(&f, ovstage_release_query(f.st, qc));
+	teardown(&f);
+}
+END_TEST
+
 /* ---- retention soak: memory stays bounded ---------------------------------------------------- */
 
 void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
@@ -1349,6 +1525,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_sparse_seals_match_model);
 	tcase_add_test(tc, test_clone_subtree);
 	tcase_add_test(tc, test_retention_soak_bounded);
+	tcase_add_test(tc, test_array_columns);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	suite_add_tcase(su, tc);
 	return su;
