@@ -37,7 +37,8 @@ typedef enum fkind {
 	F_PATH_PREFIX,       /* usd-path PREFIX */
 	F_PARENT_IN,         /* usd-parent IN */
 	F_CHILDREN_CONTAINS, /* usd-children CONTAINS */
-	F_TYPE_IN            /* usd-prim-type IN */
+	F_TYPE_IN,           /* usd-prim-type IN */
+	F_SCHEMAS_CONTAINS   /* usd-schemas CONTAINS (any of the values) */
 } fkind;
 
 typedef struct fpred {
@@ -209,9 +210,7 @@ static ovstage_api_status_t compile(ovs_stage *st, const ovstage_predicate_t *pr
 		if (b == B_CHILDREN) {
 			p->kind = F_CHILDREN_CONTAINS, path_values = true;
 		} else if (b == B_SCHEMAS) {
-			return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
-					   "filter.predicates[%zu]: CONTAINS on \"usd-schemas\" is not supported in this "
-					   "build: it needs array columns, which are not implemented yet", i);
+			p->kind = F_SCHEMAS_CONTAINS, type_values = true;
 		} else {
 			goto unsupported;
 		}
@@ -366,6 +365,19 @@ static bool eval(const fctx *cx, const fpred *p, ovx_primpath_t id, ovx_string_t
 		memcpy(&tk, (const unsigned char *)p->v->buf->data + (size_t)row * p->col->row_bytes, sizeof tk);
 		return in_set(p->ids, p->nids, tk);
 	}
+	case F_SCHEMAS_CONTAINS: {
+		uint32_t row = sealed_row(p->col, p->v, id);
+		if (row == UINT32_MAX || !p->v->blobs || !p->v->blobs[row])
+			return false;
+		const ovs_blob *b = p->v->blobs[row];
+		for (uint64_t k = 0; k < b->len; k++) {
+			uint64_t tk;
+			memcpy(&tk, b->data + k * sizeof tk, sizeof tk);
+			if (in_set(p->ids, p->nids, tk))
+				return true;
+		}
+		return false;
+	}
 	}
 	return false;
 }
@@ -392,7 +404,7 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 	/* Columns, then their latest sealed versions, all from one snapshot. */
 	for (size_t i = 0; i < o->np; i++) {
 		fpred *p = &o->p[i];
-		if (p->kind == F_HAS_COL || p->kind == F_TYPE_IN)
+		if (p->kind == F_HAS_COL || p->kind == F_TYPE_IN || p->kind == F_SCHEMAS_CONTAINS)
 			p->col = ovs_column_find(st, p->attr);
 		need_children |= p->kind == F_HAS_CHILDREN;
 	}
@@ -407,12 +419,25 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovs_snapshot_leave(st, parity);
 	for (size_t i = 0; i < o->np; i++) {
 		fpred *p = &o->p[i];
-		if (p->kind != F_TYPE_IN || !p->v)
+		if ((p->kind != F_TYPE_IN && p->kind != F_SCHEMAS_CONTAINS) || !p->v)
 			continue;
 		/* acquire: the schema was published (release) before any version of the column. */
 		if (!atomic_load_explicit(&p->col->has_schema, memory_order_acquire))
 			continue;
 		const ovs_schema *sc = &p->col->schema;
+		if (p->kind == F_SCHEMAS_CONTAINS) {
+			/* usd-schemas: token-id arrays (ragged uint64 rows) */
+			if (!sc->is_array || sc->dtype.bits != 64 || sc->dtype.lanes != 1 ||
+			    (sc->dtype.code != kDLUInt && sc->dtype.code != kDLInt)) {
+				ovs_err_format(err, sizeof err, "\"usd-schemas\" CONTAINS: the column is not an array of "
+					       "64-bit tokens (code %u, bits %u, lanes %u%s)", (unsigned)sc->dtype.code,
+					       (unsigned)sc->dtype.bits, (unsigned)sc->dtype.lanes,
+					       sc->is_array ? "" : ", fixed");
+				s = OVSTAGE_ERROR_NOT_SUPPORTED;
+				goto done;
+			}
+			continue;
+		}
 		if (sc->is_array || sc->dtype.bits != 64 || sc->dtype.lanes != 1 ||
 		    (sc->dtype.code != kDLUInt && sc->dtype.code != kDLInt)) {
 			ovs_err_format(err, sizeof err, "\"usd-prim-type\" IN: the column is not a fixed 64-bit token "

@@ -19,9 +19,9 @@
  *      usd-parent IN {paths}     the prim's parent path is one of them
  *      usd-children CONTAINS {paths}  the value path exists and is a child of the prim
  *      usd-prim-type IN {names}  the fixed uint64 column "usd-prim-type" holds the type's token id
- *    usd-schemas CONTAINS is in the spec's matrix but needs array columns, which this build does not
- *    have yet: NOT_SUPPORTED. usd-active anywhere, LT/LE/GT/GE, and value tests on other attributes:
- *    NOT_SUPPORTED. An empty value set matches nothing.
+ *      usd-schemas CONTAINS {names}  the array column "usd-schemas" (token-id rows) contains any of them
+ *    usd-active anywhere, LT/LE/GT/GE, and value tests on other attributes: NOT_SUPPORTED. An empty
+ *    value set matches nothing.
  *  - Path values (IN on usd-path/usd-parent, CONTAINS on usd-children) must be valid absolute paths
  *    (path_dictionary.h syntax); they are interned at the call. Type names are interned as tokens at
  *    the call (*an empty type name matches nothing). PREFIX values are arbitrary bytes.
