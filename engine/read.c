@@ -33,6 +33,8 @@ typedef struct ovs_group {
 	int64_t shape;              /* tensor.shape[0] */
 	int64_t stride;             /* tensor.strides[0] = 1 */
 	DLTensor *row_tensors;      /* array columns: one tensor per row (per-row transport), or NULL */
+	uint64_t *synth;            /* derived columns: the synthesized values the tensors point into */
+	int64_t *synth_shapes;      /* derived array rows: their lengths */
 	uint32_t *prim_index;       /* prims.index_map (query positions), or NULL */
 	uint32_t *data_index;       /* data.index_map (buffer rows), or NULL */
 } ovs_group;
@@ -61,6 +63,8 @@ static void group_destroy(ovs_hobj *h)
 	free(g->prim_index);
 	free(g->data_index);
 	free(g->row_tensors);
+	free(g->synth);
+	free(g->synth_shapes);
 	free(g);
 }
 
@@ -362,6 +366,152 @@ out:
 	return s;
 }
 
+/* ---- derived built-ins: usd-path, usd-parent (path ids), usd-children (arrays of path ids) ---- */
+
+typedef enum derived_kind { D_PATH, D_PARENT, D_CHILDREN } derived_kind;
+
+static bool derived_kind_of(ovs_stage *st, ovx_token_t t, derived_kind *k)
+{
+	const char *n = ovs_attr_name(st, t);
+	if (!strcmp(n, "usd-path"))
+		*k = D_PATH;
+	else if (!strcmp(n, "usd-parent"))
+		*k = D_PARENT;
+	else if (!strcmp(n, "usd-children"))
+		*k = D_CHILDREN;
+	else
+		return false;
+	return true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : (x > y);
+}
+
+/* Synthesizes one group from current structure (latest reads only: no change history, not gated by
+ * the floor): the query's existing prims in order. */
+static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kind kind, char *err, size_t errlen)
+{
+	ovs_stage *st = r->st;
+	ovs_pd *pd = st->pd;
+	size_t qn = r->q->count;
+	if (r->range.has_start_ordinal)
+		return OVSTAGE_OK; /* derived names carry no change history: zero groups */
+	uint32_t *E = malloc((qn ? qn : 1) * sizeof *E);
+	uint64_t *vals = NULL;
+	int64_t *shapes = NULL;
+	uint32_t k = 0;
+	if (!E)
+		goto oom;
+	for (size_t i = 0; i < qn; i++)
+		if (ovs_prim_exists(st, r->q->paths[i]) && (kind != D_PARENT || ovs_pd_path_parent(pd, r->q->paths[i])))
+			E[k++] = (uint32_t)i;
+	if (!k) {
+		free(E);
+		return OVSTAGE_OK;
+	}
+	ovs_group *g = calloc(1, sizeof *g);
+	if (!g)
+		goto oom;
+	ovs_hobj_init(&g->h, OVS_H_GROUP, group_destroy);
+	g->pd = pd;
+	g->list = r->q->list;
+	ovs_pd_list_add_ref(pd, g->list);
+	g->g.attribute = t;
+	g->g.ordinal = r->range.end_ordinal;
+	g->g.is_array = kind == D_CHILDREN;
+	g->g.semantic = kind == D_CHILDREN ? OVSTAGE_SEMANTIC_RELATIONSHIP_PATH_ID : OVSTAGE_SEMANTIC_NONE;
+	g->g.prims.list = r->q->list;
+	g->g.prims.count = k;
+	g->stride = 1;
+	DLDataType u64 = { kDLUInt, 64, 1 };
+	if (!add_group(r, g)) {
+		group_destroy(&g->h);
+		goto oom;
+	}
+	bool identity = k == qn;
+	if (identity)
+		free(E);
+	else {
+		g->prim_index = E;
+		g->g.prims.index_map = E;
+	}
+	E = NULL;
+	if (kind != D_CHILDREN) {
+		vals = malloc(k * sizeof *vals);
+		if (!vals)
+			goto oom;
+		for (uint32_t i = 0; i < k; i++) {
+			ovx_primpath_t p = r->q->paths[g->prim_index ? g->prim_index[i] : i];
+			vals[i] = kind == D_PATH ? p : ovs_pd_path_parent(pd, p);
+		}
+		g->synth = vals;
+		g->tensor.data = vals;
+		g->tensor.device.device_type = kDLCPU;
+		g->tensor.ndim = 1;
+		g->tensor.dtype = u64;
+		g->shape = k;
+		g->tensor.shape = &g->shape;
+		g->tensor.strides = &g->stride;
+		g->g.data.tensors = &g->tensor;
+		g->g.data.tensor_count = 1;
+		return OVSTAGE_OK;
+	}
+	/* usd-children: the existing prims whose parent is each query prim, by path id. */
+	size_t npaths = ovs_pd_path_count(pd);
+	uint64_t *kids = malloc((npaths + 1) * sizeof *kids);
+	size_t nk = 0;
+	if (!kids)
+		goto oom;
+	for (ovx_primpath_t p = 1; p <= npaths; p++)
+		if (ovs_prim_exists(st, p))
+			kids[nk++] = ((uint64_t)ovs_pd_path_parent(pd, p) << 32) | (uint32_t)p; /* (parent, child) */
+	qsort(kids, nk, sizeof *kids, cmp_u64);
+	vals = malloc((nk + 1) * sizeof *vals);
+	shapes = malloc(k * sizeof *shapes);
+	g->row_tensors = calloc(k, sizeof *g->row_tensors);
+	if (!vals || !shapes || !g->row_tensors) {
+		free(kids);
+		goto oom;
+	}
+	g->synth = vals;
+	g->synth_shapes = shapes;
+	size_t at = 0;
+	for (uint32_t i = 0; i < k; i++) {
+		uint64_t parent = r->q->paths[g->prim_index ? g->prim_index[i] : i];
+		/* binary search the first (parent, *) pair */
+		size_t lo = 0, hi = nk;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if ((kids[mid] >> 32) < parent)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		size_t start = at;
+		for (size_t j = lo; j < nk && (kids[j] >> 32) == parent; j++)
+			vals[at++] = (uint32_t)kids[j];
+		shapes[i] = (int64_t)(at - start);
+		DLTensor *tt = &g->row_tensors[i];
+		tt->data = shapes[i] ? &vals[start] : NULL;
+		tt->device.device_type = kDLCPU;
+		tt->ndim = 1;
+		tt->dtype = u64;
+		tt->shape = &shapes[i];
+		tt->strides = &g->stride;
+	}
+	free(kids);
+	g->g.data.tensors = g->row_tensors;
+	g->g.data.tensor_count = k;
+	return OVSTAGE_OK;
+oom:
+	free(E);
+	ovs_err_format(err, errlen, "out of memory synthesizing \"%s\"", ovs_attr_name(st, t));
+	return OVSTAGE_ERROR_OUT_OF_MEMORY;
+}
+
 static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	(void)w;
@@ -370,6 +520,16 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 	char err[512];
 	if (r->attrs) {
 		for (size_t i = 0; i < r->nattrs; i++) {
+			derived_kind dk;
+			if (derived_kind_of(st, r->attrs[i], &dk)) {
+				ovstage_api_status_t s = read_derived(r, r->attrs[i], dk, err, sizeof err);
+				if (s != OVSTAGE_OK) {
+					ovs_op_fail(run, s, "read_attributes: %s", err);
+					ovs_opstate_finish(&r->state, s);
+					return;
+				}
+				continue;
+			}
 			ovs_column *c = ovs_column_find(st, r->attrs[i]);
 			if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
 				continue; /* missing attribute: zero groups, not an error */
@@ -429,10 +589,6 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
 							"attrs[%zu] = %llu is not a valid token", i,
 							(unsigned long long)attrs[i]));
-		if (ovs_attr_is_derived(st, attrs[i]))
-			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
-							"attrs[%zu] = \"%s\": derived built-in columns are not "
-							"implemented yet in this build", i, ovs_attr_name(st, attrs[i])));
 	}
 	ovs_query *q = ovs_query_get(st, handle);
 	if (!q)

@@ -1208,6 +1208,65 @@ START_TEST(test_array_columns)
 }
 END_TEST
 
+
+/* ---- derived built-ins ----------------------------------------------------------------------- */
+
+START_TEST(test_derived_columns)
+{
+	fixture f;
+	setup_n(&f, 1);
+	ovx_token_t t = tok(&f, "x");
+	const char *paths[4] = { "/A", "/A/B", "/A/C", "/A/B/D" };
+	ovstage_query_handle_t q = query_of(&f, paths, 4, NULL);
+	float v[4] = { 1, 2, 3, 4 };
+	wait_ok(&f, write_f(&f, q, t, 1, v, 4));
+	seal(&f, 1);
+	ovx_primpath_t ids[4];
+	ovx_string_t ps[4];
+	for (int i = 0; i < 4; i++)
+		ps[i] = (ovx_string_t){ paths[i], strlen(paths[i]) };
+	ck_assert_int_eq(path_dictionary_create_paths_from_strings(f.pd, ps, 4, ids).status, OVX_API_SUCCESS);
+	ovx_token_t dp = tok(&f, "usd-path"), dpar = tok(&f, "usd-parent"), dch = tok(&f, "usd-children");
+	ovx_token_t want[3] = { dp, dpar, dch };
+	ovstage_read_handle_t rh;
+	wait_ok(&f, ovstage_read_attributes(f.st, q, want, 3, latest(1), &rh));
+	ovstage_read_group_t g;
+	int seen = 0;
+	while (ovstage_fetch_read_next(f.st, rh, 0, &g) == OVSTAGE_OK) {
+		seen++;
+		if (g.attribute == dp) {
+			ck_assert_uint_eq(g.prims.count, 4);
+			const uint64_t *d = g.data.tensors[0].data;
+			for (int i = 0; i < 4; i++)
+				ck_assert_uint_eq(d[i], ids[i]);
+		} else if (g.attribute == dpar) {
+			ck_assert_uint_eq(g.prims.count, 4); /* /A's parent is the root */
+			const uint64_t *d = g.data.tensors[0].data;
+			ck_assert_uint_eq(d[1], ids[0]);
+			ck_assert_uint_eq(d[3], ids[1]);
+		} else {
+			ck_assert(g.is_array);
+			ck_assert_uint_eq(g.data.tensor_count, 4);
+			ck_assert_int_eq(g.data.tensors[0].shape[0], 2); /* /A: B, C */
+			ck_assert_int_eq(g.data.tensors[1].shape[0], 1); /* /A/B: D */
+			ck_assert_int_eq(g.data.tensors[2].shape[0], 0);
+			ck_assert_uint_eq(((const uint64_t *)g.data.tensors[1].data)[0], ids[3]);
+		}
+		ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	}
+	ck_assert_int_eq(seen, 3);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	/* derived names have no change history: a range read gives zero groups; writing them fails */
+	read_result r;
+	read_f(&f, q, dp, span(1, 1), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	ck_assert_int_eq(r.value_groups, 0);
+	ck_assert_int_eq(write_f(&f, q, dp, 2, v, 4).status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	wait_ok(&f, ovstage_release_query(f.st, q));
+	teardown(&f);
+}
+END_TEST
+
 /* ---- retention soak: memory stays bounded ---------------------------------------------------- */
 
 void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
@@ -1526,6 +1585,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_clone_subtree);
 	tcase_add_test(tc, test_retention_soak_bounded);
 	tcase_add_test(tc, test_array_columns);
+	tcase_add_test(tc, test_derived_columns);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	suite_add_tcase(su, tc);
 	return su;
