@@ -86,6 +86,8 @@ static void delete_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "delete_attributes: out of memory");
 			return;
 		}
+	/* release: a write that sees the count also sees the prims marked deleted. */
+	atomic_fetch_add_explicit(&st->prim_deletes, 1, memory_order_release);
 	for (size_t i = 0; i < d->q->count; i++)
 		ovs_prim_set(st, d->q->paths[i], 2);
 }

@@ -124,6 +124,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->pd = pd;
 	st->retention = ovs_runtime_settings()->retention;
 	pthread_mutex_init(&st->cols_lock, NULL);
+	pthread_mutex_init(&st->pool_lock, NULL);
 	atomic_init(&st->cols, NULL);
 	atomic_init(&st->ncols, 0);
 	ovs_radix_init(&st->prims);
@@ -135,6 +136,10 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	atomic_init(&st->all_floor, 0);
 	ovs_handles_init(&st->handles);
 	atomic_init(&st->live_ops, 0);
+	atomic_init(&st->prim_deletes, 0);
+	st->derived[0] = ovs_pd_intern_token(pd, "usd-path", 8);
+	st->derived[1] = ovs_pd_intern_token(pd, "usd-parent", 10);
+	st->derived[2] = ovs_pd_intern_token(pd, "usd-children", 12);
 	atomic_init(&st->jobs_in_flight, 0);
 	*out_instance = &st->pub;
 	return OVSTAGE_OK;
@@ -168,6 +173,8 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 		f = n;
 	}
 	ovs_store_fini(st);
+	ovs_buffer_pool_fini(st); /* after the store: freed versions return their buffers to the pool */
+	pthread_mutex_destroy(&st->pool_lock);
 	ovs_pd_destroy(st->pd);
 	pthread_mutex_destroy(&st->cols_lock);
 	pthread_mutex_destroy(&st->seq_lock);

@@ -15,7 +15,39 @@ static void query_destroy(ovs_hobj *h)
 	if (q->list) /* a filter query whose op never published prims has none */
 		ovs_pd_list_release(q->st->pd, q->list);
 	free(q->scope);
+	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++)
+		free(atomic_load_explicit(&q->rowmaps[i], memory_order_relaxed));
 	free(q);
+}
+
+const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c)
+{
+	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++) {
+		/* acquire: pairs with the installing CAS (the map's contents are visible). */
+		ovs_rowmap *m = atomic_load_explicit(&q->rowmaps[i], memory_order_acquire);
+		if (!m)
+			return NULL; /* slots fill in order */
+		if (m->col == c)
+			return m;
+	}
+	return NULL;
+}
+
+const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m)
+{
+	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++) {
+		ovs_rowmap *expected = NULL;
+		/* acq_rel: release publishes the map; acquire (on failure) reads the occupant. */
+		if (atomic_compare_exchange_strong_explicit(&q->rowmaps[i], &expected, m, memory_order_acq_rel,
+							    memory_order_acquire))
+			return m;
+		if (expected->col == m->col) {
+			free(m);
+			return expected;
+		}
+	}
+	free(m); /* no room: callers fall back to per-prim lookups */
+	return NULL;
 }
 
 ovs_query *ovs_query_new(ovs_stage *st)
@@ -54,10 +86,7 @@ const char *ovs_attr_name(ovs_stage *st, ovx_token_t t)
 
 bool ovs_attr_is_derived(ovs_stage *st, ovx_token_t t)
 {
-	ovx_string_t s = ovs_pd_token_string(st->pd, t);
-	if (!s.ptr)
-		return false;
-	return !strcmp(s.ptr, "usd-path") || !strcmp(s.ptr, "usd-parent") || !strcmp(s.ptr, "usd-children");
+	return t && (t == st->derived[0] || t == st->derived[1] || t == st->derived[2]);
 }
 
 ovstage_api_status_t ovs_resolve_attr(ovs_stage *st, ovx_string_or_token_t a, bool allow_empty, ovx_token_t *out,

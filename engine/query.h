@@ -23,6 +23,17 @@
  * resolved yet. Path-list queries are ready at creation (op = 0, state finished), and the handle
  * table's insertion publishes their fields.
  */
+/* The rows of a query's prims in one column, once every prim has a row. Rows are never reassigned,
+ * so a complete map is immutable and valid for the life of the query: no invalidation. */
+typedef struct ovs_rowmap {
+	const struct ovs_column *col; /* the column it maps into */
+	uint32_t n;                   /* prims (= query count) */
+	bool identity;                /* rows[i] == i for all i: the query is the column's row order */
+	uint32_t rows[];              /* row of prim i */
+} ovs_rowmap;
+
+#define OVS_QUERY_ROWMAPS 8 /* columns cached per query (a simulation step writes a handful) */
+
 typedef struct ovs_query {
 	ovs_hobj h;                   /* handle object (kind OVS_H_QUERY) */
 	ovs_stage *st;                /* owning stage */
@@ -36,7 +47,14 @@ typedef struct ovs_query {
 	ovx_token_t *scope;           /* filter queries: attrs scoping fetch_query_result (distinct, in
 	                               * the caller's order); NULL = every column */
 	size_t nscope;                /* entries in scope */
+	_Atomic(ovs_rowmap *) rowmaps[OVS_QUERY_ROWMAPS]; /* complete row maps, installed by CAS */
 } ovs_query;
+
+/* The query's complete row map for a column, or NULL (not cached, or some prim has no row yet). */
+const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c);
+/* Caches a complete row map built by the caller (rows of all q->count prims); takes ownership (frees
+ * it if there is no room or another thread installed one first). Returns the installed map. */
+const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m);
 
 /* A new query object with one reference (the caller's), no prims, state not finished. */
 ovs_query *ovs_query_new(ovs_stage *st);

@@ -118,8 +118,8 @@ static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_
 static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E, uint32_t *R, uint32_t k, size_t qn)
 {
 	bool identity = k == qn;
-	for (uint32_t i = 0; identity && i < k; i++)
-		identity = E[i] == i && R[i] == i;
+	for (uint32_t i = 0; identity && E && i < k; i++)
+		identity = E[i] == i && R[i] == i; /* E == NULL: the caller knows it is the identity */
 	ovs_version_ref(v);
 	g->v = v;
 	g->tensor.data = v->buf->data;
@@ -280,9 +280,61 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	if (!E || !R)
 		goto oom;
 	uint32_t k = 0, kd = 0;
+	/* The query's cached rows in this column (built on first use once every prim has a row). */
+	const ovs_rowmap *map = ovs_query_rowmap(r->q, c);
+	if (!map && qn) {
+		ovs_rowmap *m = malloc(sizeof *m + qn * sizeof m->rows[0]);
+		bool complete = m != NULL, identity = true;
+		for (size_t i = 0; complete && i < qn; i++) {
+			uint32_t row = ovs_column_row(c, r->q->paths[i]);
+			complete = row != UINT32_MAX;
+			if (complete) {
+				m->rows[i] = row;
+				identity = identity && row == i;
+			}
+		}
+		if (complete) {
+			m->col = c;
+			m->n = (uint32_t)qn;
+			m->identity = identity;
+			map = ovs_query_rowmap_install(r->q, m);
+		} else {
+			free(m);
+		}
+	}
+	if (!rg->has_start_ordinal && map && map->identity && v->all_present && qn <= v->rows) {
+		/* The query is rows 0..qn-1 of the column and all hold values: a view, O(1). */
+		free(E);
+		free(R);
+		E = R = NULL;
+		ovs_group *g = new_group(r, c, v, false);
+		if (!g || !add_group(r, g)) {
+			if (g)
+				group_destroy(&g->h);
+			goto oom;
+		}
+		if (c->schema.is_array) {
+			uint32_t *E2 = malloc(qn * sizeof *E2), *R2 = malloc(qn * sizeof *R2);
+			if (!E2 || !R2) {
+				free(E2);
+				free(R2);
+				goto oom;
+			}
+			for (uint32_t i = 0; i < qn; i++)
+				E2[i] = R2[i] = i;
+			if (!fill_arrays(g, c, v, E2, R2, (uint32_t)qn, qn)) {
+				free(E2);
+				free(R2);
+				goto oom;
+			}
+		} else {
+			fill_values(g, c, v, NULL, NULL, (uint32_t)qn, qn);
+		}
+		goto out;
+	}
 	if (!rg->has_start_ordinal) {
 		for (size_t i = 0; i < qn; i++) {
-			uint32_t row = ovs_column_row(c, r->q->paths[i]);
+			uint32_t row = map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);
 			if (row < v->rows && bit_get(v->present, row)) {
 				E[k] = (uint32_t)i;
 				R[k++] = row;
@@ -307,7 +359,7 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 					chg[u->changed[j] / 64] |= (uint64_t)1 << (u->changed[j] % 64);
 		}
 		for (size_t i = 0; i < qn; i++) {
-			uint32_t row = ovs_column_row(c, r->q->paths[i]);
+			uint32_t row = map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);
 			if (row >= v->rows || !bit_get(chg, row))
 				continue;
 			if (bit_get(v->present, row)) {

@@ -46,6 +46,12 @@ struct ovs_stage {
 	void **old_arrays;              /* superseded column arrays, freed at destroy */
 	size_t n_old_arrays;            /* entries in old_arrays */
 
+	/* --- pool of large, already-faulted buffers (reused by FULL writes and seals) --- */
+	pthread_mutex_t pool_lock;      /* guards the pool (one short critical section per buffer) */
+	ovs_buffer *pool[16];           /* free buffers */
+	size_t npool;                   /* entries */
+	size_t pool_bytes;              /* their capacity in total (bounded by OVS_POOL_MAX_BYTES) */
+
 	/* --- prim existence (latest state): path id -> 0 unknown, 1 exists, 2 deleted --- */
 	ovs_radix prims;
 
@@ -63,6 +69,8 @@ struct ovs_stage {
 
 	/* --- handles --- */
 	ovs_handles handles;            /* queries, reads, ordinal queries, maps */
+	ovx_token_t derived[3];         /* usd-path, usd-parent, usd-children (interned at creation) */
+	_Atomic uint64_t prim_deletes;  /* whole-prim deletes executed (writes re-assert existence if any) */
 	_Atomic int64_t live_ops;       /* op ids issued and not yet released */
 	_Atomic int64_t jobs_in_flight; /* op jobs submitted and not yet finished (destroy waits) */
 };
@@ -118,7 +126,11 @@ ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes);
 void ovs_blob_ref(ovs_blob *b);
 void ovs_blob_unref(ovs_blob *b);
 
-/* Buffers */
+/* Buffers. Large buffers (>= 1 MiB) come from the stage's pool when one of the same size is free,
+ * else from a pre-faulted mapping; they return to the pool when released (bounded), so steady-state
+ * full writes neither map nor fault memory. */
+#define OVS_POOL_MAX_BYTES ((size_t)1 << 30)
+void ovs_buffer_pool_fini(ovs_stage *st);
 ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes);
 ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes);
 void ovs_buffer_unref(ovs_buffer *b);

@@ -36,12 +36,61 @@ static void count_buffer(size_t bytes, int sign)
 
 #define OVS_MMAP_THRESHOLD (1u << 20)
 
+/* Takes a free pooled buffer of exactly `cap` bytes, or NULL. */
+static ovs_buffer *pool_take(ovs_stage *st, size_t cap)
+{
+	ovs_buffer *b = NULL;
+	pthread_mutex_lock(&st->pool_lock);
+	for (size_t i = 0; i < st->npool; i++)
+		if (st->pool[i]->capacity == cap) {
+			b = st->pool[i];
+			st->pool[i] = st->pool[--st->npool];
+			st->pool_bytes -= cap;
+			break;
+		}
+	pthread_mutex_unlock(&st->pool_lock);
+	if (b)
+		atomic_store_explicit(&b->refs, 1, memory_order_relaxed); /* ours alone: published by the caller */
+	return b;
+}
+
+/* Returns a released buffer to the pool if there is room; false if the caller must free it. */
+static bool pool_give(ovs_stage *st, ovs_buffer *b)
+{
+	bool kept = false;
+	pthread_mutex_lock(&st->pool_lock);
+	if (st->npool < sizeof st->pool / sizeof st->pool[0] && st->pool_bytes + b->capacity <= OVS_POOL_MAX_BYTES) {
+		st->pool[st->npool++] = b;
+		st->pool_bytes += b->capacity;
+		kept = true;
+	}
+	pthread_mutex_unlock(&st->pool_lock);
+	return kept;
+}
+
+void ovs_buffer_pool_fini(ovs_stage *st)
+{
+	for (size_t i = 0; i < st->npool; i++) {
+		count_buffer(st->pool[i]->capacity, -1);
+		munmap(st->pool[i]->data, st->pool[i]->capacity);
+		free(st->pool[i]);
+	}
+	st->npool = 0;
+	st->pool_bytes = 0;
+}
+
 ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
 {
+	size_t cap = bytes ? bytes : 64;
+	if (cap >= OVS_MMAP_THRESHOLD) {
+		cap = (cap + 4095) & ~(size_t)4095;
+		ovs_buffer *pooled = pool_take(st, cap);
+		if (pooled)
+			return pooled; /* already counted live, already faulted */
+	}
 	ovs_buffer *b = malloc(sizeof *b);
 	if (!b)
 		return NULL;
-	size_t cap = bytes ? bytes : 64;
 	void *p;
 	if (cap >= OVS_MMAP_THRESHOLD) {
 		/* Large buffers come pre-faulted: copying into memory that is not yet faulted runs several
@@ -87,13 +136,17 @@ void ovs_buffer_unref(ovs_buffer *b)
 	/* acq_rel: the last holder sees all readers' accesses before the memory is released. */
 	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
 		return;
-	count_buffer(b->capacity, -1);
 	if (b->managed) {
+		count_buffer(b->capacity, -1);
 		if (b->managed->deleter)
 			b->managed->deleter(b->managed); /* exactly once: only the last reference gets here */
 	} else if (b->capacity >= OVS_MMAP_THRESHOLD) {
+		if (pool_give(b->stage, b))
+			return; /* still counted live: pooled memory is retained memory */
+		count_buffer(b->capacity, -1);
 		munmap(b->data, b->capacity);
 	} else {
+		count_buffer(b->capacity, -1);
 		free(b->data);
 	}
 	free(b);
@@ -430,6 +483,23 @@ static inline void bit_clear(uint64_t *bm, uint32_t r)
 	bm[r / 64] &= ~((uint64_t)1 << (r % 64));
 }
 
+/* Sets bits [0, n) (whole words at once). */
+static void bits_set_prefix(uint64_t *bm, uint32_t n)
+{
+	memset(bm, 0xff, (size_t)(n / 64) * sizeof *bm);
+	if (n % 64)
+		bm[n / 64] |= ((uint64_t)1 << (n % 64)) - 1;
+}
+
+/* Whether bits [0, n) are all set. */
+static bool bits_all_prefix(const uint64_t *bm, uint32_t n)
+{
+	for (uint32_t w = 0; w < n / 64; w++)
+		if (bm[w] != ~(uint64_t)0)
+			return false;
+	return !(n % 64) || (bm[n / 64] | ~(((uint64_t)1 << (n % 64)) - 1)) == ~(uint64_t)0;
+}
+
 /* Applies a delta's bytes to a buffer (tombstones change presence only). */
 static void apply_bytes(jobs_worker *w, ovs_buffer *buf, const ovs_delta *d, size_t rb)
 {
@@ -527,8 +597,7 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 						 (size_t)(prev->rows - last_full->nrows) * rb);
 			}
 		}
-		for (uint32_t r = 0; r < last_full->nrows; r++)
-			bit_set(present, r);
+		bits_set_prefix(present, last_full->nrows);
 		v->all_changed = true;
 	} else if (prev && c->spare && c->spare->capacity >= (size_t)rows * rb) {
 		/* Recycle: the spare holds the rows as of the version before the oldest retained one;
@@ -593,6 +662,7 @@ changed_rows:
 		v->nchanged = (uint32_t)u;
 	}
 	v->generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
+	v->all_present = bits_all_prefix(present, rows);
 	v->deltas = ds;
 	return v;
 }

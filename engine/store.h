@@ -98,6 +98,7 @@ typedef struct ovs_version {
 	uint32_t *changed;          /* rows changed at this ordinal, sorted (NULL + all_changed for FULL) */
 	uint32_t nchanged;          /* entries in changed */
 	bool all_changed;           /* every row changed (FULL delta) */
+	bool all_present;           /* every row 0..rows-1 holds a value (reads skip presence checks) */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
 	struct ovs_version *_Atomic older; /* the previous retained version (owned reference); cut by the
 	                                     * sealer when it leaves retention, so readers follow it only

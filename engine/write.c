@@ -138,7 +138,8 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				return OVSTAGE_ERROR_PRIM_NOT_FOUND;
 			}
 	}
-	/* Map the selected elements to rows (creating rows for new prims). */
+	/* Map the selected elements to rows (creating rows for new prims). A query that has written
+	 * this column before has its rows cached: no per-prim lookups then. */
 	uint32_t *rows = malloc((n ? n : 1) * sizeof *rows);
 	if (!rows) {
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
@@ -146,21 +147,62 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	}
 	uint32_t k = 0;
 	bool identity = !l->mask && n == op->q->count;
-	for (uint32_t i = 0; i < n; i++) {
-		if (!ovs_layout_selected(l, i))
-			continue;
-		bool created;
-		uint32_t r = ovs_column_row_create(c, paths[i], &created);
-		if (r == UINT32_MAX) {
-			free(rows);
-			ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too large)",
-				       (unsigned long long)paths[i]);
-			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	const ovs_rowmap *map = ovs_query_rowmap(op->q, c);
+	/* acquire: a whole-prim delete since the prims were created means their existence must be
+	 * re-asserted; without any, every prim with a row exists. */
+	bool reassert = atomic_load_explicit(&st->prim_deletes, memory_order_acquire) != 0;
+	if (map) {
+		identity = identity && map->identity;
+		if (reassert)
+			for (uint32_t i = 0; i < n; i++)
+				if (ovs_layout_selected(l, i))
+					ovs_prim_set(st, paths[i], 1);
+		if (identity && !l->is_array && n == atomic_load_explicit(&c->nrows, memory_order_acquire)) {
+			k = n; /* rows 0..n-1 are every row: the FULL delta below needs no row list */
+		} else if (!l->mask) {
+			memcpy(rows, map->rows, (size_t)n * sizeof *rows);
+			k = n;
+		} else {
+			/* walk the mask a word at a time: zero words (unselected runs) cost nothing */
+			for (uint32_t wd = 0; wd < (n + 63) / 64; wd++) {
+				uint64_t bits = l->mask[wd];
+				if (wd == (n - 1) / 64 && n % 64)
+					bits &= ((uint64_t)1 << (n % 64)) - 1;
+				while (bits) {
+					uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(bits);
+					bits &= bits - 1;
+					rows[k++] = map->rows[i];
+				}
+			}
 		}
-		if (r != i)
-			identity = false;
-		rows[k++] = r;
-		ovs_prim_set(st, paths[i], 1);
+	} else {
+		for (uint32_t i = 0; i < n; i++) {
+			if (!ovs_layout_selected(l, i))
+				continue;
+			bool created;
+			uint32_t r = ovs_column_row_create(c, paths[i], &created);
+			if (r == UINT32_MAX) {
+				free(rows);
+				ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too "
+					       "large)", (unsigned long long)paths[i]);
+				return OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+			if (r != i)
+				identity = false;
+			rows[k++] = r;
+			ovs_prim_set(st, paths[i], 1);
+		}
+		if (!l->mask && n == op->q->count && n) {
+			/* every prim of the query has a row now: cache the map */
+			ovs_rowmap *m = malloc(sizeof *m + (size_t)n * sizeof m->rows[0]);
+			if (m) {
+				m->col = c;
+				m->n = n;
+				m->identity = identity;
+				memcpy(m->rows, rows, (size_t)n * sizeof *rows);
+				ovs_query_rowmap_install(op->q, m);
+			}
+		}
 	}
 	size_t rb = c->row_bytes;
 	ovs_delta *d = calloc(1, sizeof *d);
@@ -243,6 +285,10 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		}
 		uint32_t j = 0;
 		for (uint32_t i = 0; i < n; i++) {
+			if (l->mask && (i % 64) == 0 && l->mask[i / 64] == 0) {
+				i += 63; /* a word of unselected elements */
+				continue;
+			}
 			if (!ovs_layout_selected(l, i))
 				continue;
 			uint32_t src = ovs_layout_source_row(l, i);
@@ -382,12 +428,14 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 	/* From here on, rejections release what op->e owns (exactly once). */
 	for (size_t i = 0; i < write_count; i++) {
 		write_entry *e = &op->e[i];
-		char what[64];
-		snprintf(what, sizeof what, "writes[%zu].attribute", i);
-		ovx_token_t t;
-		s = ovs_resolve_attr(st, writes[i].attribute, false, &t, what);
-		if (s != OVSTAGE_OK)
-			goto reject_op;
+		ovx_token_t t = writes[i].attribute.token;
+		if (!t || !ovs_pd_token_is_valid(st->pd, t)) { /* strings, and errors: the slower path */
+			char what[64];
+			snprintf(what, sizeof what, "writes[%zu].attribute", i);
+			s = ovs_resolve_attr(st, writes[i].attribute, false, &t, what);
+			if (s != OVSTAGE_OK)
+				goto reject_op;
+		}
 		if (ovs_attr_is_derived(st, t)) {
 			s = ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "writes[%zu]: \"%s\" is derived from path structure "
 					"and cannot be written", i, ovs_attr_name(st, t));
