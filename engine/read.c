@@ -274,11 +274,9 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		goto out; /* the column had no data at `end` */
 	}
 	size_t qn = r->q->count;
-	uint32_t *E = malloc((qn ? qn : 1) * sizeof *E), *R = malloc((qn ? qn : 1) * sizeof *R);
+	uint32_t *E = NULL, *R = NULL; /* allocated below unless the O(1) path applies */
 	uint32_t *DE = NULL;
 	uint64_t *chg = NULL;
-	if (!E || !R)
-		goto oom;
 	uint32_t k = 0, kd = 0;
 	/* The query's cached rows in this column (built on first use once every prim has a row). */
 	const ovs_rowmap *map = ovs_query_rowmap(r->q, c);
@@ -304,9 +302,6 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	}
 	if (!rg->has_start_ordinal && map && map->identity && v->all_present && qn <= v->rows) {
 		/* The query is rows 0..qn-1 of the column and all hold values: a view, O(1). */
-		free(E);
-		free(R);
-		E = R = NULL;
 		ovs_group *g = new_group(r, c, v, false);
 		if (!g || !add_group(r, g)) {
 			if (g)
@@ -332,6 +327,10 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		}
 		goto out;
 	}
+	E = malloc((qn ? qn : 1) * sizeof *E);
+	R = malloc((qn ? qn : 1) * sizeof *R);
+	if (!E || !R)
+		goto oom;
 	if (!rg->has_start_ordinal) {
 		for (size_t i = 0; i < qn; i++) {
 			uint32_t row = map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);

@@ -284,19 +284,22 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 		uint32_t j = 0;
-		for (uint32_t i = 0; i < n; i++) {
-			if (l->mask && (i % 64) == 0 && l->mask[i / 64] == 0) {
-				i += 63; /* a word of unselected elements */
-				continue;
+		/* Visit the selected elements only: with a mask, its set bits (ctz over words), so the cost
+		 * follows the rows written, not the query's size. */
+		for (uint32_t wd = 0; wd < (n + 63) / 64; wd++) {
+			uint64_t bits = l->mask ? l->mask[wd] : ~(uint64_t)0;
+			if (wd == (n - 1) / 64 && n % 64)
+				bits &= ((uint64_t)1 << (n % 64)) - 1;
+			while (bits) {
+				uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(bits);
+				bits &= bits - 1;
+				uint32_t src = ovs_layout_source_row(l, i);
+				if (base)
+					memcpy(d->values + (size_t)j * rb, (const char *)base + (size_t)src * rb, rb);
+				else
+					ovs_layout_copy_row(l, src, d->values + (size_t)j * rb);
+				j++;
 			}
-			if (!ovs_layout_selected(l, i))
-				continue;
-			uint32_t src = ovs_layout_source_row(l, i);
-			if (base)
-				memcpy(d->values + (size_t)j * rb, (const char *)base + (size_t)src * rb, rb);
-			else
-				ovs_layout_copy_row(l, src, d->values + (size_t)j * rb);
-			j++;
 		}
 	}
 	ovs_column_push_delta(c, d);
