@@ -217,20 +217,22 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	/* Inside the grace section: find the version as of `end` and, for a range read, the versions
 	 * back to the range start, and pin them all (the sealer may cut the chain meanwhile; what we
 	 * reach stays alive until we leave). */
-	ovs_version *pinned[64];
+	/* Room for every retained version (the retention depth bounds the walk), plus one. */
+	size_t cap = (size_t)st->retention + 2;
+	ovs_version *small[16];
+	ovs_version **pinned = cap <= 16 ? small : malloc(cap * sizeof *pinned);
 	size_t npinned = 0;
-	bool truncated = false;
+	if (!pinned) {
+		ovs_err_format(err, errlen, "out of memory pinning versions");
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
 	unsigned p = ovs_snapshot_enter(st);
 	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_acquire);
 	ovs_version *latest = ovs_snapshot_version(snap, c);
 	ovs_version *v = latest;
 	while (v && v->ordinal > end)
 		v = atomic_load_explicit(&v->older, memory_order_acquire);
-	for (ovs_version *u = v; u; u = atomic_load_explicit(&u->older, memory_order_acquire)) {
-		if (npinned == sizeof pinned / sizeof pinned[0]) {
-			truncated = true;
-			break;
-		}
+	for (ovs_version *u = v; u && npinned < cap; u = atomic_load_explicit(&u->older, memory_order_acquire)) {
 		ovs_version_ref(u);
 		pinned[npinned++] = u;
 		if (!rg->has_start_ordinal || u->ordinal < rg->start_ordinal || u->all_changed)
@@ -239,13 +241,6 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	bool had_any = latest != NULL;
 	ovs_snapshot_leave(st, p);
 	ovstage_api_status_t s = OVSTAGE_OK;
-	if (truncated) {
-		ovs_err_format(err, errlen, "\"%s\": range [%llu, %llu] spans more than %zu retained versions",
-			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,
-			       (unsigned long long)end, sizeof pinned / sizeof pinned[0]);
-		s = OVSTAGE_ERROR_NOT_SUPPORTED;
-		goto out;
-	}
 	if (end > floor && atomic_load_explicit(&c->max_written, memory_order_relaxed) > floor) {
 		ovs_err_format(err, errlen, "\"%s\": end_ordinal %llu is above the write floor %llu and the column has "
 			       "unsealed writes", ovs_attr_name(st, c->name), (unsigned long long)end,
@@ -414,6 +409,8 @@ oom:
 out:
 	for (size_t i = 0; i < npinned; i++)
 		ovs_version_unref(pinned[i]);
+	if (pinned != small)
+		free(pinned);
 	return s;
 }
 
