@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "errors.h"
+#include "log.h"
 
 /* Wraps the caller's op so that the stage counts jobs in flight (destroy waits for zero). */
 typedef struct op_wrap {
@@ -20,6 +21,12 @@ static void wrap_fn(jobs_worker *w, void *arg, jobs_run *run)
 {
 	op_wrap *o = arg;
 	o->fn(w, o->arg, run);
+	/* Failures also go to the log callback (channel "ops"); one relaxed load when nobody listens. */
+	if (jobs_run_failed(run) && ovs_log_on(OVSTAGE_LOG_WARNING)) {
+		const char *m = jobs_run_message(run);
+		ovs_log(OVSTAGE_LOG_WARNING, "ops", "op %llu failed: %s", (unsigned long long)jobs_run_id(run),
+			m ? m : "(no message)");
+	}
 }
 
 static void wrap_cleanup(void *arg, bool ran)

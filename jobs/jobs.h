@@ -162,6 +162,11 @@ jobs_status jobs_release(jobs_sched *s, jobs_id id);
 void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Inside a job body (or after its body returned, in the same call): whether jobs_job_fail was
+ * called, and its message (NULL if none). */
+bool jobs_run_failed(const jobs_run *run);
+const char *jobs_run_message(const jobs_run *run);
+
 /* Inside a job body: the receipt of the job being run. */
 jobs_id jobs_run_id(const jobs_run *run);
 

@@ -83,6 +83,16 @@ void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)
 	va_end(ap);
 }
 
+bool jobs_run_failed(const jobs_run *run)
+{
+	return run->failed;
+}
+
+const char *jobs_run_message(const jobs_run *run)
+{
+	return run->message;
+}
+
 jobs_id jobs_run_id(const jobs_run *run)
 {
 	return run->id;

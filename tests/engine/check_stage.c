@@ -1267,6 +1267,42 @@ START_TEST(test_derived_columns)
 }
 END_TEST
 
+
+/* ---- op failures reach the log callback ------------------------------------------------------ */
+
+static char g_logged[2048];
+static _Atomic int g_log_calls;
+static void capture_log(ovstage_log_severity_t sev, double ts, ovx_string_t msg, void *user)
+{
+	(void)ts;
+	(void)user;
+	if (sev == OVSTAGE_LOG_WARNING && msg.ptr && strstr(msg.ptr, "already exists")) {
+		snprintf(g_logged, sizeof g_logged, "%.*s", (int)msg.length, msg.ptr);
+		atomic_fetch_add(&g_log_calls, 1);
+	}
+}
+
+START_TEST(test_op_failure_logged)
+{
+	fixture f;
+	setup_n(&f, 2);
+	ovx_token_t t = tok(&f, "x");
+	float v[2] = { 1, 2 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 2));
+	ck_assert_int_eq(ovstage_set_log_callback(OVSTAGE_LOG_WARNING, NULL, capture_log, NULL), OVSTAGE_OK);
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 2, 1);
+	char msg[600];
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, f.q, A(t), 2, w, OVSTAGE_PRIM_MODE_INSERT), msg,
+				  sizeof msg), 1);
+	ck_assert_int_eq(ovstage_flush_log(OVSTAGE_TIMEOUT_INFINITE), OVSTAGE_OK);
+	ck_assert_int_eq(atomic_load(&g_log_calls), 1);
+	ck_assert_msg(strstr(g_logged, "[ops]") && strstr(g_logged, "failed"), "logged: %s", g_logged);
+	ck_assert_int_eq(ovstage_set_log_callback(OVSTAGE_LOG_WARNING, NULL, NULL, NULL), OVSTAGE_OK);
+	teardown(&f);
+}
+END_TEST
+
 /* ---- retention soak: memory stays bounded ---------------------------------------------------- */
 
 void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
@@ -1586,6 +1622,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_retention_soak_bounded);
 	tcase_add_test(tc, test_array_columns);
 	tcase_add_test(tc, test_derived_columns);
+	tcase_add_test(tc, test_op_failure_logged);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	suite_add_tcase(su, tc);
 	return su;
