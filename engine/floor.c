@@ -276,24 +276,11 @@ ovstage_api_status_t ovs_fetch_ordinal(ovstage_context_t *ctx, ovstage_ordinal_q
 	return s;
 }
 
-static void noop_job(jobs_worker *w, void *arg, jobs_run *run)
-{
-	(void)w;
-	(void)arg;
-	(void)run;
-}
-
 ovstage_enqueue_result_t ovs_release_ordinal_query(ovstage_context_t *ctx, ovstage_ordinal_query_handle_t handle)
 {
 	ovs_err_clear();
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (!st)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
-	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, OVS_H_ORDQ);
-	if (!h)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "ordinal query handle %llu is not live "
-						"(already released?)", (unsigned long long)handle));
-	ovs_hobj_unref(h);
-	ovs_op_desc d = { .fn = noop_job, .run_after_failure = true };
-	return ovs_op_submit(st, &d);
+	return ovs_release_handle_op(st, handle, OVS_H_ORDQ, "ordinal query handle");
 }

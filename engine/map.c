@@ -361,13 +361,6 @@ static ovstage_api_status_t check_sync(ovstage_cuda_sync_t sync)
 	return OVSTAGE_OK;
 }
 
-static void noop_job(jobs_worker *w, void *arg, jobs_run *run)
-{
-	(void)w;
-	(void)arg;
-	(void)run;
-}
-
 ovstage_enqueue_result_t ovs_unmap_group(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,
 					 const ovstage_map_group_t *group, ovstage_cuda_sync_t write_done_sync)
 {
@@ -389,7 +382,7 @@ ovstage_enqueue_result_t ovs_unmap_group(ovstage_context_t *ctx, ovstage_map_han
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "group was not fetched from map handle %llu",
 						(unsigned long long)map_handle));
 	/* One group per session: its bytes are committed with the session by unmap_attribute. */
-	ovs_op_desc d = { .fn = noop_job, .run_after_failure = true };
+	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true };
 	return ovs_op_submit(st, &d);
 }
 
@@ -410,7 +403,7 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	ovs_map *m = (ovs_map *)h;
 	/* The caller's op runs after the commit; its failure (a failed map, say) reaches wait_op. */
 	jobs_id commit = m->commit_op;
-	ovs_op_desc d = { .fn = noop_job, .after = &commit, .after_count = 1 };
+	ovs_op_desc d = { .fn = ovs_op_noop, .after = &commit, .after_count = 1 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 	/* Commit whatever the outcome of the submission: unmap always commits (there is no cancel). */
 	jobs_fence_resolve(st->sched, commit);

@@ -84,6 +84,25 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 	return r;
 }
 
+void ovs_op_noop(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)arg;
+	(void)run;
+}
+
+ovstage_enqueue_result_t ovs_release_handle_op(ovs_stage *st, uint64_t handle, ovs_handle_kind kind,
+					       const char *what)
+{
+	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, kind);
+	if (!h)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu is not live (already released?)",
+						what, (unsigned long long)handle));
+	ovs_hobj_unref(h);
+	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true };
+	return ovs_op_submit(st, &d);
+}
+
 void ovs_ops_quiesce(ovs_stage *st)
 {
 	struct timespec ts = { 0, 100000 };

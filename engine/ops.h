@@ -26,6 +26,14 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d);
 /* Inside a body: fail the op with a status and message. */
 #define ovs_op_fail(run, status, ...) jobs_job_fail((run), (int)(status), __VA_ARGS__)
 
+/* A body that does nothing (ops whose effect happened at the call, such as releases). */
+void ovs_op_noop(jobs_worker *w, void *arg, jobs_run *run);
+
+/* Retires a handle of `kind` (named `what` in messages) and returns an op that completes at once:
+ * the release enqueue of the API (in-flight ops hold their own references). */
+ovstage_enqueue_result_t ovs_release_handle_op(ovs_stage *st, uint64_t handle, ovs_handle_kind kind,
+					       const char *what);
+
 /* Waits until the stage has no job running (destroy). */
 void ovs_ops_quiesce(ovs_stage *st);
 

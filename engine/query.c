@@ -277,26 +277,12 @@ ovstage_api_status_t ovs_release_query_result(ovstage_context_t *ctx, const ovst
 	return OVSTAGE_OK;
 }
 
-static void noop_op(jobs_worker *w, void *arg, jobs_run *run)
-{
-	(void)w;
-	(void)arg;
-	(void)run;
-}
-
 ovstage_enqueue_result_t ovs_release_query(ovstage_context_t *ctx, ovstage_query_handle_t handle)
 {
 	ovs_err_clear();
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (!st)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
-	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, OVS_H_QUERY);
-	if (!h)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE,
-						"query handle %llu is not live (already released?)",
-						(unsigned long long)handle));
 	/* Ops in flight hold their own references; the object goes when the last one finishes. */
-	ovs_hobj_unref(h);
-	ovs_op_desc d = { .fn = noop_op, .run_after_failure = true };
-	return ovs_op_submit(st, &d);
+	return ovs_release_handle_op(st, handle, OVS_H_QUERY, "query handle");
 }

@@ -731,25 +731,12 @@ ovstage_api_status_t ovs_release_group(ovstage_context_t *ctx, const ovstage_rea
 	return OVSTAGE_OK;
 }
 
-static void noop_job(jobs_worker *w, void *arg, jobs_run *run)
-{
-	(void)w;
-	(void)arg;
-	(void)run;
-}
-
 ovstage_enqueue_result_t ovs_release_read(ovstage_context_t *ctx, ovstage_read_handle_t read_handle)
 {
 	ovs_err_clear();
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (!st)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
-	ovs_hobj *h = ovs_handle_remove(&st->handles, read_handle, OVS_H_READ);
-	if (!h)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "read handle %llu is not live (already "
-						"released?)", (unsigned long long)read_handle));
 	/* Unfetched groups go with the read; fetched ones live until release_group. */
-	ovs_hobj_unref(h);
-	ovs_op_desc d = { .fn = noop_job, .run_after_failure = true };
-	return ovs_op_submit(st, &d);
+	return ovs_release_handle_op(st, read_handle, OVS_H_READ, "read handle");
 }
