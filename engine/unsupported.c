@@ -1,8 +1,8 @@
 /*
- * unsupported.c — the exported functions this build declares but does not implement: clone (to be
- * implemented), hierarchy lookup and computation, instancing, the alignment helper, USD population
- * and USD export (these need OpenUSD, which this build does not include), and the static loader's
- * ovstage_executable_dir.
+ * unsupported.c — the exported functions this build declares but does not implement: hierarchy
+ * lookup and computation, instancing, the alignment helper, USD population and USD export (these
+ * need OpenUSD, which this build does not include), and the static loader's ovstage_executable_dir.
+ * ovstage_clone is defined here too, forwarding to clone.c.
  *
  * Every entry point clears the calling thread's last error, rejects obviously bad arguments with
  * OVSTAGE_ERROR_INVALID_ARGUMENT (out-handles and out-ids are set to their invalid values first, so

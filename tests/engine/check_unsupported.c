@@ -1,7 +1,7 @@
 /*
  * check_unsupported.c — Check suite of engine/unsupported.c: every exported function this build
- * declares but does not implement (clone, hierarchy, instancing, ovalign, USD population and
- * export, ovstage_executable_dir) is called with valid-looking arguments and must answer
+ * declares but does not implement (hierarchy, instancing, ovalign, USD population and export,
+ * ovstage_executable_dir; clone only for its NULL checks, it is implemented) is called with valid-looking arguments and must answer
  * OVSTAGE_ERROR_NOT_SUPPORTED (or its enqueue form with the invalid op id), leave out-handles and
  * out-ids invalid, and name itself in ovstage_get_last_error — and, for population and export, in
  * ovstage_population_get_last_error too. Also: NULL-argument rejections, the static list of
