@@ -6,9 +6,9 @@
  * NOT_FOUND, any existing target prim (for the source or any of its descendants) is PRIM_NOT_FOUND —
  * then, for every column, the source prims' values as of the latest sealed version are written to
  * the target prims as one sparse delta at the clone's ordinal (sealed, like any write, by a floor
- * advance); array rows are shared by reference (they are immutable). Path-valued data
- * (relationships, connections) is copied as is: rebasing paths that point inside the source subtree
- * is not implemented yet.
+ * advance); array rows are shared by reference (they are immutable), except path-valued rows
+ * (RELATIONSHIP_PATH_ID path-id arrays, CONNECTION_PATH_ID (path id, token) arrays) whose paths
+ * point inside the source subtree: those are rebased to each target. Paths outside stay unchanged.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +46,43 @@ static ovx_primpath_t rebase(ovs_pd *pd, ovx_primpath_t src, ovx_primpath_t dst,
 		return dst;
 	ovx_primpath_t parent = rebase(pd, src, dst, ovs_pd_path_parent(pd, p));
 	return parent ? ovs_pd_intern_child(pd, parent, ovs_pd_path_name(pd, p)) : 0;
+}
+
+/* For a path-valued array row (relationship targets: path ids; connections: (path id, token)
+ * pairs), a copy whose paths inside the source subtree point into the clone at `dst`; NULL when no
+ * element needs rebasing (the row is then shared). `lanes` elements per entry, the path id first. */
+static ovs_blob *rebased_row(ovs_pd *pd, ovx_primpath_t src, ovx_primpath_t dst, const ovs_blob *b,
+			     unsigned lanes, bool *oom)
+{
+	uint64_t entries = b->len / lanes;
+	bool any = false;
+	for (uint64_t e = 0; e < entries && !any; e++) {
+		uint64_t p;
+		memcpy(&p, b->data + e * lanes * sizeof p, sizeof p);
+		any = p && ovs_pd_path_is_valid(pd, p) && ovs_pd_path_is_prefix(pd, src, p);
+	}
+	if (!any)
+		return NULL;
+	ovs_blob *nb = ovs_blob_new(b->len, sizeof(uint64_t));
+	if (!nb) {
+		*oom = true;
+		return NULL;
+	}
+	memcpy(nb->data, b->data, (size_t)b->len * sizeof(uint64_t));
+	for (uint64_t e = 0; e < entries; e++) {
+		uint64_t p;
+		memcpy(&p, nb->data + e * lanes * sizeof p, sizeof p);
+		if (p && ovs_pd_path_is_valid(pd, p) && ovs_pd_path_is_prefix(pd, src, p)) {
+			uint64_t q = rebase(pd, src, dst, p);
+			if (!q) {
+				*oom = true;
+				ovs_blob_unref(nb);
+				return NULL;
+			}
+			memcpy(nb->data + e * lanes * sizeof q, &q, sizeof q);
+		}
+	}
+	return nb;
 }
 
 static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
@@ -101,6 +138,14 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 		if (!atomic_load_explicit(&col->has_schema, memory_order_acquire))
 			continue;
 		bool arr = col->schema.is_array;
+		/* Path-valued arrays are rebased per target when they point inside the source subtree. */
+		unsigned path_lanes = 0;
+		if (arr && col->schema.dtype.bits == 64 &&
+		    col->schema.semantic == OVSTAGE_SEMANTIC_RELATIONSHIP_PATH_ID && col->schema.dtype.lanes == 1)
+			path_lanes = 1;
+		else if (arr && col->schema.dtype.bits == 64 &&
+			 col->schema.semantic == OVSTAGE_SEMANTIC_CONNECTION_PATH_ID && col->schema.dtype.lanes == 2)
+			path_lanes = 2;
 		unsigned par = ovs_snapshot_enter(st);
 		ovs_version *v = ovs_snapshot_version(atomic_load_explicit(&st->snapshot, memory_order_acquire), col);
 		if (v)
@@ -137,9 +182,20 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 					s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 					break;
 				}
-				if (arr) { /* array rows are immutable blobs: share them */
-					d->blobs[d->nrows] = v->blobs[row];
-					ovs_blob_ref(v->blobs[row]);
+				if (arr) { /* array rows are immutable blobs: share them, or rebase path values */
+					ovs_blob *nb = NULL;
+					bool oom = false;
+					if (path_lanes && v->blobs[row])
+						nb = rebased_row(pd, c->source, c->targets[t], v->blobs[row], path_lanes, &oom);
+					if (oom) {
+						s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+						break;
+					}
+					if (!nb) {
+						nb = v->blobs[row];
+						ovs_blob_ref(nb);
+					}
+					d->blobs[d->nrows] = nb;
 				} else {
 					memcpy(d->values + (size_t)d->nrows * rb, (const char *)v->buf->data + (size_t)row * rb,
 					       rb);

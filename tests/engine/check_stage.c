@@ -984,6 +984,31 @@ START_TEST(test_clone_subtree)
 	ovstage_query_handle_t qs = query_of(&f, src, 2, NULL);
 	float v[2] = { 5, 7 };
 	wait_ok(&f, write_f(&f, qs, mass, 2, v, 2));
+	/* a relationship on the rig: one target inside the subtree, one outside */
+	ovx_string_t rp[3] = { { "/World/Proto/Rig/Arm", 20 }, { "/World/Other", 12 }, { "/World/Env0/Rig/Arm", 19 } };
+	ovx_primpath_t rids[3];
+	ck_assert_int_eq(path_dictionary_create_paths_from_strings(f.pd, rp, 3, rids).status, OVX_API_SUCCESS);
+	ovx_token_t rel = tok(&f, "physics:body");
+	uint64_t targets[2] = { rids[0], rids[1] };
+	int64_t tlen = 2;
+	DLTensor rt;
+	memset(&rt, 0, sizeof rt);
+	rt.data = targets;
+	rt.device.device_type = kDLCPU;
+	rt.ndim = 1;
+	rt.dtype.code = kDLUInt;
+	rt.dtype.bits = 64;
+	rt.dtype.lanes = 1;
+	rt.shape = &tlen;
+	ovstage_write_data_t rw;
+	memset(&rw, 0, sizeof rw);
+	rw.tensors = &rt;
+	rw.tensor_count = 1;
+	rw.count = 1;
+	rw.mask = (const uint64_t[]){ 1 };
+	rw.is_array = true;
+	rw.semantic = OVSTAGE_SEMANTIC_RELATIONSHIP_PATH_ID;
+	wait_ok(&f, ovstage_write_attribute(f.st, qs, A(rel), 2, rw, OVSTAGE_PRIM_MODE_UPSERT));
 	seal(&f, 2);
 	ovx_string_t from = { "/World/Proto/Rig", strlen("/World/Proto/Rig") };
 	ovx_string_t to[2] = { { "/World/Env0/Rig", 15 }, { "/World/Env1/Rig", 15 } };
@@ -1000,6 +1025,28 @@ START_TEST(test_clone_subtree)
 	ck_assert(r.present[2] && r.vals[2] == 5.f);
 	ck_assert(r.present[3] && r.vals[3] == 7.f);
 	ck_assert(r.present[4] && r.vals[4] == 5.f);
+	/* path values inside the source subtree point into each clone; outside ones are unchanged */
+	ovstage_read_handle_t rrh;
+	wait_ok(&f, ovstage_read_attributes(f.st, qd, &rel, 1, latest(3), &rrh));
+	ovstage_read_group_t rgp;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rrh, 0, &rgp), OVSTAGE_OK);
+	ck_assert(rgp.is_array);
+	bool checked_env0 = false;
+	for (uint32_t k = 0; k < rgp.prims.count; k++) {
+		uint32_t e = rgp.prims.index_map ? rgp.prims.index_map[k] : k;
+		const uint64_t *d = rgp.data.tensors[k].data;
+		ck_assert_int_eq(rgp.data.tensors[k].shape[0], 2);
+		ck_assert_uint_eq(d[1], rids[1]);
+		if (e == 0) { /* /World/Env0/Rig */
+			ck_assert_uint_eq(d[0], rids[2]);
+			checked_env0 = true;
+		}
+		if (e == 4) /* the source keeps its own */
+			ck_assert_uint_eq(d[0], rids[0]);
+	}
+	ck_assert(checked_env0);
+	ck_assert_int_eq(ovstage_release_group(f.st, &rgp), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rrh));
 	/* the clone is change-tracked at its ordinal */
 	read_f(&f, qd, mass, span(3, 3), &r);
 	ck_assert(r.present[0] && r.present[3] && !r.present[4]);
