@@ -59,6 +59,7 @@ struct ovs_stage {
 	_Atomic(ovs_snapshot *) snapshot; /* the latest sealed state */
 	_Atomic uint32_t parity;        /* which reader counter new readers use */
 	_Atomic uint64_t readers[2];    /* readers inside the lookup, per parity */
+	ovs_limbo limbo;                /* the previous seal's retirees (seal-owned) */
 
 	/* --- op sequencing (short critical sections at submission; execution is lock-free) --- */
 	pthread_mutex_t seq_lock;       /* guards the fields below */

@@ -690,14 +690,7 @@ static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t ke
 	return drop;
 }
 
-/* Versions cut from retention during one seal, dropped after its grace period. */
-typedef struct graveyard {
-	ovs_version **v; /* cut chains (each holds the rest of its chain) */
-	ovs_column **c;  /* the column of each */
-	size_t n, cap;   /* entries, capacity */
-} graveyard;
-
-static void bury(graveyard *g, ovs_column *c, ovs_version *v)
+static void bury(ovs_limbo *g, ovs_column *c, ovs_version *v)
 {
 	if (!v)
 		return;
@@ -739,20 +732,48 @@ static void harvest_spare(ovs_column *c, ovs_version *v)
 	c->spare = b;
 }
 
-static void empty_graveyard(graveyard *gy, bool harvest)
+static void free_snapshot(ovs_snapshot *snap)
 {
-	for (size_t g = 0; g < gy->n; g++) {
+	if (!snap)
+		return;
+	for (size_t i = 0; i < snap->ncols; i++)
+		ovs_version_unref(snap->versions[i]);
+	free(snap->cols);
+	free(snap->versions);
+	free(snap);
+}
+
+/* Frees what the limbo holds (its readers have left), harvesting spare buffers if asked. */
+static void empty_limbo(ovs_limbo *g, bool harvest)
+{
+	for (size_t i = 0; i < g->n; i++) {
 		if (harvest)
-			harvest_spare(gy->c[g], gy->v[g]);
-		ovs_version_unref(gy->v[g]);
+			harvest_spare(g->c[i], g->v[i]);
+		ovs_version_unref(g->v[i]);
 	}
-	free(gy->v);
-	free(gy->c);
+	g->n = 0;
+	free_snapshot(g->snap);
+	g->snap = NULL;
+	g->used = false;
+}
+
+/* Waits until the readers that could reach the limbo's contents have left, then frees them. */
+static void reclaim_limbo(ovs_stage *st)
+{
+	ovs_limbo *g = &st->limbo;
+	if (!g->used)
+		return;
+	unsigned spins = 0;
+	/* acquire: pairs with the readers' release decrements; their reads of what we free are done. */
+	while (atomic_load_explicit(&st->readers[g->parity], memory_order_acquire) != 0)
+		if (++spins > 64)
+			sched_yield();
+	empty_limbo(g, true);
 }
 
 /* Seals one column through n: builds a version per ordinal, chains it, trims retention. */
 static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_column *c, ovstage_ordinal_t n,
-					graveyard *gy, char *err, size_t errlen)
+					ovs_limbo *gy, char *err, size_t errlen)
 {
 	if (!take_inbox(c)) {
 		ovs_err_format(err, errlen, "out of memory sorting pending writes of a column");
@@ -784,14 +805,16 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
 				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
 {
-	graveyard gy = { NULL, NULL, 0, 0 };
+	/* The previous seal's retirees first (their spare buffers serve this seal's sparse versions). */
+	reclaim_limbo(st);
+	ovs_limbo *gy = &st->limbo;
 	for (size_t i = 0; i < ncols; i++) {
-		ovstage_api_status_t s = seal_column(st, w, cols[i], n, &gy, err, errlen);
+		ovstage_api_status_t s = seal_column(st, w, cols[i], n, gy, err, errlen);
 		if (s != OVSTAGE_OK) {
 			/* Versions built so far stay chained (the next seal publishes them); the ones cut from
-			 * retention are dropped after a grace period, as on success. */
+			 * retention are dropped after a grace period (rare path: wait for it here). */
 			ovs_snapshot_flip_and_wait(st);
-			empty_graveyard(&gy, false);
+			empty_limbo(gy, false);
 			return s;
 		}
 	}
@@ -834,16 +857,18 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 	}
 	if (advance_stage_floor && n > atomic_load_explicit(&st->all_floor, memory_order_relaxed))
 		atomic_store_explicit(&st->all_floor, n, memory_order_release);
-	/* Grace period for the old snapshot struct and for the versions cut from retention. */
-	ovs_snapshot_flip_and_wait(st);
-	empty_graveyard(&gy, true);
-	if (old) {
-		for (size_t i = 0; i < old->ncols; i++)
-			ovs_version_unref(old->versions[i]);
-		free(old->cols);
-		free(old->versions);
-		free(old);
-	}
+	/* Retire the old snapshot and the cut versions: new readers use the other counter from the
+	 * flip on and cannot reach them; the readers of this parity are waited for by the next seal. */
+	unsigned p = atomic_load_explicit(&st->parity, memory_order_relaxed);
+	/* seq_cst: the sealer's half of the Dekker pattern in ovs_snapshot_enter. */
+	atomic_store_explicit(&st->parity, p ^ 1u, memory_order_seq_cst);
+	gy->snap = old;
+	gy->parity = p;
+	gy->used = true;
+	/* acquire: pairs with the readers' release decrements. Usually nobody is inside: free now;
+	 * otherwise the next seal does (it waits for them then, by which time they have left). */
+	if (atomic_load_explicit(&st->readers[p], memory_order_acquire) == 0)
+		empty_limbo(gy, true);
 	return OVSTAGE_OK;
 }
 
@@ -862,14 +887,10 @@ ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st)
 
 void ovs_store_fini(ovs_stage *st)
 {
-	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_relaxed);
-	if (snap) {
-		for (size_t i = 0; i < snap->ncols; i++)
-			ovs_version_unref(snap->versions[i]);
-		free(snap->cols);
-		free(snap->versions);
-		free(snap);
-	}
+	empty_limbo(&st->limbo, false); /* no readers are left at destroy */
+	free(st->limbo.v);
+	free(st->limbo.c);
+	free_snapshot(atomic_load_explicit(&st->snapshot, memory_order_relaxed));
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
 	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
 	for (size_t i = 0; i < n; i++) {

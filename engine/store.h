@@ -135,4 +135,16 @@ typedef struct ovs_snapshot {
 	ovs_version **versions;      /* their latest versions (references held by the snapshot) */
 } ovs_snapshot;
 
+/* What a seal retired (the previous snapshot, the versions cut from retention), freed at the start
+ * of the next seal once every reader of `parity` has left — by then they almost always have, so the
+ * sealer does not wait on a reader that was preempted inside its short section. Seal-owned. */
+typedef struct ovs_limbo {
+	bool used;                   /* holds a retirement */
+	unsigned parity;             /* the reader counter that protects it */
+	ovs_snapshot *snap;          /* the retired snapshot (NULL if none) */
+	ovs_version **v;             /* cut version chains */
+	struct ovs_column **c;       /* their columns (for harvesting spare buffers) */
+	size_t n, cap;               /* entries, capacity */
+} ovs_limbo;
+
 #endif /* OVSTAGE_ENGINE_STORE_H */

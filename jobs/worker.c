@@ -361,11 +361,10 @@ void *jobs_worker_main(void *arg)
 			if (atomic_load_explicit(&s->stopping, memory_order_acquire) && !jobs_work_visible(s) &&
 			    w->top == w->dq)
 				goto out;
-			uint64_t now = jobs_now_ns();
 			if (!idle_since)
-				idle_since = now;
-			if (now - idle_since >= spin_ns)
-				break;
+				idle_since = jobs_now_ns();
+			else if ((spins & 15) == 15 && jobs_now_ns() - idle_since >= spin_ns)
+				break; /* the clock is read every 16th round only: it costs tens of ns */
 			jobs_backoff(&spins);
 		}
 		/* Sleep. */
