@@ -284,6 +284,26 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 		uint32_t j = 0;
+		if (base && !l->index_map) {
+			/* Contiguous source, element i = source row i: copy runs of selected rows at once (the
+			 * whole payload without a mask; each run of set mask bits with one). */
+			uint32_t i = 0;
+			while (i < n) {
+				if (l->mask && !((l->mask[i / 64] >> (i % 64)) & 1)) {
+					uint64_t rest = l->mask[i / 64] >> (i % 64);
+					i = rest ? i + (uint32_t)__builtin_ctzll(rest) : (i / 64 + 1) * 64;
+					continue;
+				}
+				uint32_t run = i + 1;
+				while (run < n && (!l->mask || ((l->mask[run / 64] >> (run % 64)) & 1)))
+					run++;
+				memcpy(d->values + (size_t)j * rb, (const char *)base + (size_t)i * rb, (size_t)(run - i) * rb);
+				j += run - i;
+				i = run;
+			}
+			ovs_column_push_delta(c, d);
+			return OVSTAGE_OK;
+		}
 		/* Visit the selected elements only: with a mask, its set bits (ctz over words), so the cost
 		 * follows the rows written, not the query's size. */
 		for (uint32_t wd = 0; wd < (n + 63) / 64; wd++) {
