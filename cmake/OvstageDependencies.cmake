@@ -13,6 +13,10 @@ function(ovstage_require_pkg name module debian)
   endif()
 endfunction()
 
+# Concurrency Kit is a project dependency (design brief), but no module links it today: the hot
+# paths use our own C11 <stdatomic.h> code so that ThreadSanitizer sees every synchronisation (ck_pr
+# is inline assembly), and ck_epoch's per-thread records did not fit API calls from arbitrary
+# threads (docs/store.md explains the grace-period scheme used instead).
 ovstage_require_pkg(CK ck libck-dev)
 ovstage_require_pkg(HWLOC hwloc libhwloc-dev)
 find_package(Threads REQUIRED)
