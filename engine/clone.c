@@ -208,7 +208,7 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_delta_free(d);
 			continue;
 		}
-		ovs_column_push_delta(col, d);
+		ovs_column_push_delta(st, col, d);
 	}
 	for (size_t i = 0; i < n * c->ntargets; i++)
 		ovs_prim_set(st, dst[i], 1);

@@ -61,7 +61,7 @@ static bool tombstone(delete_op *d, ovs_column *c, uint64_t seq)
 	del->seq = seq;
 	del->nrows = k;
 	del->rows = rows;
-	ovs_column_push_delta(c, del);
+	ovs_column_push_delta(d->st, c, del);
 	return true;
 }
 

@@ -123,6 +123,8 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->sched = ovs_runtime_sched();
 	st->pd = pd;
 	st->retention = ovs_runtime_settings()->retention;
+	st->max_unsealed_bytes = (int64_t)(ovs_runtime_settings()->max_unsealed_mb << 20);
+	atomic_init(&st->unsealed_bytes, 0);
 	pthread_mutex_init(&st->cols_lock, NULL);
 	pthread_mutex_init(&st->pool_lock, NULL);
 	atomic_init(&st->cols, NULL);

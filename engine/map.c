@@ -204,7 +204,7 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		}
 		memcpy(d->values, m->buf->data, (size_t)m->n * rb);
 	}
-	ovs_column_push_delta(c, d);
+	ovs_column_push_delta(m->st, c, d);
 }
 
 static void commit_free(void *arg, bool ran)
@@ -250,6 +250,9 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		if (s != OVSTAGE_OK)
 			return ovs_rejected(ovs_err_set(s, "%s", err));
 	}
+	s = ovs_check_unsealed(st);
+	if (s != OVSTAGE_OK)
+		return ovs_rejected(s);
 	ovs_query *q = ovs_query_get(st, handle);
 	if (!q)
 		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);

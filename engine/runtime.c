@@ -22,6 +22,7 @@ static void settings_default(ovs_settings *s)
 	s->pin = false;
 	s->queue_capacity = 4096;
 	s->retention = 2;
+	s->max_unsealed_mb = 4096;
 	s->default_hierarchy_model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL;
 }
 
@@ -82,6 +83,8 @@ static ovstage_api_status_t parse_config(const ovstage_config_t *cfg, ovs_settin
 							   "config.entries[%zu]: queue capacity %llu not in [2, 2^24]", i,
 							   (unsigned long long)e->value.uint_value);
 				s->queue_capacity = (uint32_t)e->value.uint_value;
+			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB) {
+				s->max_unsealed_mb = e->value.uint_value;
 			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_RETENTION) {
 				if (e->value.uint_value < 1 || e->value.uint_value > 1024)
 					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
@@ -133,6 +136,10 @@ env:;
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (present)
 		s->retention = (uint32_t)v;
+	if (!env_u64("OVSTAGE_MAX_UNSEALED_MB", 0, UINT64_MAX >> 20, &v, &present))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (present)
+		s->max_unsealed_mb = v;
 	if (!env_u64("OVSTAGE_PIN_WORKERS", 0, 1, &v, &present))
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (present)
@@ -158,8 +165,10 @@ ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
 					   "config conflicts with the active runtime (workers, pinning, queue capacity "
 					   "and hierarchy model are fixed while any reference is held)");
 		}
-		if (config && config->entry_count)
-			g_settings.retention = s.retention; /* per-stage setting: applies to later stages */
+		if (config && config->entry_count) { /* per-stage settings: apply to later stages */
+			g_settings.retention = s.retention;
+			g_settings.max_unsealed_mb = s.max_unsealed_mb;
+		}
 		g_refs++;
 		pthread_mutex_unlock(&g_lock);
 		return OVSTAGE_OK;

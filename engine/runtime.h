@@ -19,6 +19,7 @@ typedef struct ovs_settings {
 	bool pin;                 /* bind workers to cores */
 	uint32_t queue_capacity;  /* injection queue slots */
 	uint32_t retention;       /* sealed ordinals retained per column (>= 1) */
+	uint64_t max_unsealed_mb; /* back-pressure: unsealed written data per stage (0 = unlimited) */
 	uint64_t default_hierarchy_model; /* RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL */
 } ovs_settings;
 

@@ -72,6 +72,8 @@ struct ovs_stage {
 	ovs_handles handles;            /* queries, reads, ordinal queries, maps */
 	ovx_token_t derived[3];         /* usd-path, usd-parent, usd-children (interned at creation) */
 	_Atomic uint64_t prim_deletes;  /* whole-prim deletes executed (writes re-assert existence if any) */
+	_Atomic int64_t unsealed_bytes; /* bytes held by deltas not yet sealed */
+	int64_t max_unsealed_bytes;     /* back-pressure limit (0 = none), from OVSTAGE_MAX_UNSEALED_MB */
 	_Atomic int64_t live_ops;       /* op ids issued and not yet released */
 	_Atomic int64_t jobs_in_flight; /* op jobs submitted and not yet finished (destroy waits) */
 };
@@ -104,8 +106,12 @@ ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 void ovs_version_ref(ovs_version *v);
 void ovs_version_unref(ovs_version *v);
 
-/* Hands a delta to its column's inbox (lock-free). */
-void ovs_column_push_delta(ovs_column *c, ovs_delta *d);
+/* Hands a delta to its column's inbox (lock-free) and counts its bytes as unsealed. */
+void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d);
+
+/* Back-pressure: OVSTAGE_ERROR_QUEUE_FULL (with a message) when the stage holds more unsealed
+ * written data than its limit; OVSTAGE_OK otherwise. Checked by writes and maps at the call. */
+ovstage_api_status_t ovs_check_unsealed(ovs_stage *st);
 void ovs_delta_free(ovs_delta *d);
 
 /* Seals `cols` (ncols columns) through ordinal n and publishes one snapshot. Runs as a job; w is

@@ -309,8 +309,36 @@ bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state)
 	return true;
 }
 
-void ovs_column_push_delta(ovs_column *c, ovs_delta *d)
+ovstage_api_status_t ovs_check_unsealed(ovs_stage *st)
 {
+	/* relaxed: a heuristic bound; a few writes may slip past a concurrent check. */
+	int64_t u = atomic_load_explicit(&st->unsealed_bytes, memory_order_relaxed);
+	if (st->max_unsealed_bytes && u >= st->max_unsealed_bytes)
+		return ovs_err_set(OVSTAGE_ERROR_QUEUE_FULL,
+				   "%lld MiB of written data is waiting for advance_write_floor (limit %lld MiB, "
+				   "OVSTAGE_MAX_UNSEALED_MB): seal, then retry",
+				   (long long)(u >> 20), (long long)(st->max_unsealed_bytes >> 20));
+	return OVSTAGE_OK;
+}
+
+static size_t delta_bytes(const ovs_column *c, const ovs_delta *d)
+{
+	size_t rb = c->row_bytes, b = sizeof *d + (size_t)d->nrows * sizeof(uint32_t);
+	if (d->kind == OVS_DELTA_FULL)
+		b += (size_t)d->nrows * rb;
+	else if (d->values)
+		b += (size_t)d->nrows * rb;
+	if (d->blobs)
+		for (uint32_t i = 0; i < d->nrows; i++)
+			b += sizeof(ovs_blob) + (d->blobs[i] ? (size_t)d->blobs[i]->len * rb : 0);
+	return b;
+}
+
+void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d)
+{
+	d->bytes = delta_bytes(c, d);
+	/* relaxed: statistics for back-pressure. */
+	atomic_fetch_add_explicit(&st->unsealed_bytes, (int64_t)d->bytes, memory_order_relaxed);
 	ovs_delta *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
 	do {
 		d->next = head;
@@ -782,8 +810,11 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 	while (c->pending && c->pending->ordinal <= n) {
 		/* cut the run of deltas at this ordinal */
 		ovs_delta *ds = c->pending, *last = ds;
-		while (last->next && last->next->ordinal == ds->ordinal)
+		int64_t sealed_bytes = (int64_t)ds->bytes;
+		while (last->next && last->next->ordinal == ds->ordinal) {
 			last = last->next;
+			sealed_bytes += (int64_t)last->bytes;
+		}
 		c->pending = last->next;
 		last->next = NULL;
 		ovs_version *v = build_version(st, w, c, c->latest, ds, err, errlen);
@@ -793,6 +824,7 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 			c->pending = ds;
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
+		atomic_fetch_sub_explicit(&st->unsealed_bytes, sealed_bytes, memory_order_relaxed);
 		/* relaxed: published to readers by the snapshot's release store. The chain's reference
 		 * moves to the new version. */
 		atomic_store_explicit(&v->older, c->latest, memory_order_relaxed);

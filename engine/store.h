@@ -84,6 +84,7 @@ typedef struct ovs_delta {
 	unsigned char *values;      /* SPARSE fixed: nrows * row_bytes (malloc'd) */
 	ovs_blob **blobs;           /* SPARSE array: nrows blobs (references owned) */
 	ovs_buffer *full;           /* FULL fixed: the new buffer (reference owned) */
+	size_t bytes;               /* what it holds, counted in the stage's unsealed total until sealed */
 } ovs_delta;
 
 /* One sealed state of a column. */

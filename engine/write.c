@@ -241,7 +241,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				ovs_layout_copy_array_row(l, src, b->data);
 			d->blobs[j++] = b;
 		}
-		ovs_column_push_delta(c, d);
+		ovs_column_push_delta(st, c, d);
 		return OVSTAGE_OK;
 	}
 	d->ordinal = op->ordinal;
@@ -301,7 +301,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				j += run - i;
 				i = run;
 			}
-			ovs_column_push_delta(c, d);
+			ovs_column_push_delta(st, c, d);
 			return OVSTAGE_OK;
 		}
 		/* Visit the selected elements only: with a mask, its set bits (ctz over words), so the cost
@@ -322,7 +322,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			}
 		}
 	}
-	ovs_column_push_delta(c, d);
+	ovs_column_push_delta(st, c, d);
 	return OVSTAGE_OK;
 }
 
@@ -403,6 +403,9 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 				(int)prim_mode);
 		goto reject_all;
 	}
+	s = ovs_check_unsealed(st); /* back-pressure: too much written data waits for a seal */
+	if (s != OVSTAGE_OK)
+		goto reject_all;
 	/* Managed tensors: non-NULL and unique across the batch. */
 	for (size_t i = 0; i < write_count; i++) {
 		const ovstage_write_data_t *wd = &writes[i].data;

@@ -12,6 +12,10 @@
  *                                                                   threads that are not workers)
  *   OVSTAGE_CONFIG_EXT_RETENTION           OVSTAGE_RETENTION        2 (sealed ordinals kept per column,
  *                                                                   readable by latest and range reads)
+ *   OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB     OVSTAGE_MAX_UNSEALED_MB  4096 (written data a stage holds
+ *                                                                   before advance_write_floor seals it;
+ *                                                                   beyond it writes and maps return
+ *                                                                   OVSTAGE_ERROR_QUEUE_FULL; 0 = none)
  *   OVSTAGE_CONFIG_EXT_PIN_WORKERS (bool)  OVSTAGE_PIN_WORKERS      false (bind workers to cores)
  *
  * The worker count, pinning and queue capacity are process-wide (one scheduler serves every stage)
@@ -26,5 +30,6 @@
 #define OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY ((ovstage_config_uint64_t)0x4f560002)
 #define OVSTAGE_CONFIG_EXT_RETENTION ((ovstage_config_uint64_t)0x4f560003)
 #define OVSTAGE_CONFIG_EXT_PIN_WORKERS ((ovstage_config_bool_t)0x4f560004)
+#define OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB ((ovstage_config_uint64_t)0x4f560005)
 
 #endif /* OVSTAGE_EXT_H */

@@ -1350,6 +1350,39 @@ START_TEST(test_op_failure_logged)
 }
 END_TEST
 
+
+/* ---- back-pressure: unsealed data is bounded ---------------------------------------------------- */
+
+START_TEST(test_unsealed_backpressure)
+{
+	ovstage_config_entry_t e = ovstage_config_entry_uint64(OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB, 1);
+	ovstage_config_t cfg = { &e, 1 };
+	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
+	fixture f;
+	setup_n(&f, 256);
+	ovx_token_t t = tok(&f, "wide");
+	static float src[256 * 250];
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, src, 256, 250); /* 1000 B rows: 250 KB per write */
+	uint64_t ord = 1;
+	ovstage_enqueue_result_t r;
+	int accepted = 0;
+	while ((r = ovstage_write_attribute(f.st, f.q, A(t), ord, w, OVSTAGE_PRIM_MODE_UPSERT)).status == OVSTAGE_OK) {
+		wait_ok(&f, r);
+		accepted++;
+		ord++;
+		ck_assert_int_lt(accepted, 50);
+	}
+	ck_assert_int_eq(r.status, OVSTAGE_ERROR_QUEUE_FULL);
+	ck_assert_msg(strstr(last_error(), "advance_write_floor"), "%s", last_error());
+	ck_assert_int_ge(accepted, 4); /* about 1 MiB went in first */
+	seal(&f, ord - 1);
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), ord, w, OVSTAGE_PRIM_MODE_UPSERT));
+	teardown(&f);
+	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+}
+END_TEST
+
 /* ---- retention soak: memory stays bounded ---------------------------------------------------- */
 
 void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
@@ -1671,6 +1704,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_array_columns);
 	tcase_add_test(tc, test_derived_columns);
 	tcase_add_test(tc, test_op_failure_logged);
+	tcase_add_test(tc, test_unsealed_backpressure);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	suite_add_tcase(su, tc);
 	return su;
