@@ -92,6 +92,8 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 				c->schema.is_array = false;
 				c->schema.dtype = m->dtype;
 				c->schema.semantic = m->semantic;
+				c->schema.device.device_type = kDLCPU;
+				c->schema.device.device_id = 0;
 				c->row_bytes = ovs_dtype_bytes(m->dtype);
 				atomic_store_explicit(&c->has_schema, true, memory_order_release);
 			}
@@ -143,8 +145,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_err_format(err, sizeof err, "out of memory allocating %zu bytes", (size_t)n * rb);
 		} else {
 			m->tensor.data = m->buf->data;
-			m->tensor.device.device_type = kDLCPU;
-			m->tensor.device.device_id = 0;
+			m->tensor.device = c->schema.device; /* the storage's device, as recorded */
 			m->tensor.ndim = 1;
 			m->tensor.dtype = m->dtype;
 			m->shape = n;

@@ -123,8 +123,7 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	ovs_version_ref(v);
 	g->v = v;
 	g->tensor.data = v->buf->data;
-	g->tensor.device.device_type = kDLCPU;
-	g->tensor.device.device_id = 0;
+	g->tensor.device = c->schema.device; /* where the column's storage lives */
 	g->tensor.ndim = 1;
 	g->tensor.dtype = c->schema.dtype;
 	g->tensor.shape = &g->shape;
@@ -174,8 +173,7 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 		ovs_blob *b = v->blobs[R[i]];
 		DLTensor *t = &g->row_tensors[i];
 		t->data = b && b->len ? b->data : NULL;
-		t->device.device_type = kDLCPU;
-		t->device.device_id = 0;
+		t->device = c->schema.device;
 		t->ndim = 1;
 		t->dtype = c->schema.dtype;
 		t->shape = b ? &b->shape : &g->shape; /* g->shape is 0: an empty row */

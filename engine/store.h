@@ -46,6 +46,8 @@ typedef struct ovs_schema {
 	bool is_array;                         /* ragged rows (arrays) vs fixed rows */
 	DLDataType dtype;                      /* element dtype; fixed: lanes = full tuple width */
 	ovstage_attribute_semantic_t semantic; /* the recorded role, immutable */
+	DLDevice device;                       /* where the column's storage lives (kDLCPU in this build;
+	                                        * the CUDA backend adds device columns) */
 } ovs_schema;
 
 /* A host buffer holding one version's rows. Reference-counted: versions and read groups hold it. */

@@ -74,6 +74,8 @@ static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *e
 			c->schema.is_array = e->layout.is_array;
 			c->schema.dtype = e->layout.dtype;
 			c->schema.semantic = e->semantic;
+			c->schema.device.device_type = kDLCPU; /* host storage (device sources are rejected) */
+			c->schema.device.device_id = 0;
 			c->row_bytes = e->layout.elem_bytes;
 			atomic_store_explicit(&c->has_schema, true, memory_order_release);
 			pthread_mutex_unlock(&c->schema_lock);
