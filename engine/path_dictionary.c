@@ -477,7 +477,8 @@ ovx_primpath_list_t ovs_pd_list_create(ovs_pd *pd, const ovx_primpath_t *paths, 
 	return LIST_HANDLE(gen, idx);
 }
 
-bool ovs_pd_list_add_ref(ovs_pd *pd, ovx_primpath_list_t list)
+/* Takes one reference on a live list; `success` is the CAS's order on success (see the callers). */
+static bool list_ref(ovs_pd *pd, ovx_primpath_list_t list, memory_order success)
 {
 	pd_list_slot *slot = list_slot(pd, list);
 	if (!slot)
@@ -487,30 +488,23 @@ bool ovs_pd_list_add_ref(ovs_pd *pd, ovx_primpath_list_t list)
 	for (;;) {
 		if (LIST_GEN(s) != LIST_GEN(list) || LIST_RC(s) == 0 || LIST_RC(s) == UINT32_MAX)
 			return false;
-		/* relaxed on success: adding a reference needs no ordering — the caller already holds one,
-		 * which keeps the payload alive; the RMW still continues the creator's release sequence. */
-		if (atomic_compare_exchange_weak_explicit(&slot->state, &s, s + 1, memory_order_relaxed,
-							  memory_order_relaxed))
+		if (atomic_compare_exchange_weak_explicit(&slot->state, &s, s + 1, success, memory_order_relaxed))
 			return true;
 	}
 }
 
+bool ovs_pd_list_add_ref(ovs_pd *pd, ovx_primpath_list_t list)
+{
+	/* relaxed on success: adding a reference needs no ordering — the caller already holds one,
+	 * which keeps the payload alive; the RMW still continues the creator's release sequence. */
+	return list_ref(pd, list, memory_order_relaxed);
+}
+
 bool pd_list_acquire(ovs_pd *pd, ovx_primpath_list_t list)
 {
-	pd_list_slot *slot = list_slot(pd, list);
-	if (!slot)
-		return false;
-	/* relaxed: the CAS below re-validates. */
-	uint64_t s = atomic_load_explicit(&slot->state, memory_order_relaxed);
-	for (;;) {
-		if (LIST_GEN(s) != LIST_GEN(list) || LIST_RC(s) == 0 || LIST_RC(s) == UINT32_MAX)
-			return false;
-		/* acquire on success: the caller reads the payload next; this RMW reads from the creator's
-		 * release-store's release sequence, so the payload written before it is visible. */
-		if (atomic_compare_exchange_weak_explicit(&slot->state, &s, s + 1, memory_order_acquire,
-							  memory_order_relaxed))
-			return true;
-	}
+	/* acquire on success: the caller reads the payload next; this RMW reads from the creator's
+	 * release-store's release sequence, so the payload written before it is visible. */
+	return list_ref(pd, list, memory_order_acquire);
 }
 
 bool ovs_pd_list_release(ovs_pd *pd, ovx_primpath_list_t list)
