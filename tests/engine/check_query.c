@@ -18,6 +18,8 @@
 #include <ovstage/ovstage_ext.h>
 #include <ovx/path_dictionary/path_dictionary.h>
 
+#include "stage_test_util.h"
+
 #include "filter.h"
 #include "path_dictionary.h"
 #include "query.h"
@@ -35,70 +37,34 @@ typedef struct fixture {
 
 static const char *last_error(void)
 {
-	static _Thread_local char buf[1100];
-	ovx_string_t e = ovstage_get_last_error();
-	snprintf(buf, sizeof buf, "%.*s", (int)e.length, e.ptr ? e.ptr : "");
-	return buf;
+	return tst_last_error();
 }
 
 static ovx_token_t tok(fixture *f, const char *s)
 {
-	ovx_string_t str = { s, strlen(s) };
-	ovx_token_t t = 0;
-	ovx_api_result_t r = path_dictionary_create_tokens_from_strings(f->pd, &str, 1, &t);
-	ck_assert_int_eq(r.status, OVX_API_SUCCESS);
-	return t;
+	return tst_tok(f->pd, s);
 }
 
 static ovstage_query_handle_t query_of(fixture *f, const char *const *paths, size_t n, ovx_primpath_list_t *out_list)
 {
-	ovx_string_t *s = calloc(n ? n : 1, sizeof *s);
-	for (size_t i = 0; i < n; i++) {
-		s[i].ptr = paths[i];
-		s[i].length = strlen(paths[i]);
-	}
-	ovx_primpath_list_t list;
-	ovx_api_result_t r = path_dictionary_create_path_list_from_strings(f->pd, s, n, &list);
-	ck_assert_int_eq(r.status, OVX_API_SUCCESS);
-	free(s);
-	ovstage_query_handle_t q;
-	ck_assert_int_eq(ovstage_query_from_path_list(f->st, list, &q), OVSTAGE_OK);
-	if (out_list)
-		*out_list = list;
-	else
-		path_dictionary_release_path_list_reference(f->pd, list);
-	return q;
+	return tst_query_of(f->st, f->pd, paths, n, out_list);
 }
 
 static size_t wait_op(fixture *f, ovstage_enqueue_result_t e, char *msg, size_t msglen)
 {
-	ck_assert_msg(e.status == OVSTAGE_OK, "enqueue rejected: %d: %s", e.status, last_error());
-	ovstage_op_wait_result_t w;
-	ck_assert_int_eq(ovstage_wait_op(f->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_OK);
-	size_t n = w.error_op_id_count;
-	if (msg && msglen) {
-		msg[0] = 0;
-		if (n) {
-			ovx_string_t m = ovstage_get_last_op_error(f->st, w.error_op_ids[0]);
-			snprintf(msg, msglen, "%.*s", (int)m.length, m.ptr ? m.ptr : "");
-		}
-	}
-	ck_assert_int_eq(ovstage_release_op(f->st, e.op_index), OVSTAGE_OK);
-	return n;
+	return tst_wait_op(f->st, e, msg, msglen);
 }
 
 static void wait_ok(fixture *f, ovstage_enqueue_result_t e)
 {
-	char msg[600];
-	size_t n = wait_op(f, e, msg, sizeof msg);
-	ck_assert_msg(n == 0, "op failed: %s", msg);
+	tst_wait_ok(f->st, e);
 }
 
 static ovx_string_or_token_t A(ovx_token_t t)
 {
-	ovx_string_or_token_t a = { t, { NULL, 0 } };
-	return a;
+	return tst_attr(t);
 }
+
 
 static ovx_string_or_token_t AS(const char *s)
 {

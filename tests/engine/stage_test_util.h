@@ -1,0 +1,89 @@
+/*
+ * stage_test_util.h — helpers shared by the engine suites that drive a stage through the public API
+ * (check_stage.c, check_query.c): the thread's last error as a C string, interning a token, a
+ * path-list query from strings, and waiting for an op (returning the failed-op count and the first
+ * message). Each suite keeps its own fixture and thin wrappers.
+ */
+#ifndef OVSTAGE_TESTS_STAGE_TEST_UTIL_H
+#define OVSTAGE_TESTS_STAGE_TEST_UTIL_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ovstage/ovstage.h>
+#include <ovx/path_dictionary/path_dictionary.h>
+
+static inline const char *tst_last_error(void)
+{
+	static _Thread_local char buf[1100];
+	ovx_string_t e = ovstage_get_last_error();
+	snprintf(buf, sizeof buf, "%.*s", (int)e.length, e.ptr ? e.ptr : "");
+	return buf;
+}
+
+static inline ovx_token_t tst_tok(path_dictionary_instance_t *pd, const char *s)
+{
+	ovx_string_t str = { s, strlen(s) };
+	ovx_token_t t = 0;
+	ovx_api_result_t r = path_dictionary_create_tokens_from_strings(pd, &str, 1, &t);
+	ck_assert_int_eq(r.status, OVX_API_SUCCESS);
+	return t;
+}
+
+/* A path-list query over `paths`; the list is handed back in *out_list or released. */
+static inline ovstage_query_handle_t tst_query_of(ovstage_instance_t *st, path_dictionary_instance_t *pd,
+						  const char *const *paths, size_t n, ovx_primpath_list_t *out_list)
+{
+	ovx_string_t *s = calloc(n ? n : 1, sizeof *s);
+	for (size_t i = 0; i < n; i++) {
+		s[i].ptr = paths[i];
+		s[i].length = strlen(paths[i]);
+	}
+	ovx_primpath_list_t list;
+	ovx_api_result_t r = path_dictionary_create_path_list_from_strings(pd, s, n, &list);
+	ck_assert_int_eq(r.status, OVX_API_SUCCESS);
+	free(s);
+	ovstage_query_handle_t q;
+	ck_assert_int_eq(ovstage_query_from_path_list(st, list, &q), OVSTAGE_OK);
+	if (out_list)
+		*out_list = list;
+	else
+		path_dictionary_release_path_list_reference(pd, list);
+	return q;
+}
+
+/* Waits for an accepted op and releases it; returns how many ops were reported failed, and the
+ * first one's message in msg. */
+static inline size_t tst_wait_op(ovstage_instance_t *st, ovstage_enqueue_result_t e, char *msg, size_t msglen)
+{
+	ck_assert_msg(e.status == OVSTAGE_OK, "enqueue rejected: %d: %s", e.status, tst_last_error());
+	ovstage_op_wait_result_t w;
+	ck_assert_int_eq(ovstage_wait_op(st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_OK);
+	size_t n = w.error_op_id_count;
+	if (msg && msglen) {
+		msg[0] = 0;
+		if (n) {
+			ovx_string_t m = ovstage_get_last_op_error(st, w.error_op_ids[0]);
+			snprintf(msg, msglen, "%.*s", (int)m.length, m.ptr ? m.ptr : "");
+		}
+	}
+	ck_assert_int_eq(ovstage_release_op(st, e.op_index), OVSTAGE_OK);
+	return n;
+}
+
+static inline void tst_wait_ok(ovstage_instance_t *st, ovstage_enqueue_result_t e)
+{
+	char msg[600];
+	size_t n = tst_wait_op(st, e, msg, sizeof msg);
+	ck_assert_msg(n == 0, "op failed: %s", msg);
+}
+
+static inline ovx_string_or_token_t tst_attr(ovx_token_t t)
+{
+	ovx_string_or_token_t a = { t, { NULL, 0 } };
+	return a;
+}
+
+#endif /* OVSTAGE_TESTS_STAGE_TEST_UTIL_H */
