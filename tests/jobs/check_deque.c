@@ -15,6 +15,7 @@
 
 #include "jobs.h"
 #include "jobs_forkjoin.h"
+#include "jobs_test_fib.h"
 #include "jobs_test_util.h"
 
 extern char **environ;
@@ -249,46 +250,6 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * (c) fib
  */
-struct fib {
-	int n;
-	long r;
-};
-JOBS_PAYLOAD_FITS(struct fib);
-
-static void fib_frame(jobs_worker *w, void *p)
-{
-	struct fib *a = p;
-	if (a->n < 2) {
-		a->r = a->n;
-		return;
-	}
-	struct fib *child = jobs_spawn_args(w);
-	child->n = a->n - 1;
-	child->r = -1;
-	jobs_spawn(w, fib_frame);
-	struct fib mine = {a->n - 2, 0};
-	fib_frame(w, &mine);
-	struct fib done;
-	jobs_sync(w, &done, sizeof done);
-	a->r = done.r + mine.r;
-}
-
-static void fib_job(jobs_worker *w, void *arg, jobs_run *run)
-{
-	fib_frame(w, arg);
-}
-
-static long fib_serial(int n)
-{
-	long a = 0, b = 1;
-	for (int i = 0; i < n; i++) {
-		long t = a + b;
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
 START_TEST(test_fib)
 {
 	static const int workers[] = {0, 1, 2, 4};

@@ -10,6 +10,7 @@
 
 #include "jobs.h"
 #include "jobs_forkjoin.h"
+#include "jobs_test_fib.h"
 #include "jobs_test_util.h"
 
 struct tally {
@@ -29,29 +30,6 @@ struct work {
 	_Atomic int cleanup;
 	_Atomic int cleanup_ran;
 };
-
-struct fib {
-	int n;
-	long r;
-};
-JOBS_PAYLOAD_FITS(struct fib);
-
-static void fib_frame(jobs_worker *w, void *p)
-{
-	struct fib *a = p;
-	if (a->n < 2) {
-		a->r = a->n;
-		return;
-	}
-	struct fib *c = jobs_spawn_args(w);
-	c->n = a->n - 1;
-	jobs_spawn(w, fib_frame);
-	struct fib mine = {a->n - 2, 0};
-	fib_frame(w, &mine);
-	struct fib done;
-	jobs_sync(w, &done, sizeof done);
-	a->r = done.r + mine.r;
-}
 
 static void work_cleanup(void *arg, bool ran);
 static void child_cleanup_free(void *arg, bool ran);

@@ -9,6 +9,7 @@
 
 #include "jobs.h"
 #include "jobs_forkjoin.h"
+#include "jobs_test_fib.h"
 #include "jobs_test_util.h"
 #include "topology.h"
 
@@ -163,45 +164,6 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------
  * Schedulers
  */
-struct fib {
-	int n;
-	long r;
-};
-JOBS_PAYLOAD_FITS(struct fib);
-
-static void fib_frame(jobs_worker *w, void *p)
-{
-	struct fib *a = p;
-	if (a->n < 2) {
-		a->r = a->n;
-		return;
-	}
-	struct fib *c = jobs_spawn_args(w);
-	c->n = a->n - 1;
-	jobs_spawn(w, fib_frame);
-	struct fib mine = {a->n - 2, 0};
-	fib_frame(w, &mine);
-	struct fib done;
-	jobs_sync(w, &done, sizeof done);
-	a->r = done.r + mine.r;
-}
-
-static void fib_job(jobs_worker *w, void *arg, jobs_run *run)
-{
-	fib_frame(w, arg);
-}
-
-static long fib_serial(int n)
-{
-	long a = 0, b = 1;
-	for (int i = 0; i < n; i++) {
-		long t = a + b;
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
 static void run_fibs(jobs_sched *s, const char *what)
 {
 	int n = jt_tsan() ? 18 : 24;
