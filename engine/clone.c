@@ -173,7 +173,7 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 		d->seq = jobs_run_id(run);
 		for (size_t i = 0; i < n; i++) {
 			uint32_t row = ovs_column_row(col, sub[i]);
-			if (row >= v->rows || !((v->present[row / 64] >> (row % 64)) & 1))
+			if (row >= v->rows || !ovs_version_present(v, row))
 				continue;
 			for (size_t t = 0; t < c->ntargets; t++) {
 				bool created;
@@ -197,8 +197,7 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 					}
 					d->blobs[d->nrows] = nb;
 				} else {
-					memcpy(d->values + (size_t)d->nrows * rb, (const char *)v->buf->data + (size_t)row * rb,
-					       rb);
+					memcpy(d->values + (size_t)d->nrows * rb, ovs_version_row_ptr(v, rb, row), rb);
 				}
 				d->rows[d->nrows++] = r;
 			}

@@ -301,7 +301,7 @@ static uint32_t sealed_row(ovs_column *c, ovs_version *v, ovx_primpath_t path)
 	if (!c || !v)
 		return UINT32_MAX;
 	uint32_t row = ovs_column_row(c, path);
-	if (row >= v->rows || !bit_get(v->present, row))
+	if (row >= v->rows || !ovs_version_present(v, row))
 		return UINT32_MAX;
 	return row;
 }
@@ -362,7 +362,7 @@ static bool eval(const fctx *cx, const fpred *p, ovx_primpath_t id, ovx_string_t
 		if (row == UINT32_MAX)
 			return false;
 		uint64_t tk;
-		memcpy(&tk, (const unsigned char *)p->v->buf->data + (size_t)row * p->col->row_bytes, sizeof tk);
+		memcpy(&tk, ovs_version_row_ptr(p->v, p->col->row_bytes, row), sizeof tk);
 		return in_set(p->ids, p->nids, tk);
 	}
 	case F_SCHEMAS_CONTAINS: {

@@ -124,6 +124,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->pd = pd;
 	st->retention = ovs_runtime_settings()->retention;
 	st->max_unsealed_bytes = (int64_t)(ovs_runtime_settings()->max_unsealed_mb << 20);
+	st->chunk_bytes = (size_t)ovs_runtime_settings()->chunk_kb << 10;
 	atomic_init(&st->unsealed_bytes, 0);
 	pthread_mutex_init(&st->cols_lock, NULL);
 	pthread_mutex_init(&st->pool_lock, NULL);

@@ -114,15 +114,17 @@ static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_
 	return g;
 }
 
-/* Fills a value group over elements E (query positions) with rows R. */
-static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E, uint32_t *R, uint32_t k, size_t qn)
+/* Fills a value group over elements E (query positions) with rows R (relative to the run's first
+ * row), viewing the run of v that holds them. */
+static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_run *run, uint32_t *E, uint32_t *R,
+			uint32_t k, size_t qn)
 {
-	bool identity = k == qn;
+	bool identity = k == qn && run->row0 == 0;
 	for (uint32_t i = 0; identity && E && i < k; i++)
 		identity = E[i] == i && R[i] == i; /* E == NULL: the caller knows it is the identity */
 	ovs_version_ref(v);
 	g->v = v;
-	g->tensor.data = v->buf->data;
+	g->tensor.data = run->data;
 	g->tensor.device = c->schema.device; /* where the column's storage lives */
 	g->tensor.ndim = 1;
 	g->tensor.dtype = c->schema.dtype;
@@ -146,7 +148,7 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 		free(E);
 		free(R);
 	} else {
-		g->shape = v->rows;
+		g->shape = run->nrows;
 		g->prim_index = E;
 		g->data_index = R;
 		g->g.prims.offset = 0;
@@ -155,6 +157,66 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 		g->g.data.count = k;
 		g->g.data.index_map = R;
 	}
+}
+
+/* Identity query over rows [row0, row0 + n) of one run: prims list[row0 ..), no maps. */
+static void fill_run_slice(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_run *run, uint32_t n)
+{
+	fill_values(g, c, v, run, NULL, NULL, n, n);
+	g->g.prims.offset = run->row0;
+}
+
+/* Value groups for elements E with rows R (k of them, absolute rows of v): one group per run of v
+ * that holds any (a version written in full has one run). Takes E and R. */
+static bool add_value_groups(ovs_read *r, ovs_column *c, ovs_version *v, uint32_t *E, uint32_t *R, uint32_t k,
+			     size_t qn)
+{
+	if (v->nruns == 1) {
+		ovs_group *g = new_group(r, c, v, false);
+		if (!g || !add_group(r, g)) {
+			if (g)
+				group_destroy(&g->h);
+			free(E);
+			free(R);
+			return false;
+		}
+		fill_values(g, c, v, &v->runs[0], E, R, k, qn);
+		return true;
+	}
+	/* Several runs: count per run, then scatter the elements in query order. */
+	bool ok = true;
+	uint32_t *cnt = calloc(v->nruns, sizeof *cnt), *at = malloc(k * sizeof *at);
+	if (!cnt || !at)
+		ok = false;
+	for (uint32_t i = 0; ok && i < k; i++) {
+		at[i] = ovs_version_run_of(v, R[i]);
+		cnt[at[i]]++;
+	}
+	for (uint32_t ri = 0; ok && ri < v->nruns; ri++) {
+		if (!cnt[ri])
+			continue;
+		uint32_t *e = malloc(cnt[ri] * sizeof *e), *d = malloc(cnt[ri] * sizeof *d), n = 0;
+		ovs_group *g = e && d ? new_group(r, c, v, false) : NULL;
+		if (!g || !add_group(r, g)) {
+			if (g)
+				group_destroy(&g->h);
+			free(e);
+			free(d);
+			ok = false;
+			break;
+		}
+		for (uint32_t i = 0; i < k; i++)
+			if (at[i] == ri) {
+				e[n] = E[i];
+				d[n++] = R[i] - v->runs[ri].row0;
+			}
+		fill_values(g, c, v, &v->runs[ri], e, d, n, qn);
+	}
+	free(cnt);
+	free(at);
+	free(E);
+	free(R);
+	return ok;
 }
 
 /* Fills an array group: tensor i is element i's row (a view of its blob, 1-D, shape = length). */
@@ -316,7 +378,20 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 				goto oom;
 			}
 		} else {
-			fill_values(g, c, v, NULL, NULL, (uint32_t)qn, qn);
+			/* One group per run the query's rows reach (one for a column written in full). */
+			static const ovs_run empty = { 0, 0, NULL };
+			const ovs_run *r0 = v->nruns ? &v->runs[0] : &empty;
+			fill_run_slice(g, c, v, r0, r0->nrows < qn ? r0->nrows : (uint32_t)qn);
+			for (uint32_t ri = 1; ri < v->nruns && v->runs[ri].row0 < qn; ri++) {
+				ovs_group *g2 = new_group(r, c, v, false);
+				if (!g2 || !add_group(r, g2)) {
+					if (g2)
+						group_destroy(&g2->h);
+					goto oom;
+				}
+				uint32_t rend = v->runs[ri].row0 + v->runs[ri].nrows;
+				fill_run_slice(g2, c, v, &v->runs[ri], (rend < qn ? rend : (uint32_t)qn) - v->runs[ri].row0);
+			}
 		}
 		goto out;
 	}
@@ -327,7 +402,7 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	if (!rg->has_start_ordinal) {
 		for (size_t i = 0; i < qn; i++) {
 			uint32_t row = map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);
-			if (row < v->rows && bit_get(v->present, row)) {
+			if (row < v->rows && ovs_version_present(v, row)) {
 				E[k] = (uint32_t)i;
 				R[k++] = row;
 			}
@@ -354,7 +429,7 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 			uint32_t row = map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);
 			if (row >= v->rows || !bit_get(chg, row))
 				continue;
-			if (bit_get(v->present, row)) {
+			if (ovs_version_present(v, row)) {
 				E[k] = (uint32_t)i;
 				R[k++] = row;
 			} else {
@@ -364,19 +439,20 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		free(chg);
 		chg = NULL;
 	}
-	if (k) {
+	if (k && !c->schema.is_array) {
+		uint32_t *E1 = E, *R1 = R;
+		E = R = NULL;
+		if (!add_value_groups(r, c, v, E1, R1, k, qn))
+			goto oom;
+	} else if (k) {
 		ovs_group *g = new_group(r, c, v, false);
 		if (!g || !add_group(r, g)) {
 			if (g)
 				group_destroy(&g->h);
 			goto oom;
 		}
-		if (c->schema.is_array) {
-			if (!fill_arrays(g, c, v, E, R, k, qn))
-				goto oom; /* g took nothing: E and R are freed below; the failed read drops g */
-		} else {
-			fill_values(g, c, v, E, R, k, qn);
-		}
+		if (!fill_arrays(g, c, v, E, R, k, qn))
+			goto oom; /* g took nothing: E and R are freed below; the failed read drops g */
 	} else {
 		free(E);
 		free(R);

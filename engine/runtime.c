@@ -23,6 +23,7 @@ static void settings_default(ovs_settings *s)
 	s->queue_capacity = 4096;
 	s->retention = 2;
 	s->max_unsealed_mb = 4096;
+	s->chunk_kb = 256;
 	s->default_hierarchy_model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL;
 }
 
@@ -85,6 +86,12 @@ static ovstage_api_status_t parse_config(const ovstage_config_t *cfg, ovs_settin
 				s->queue_capacity = (uint32_t)e->value.uint_value;
 			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB) {
 				s->max_unsealed_mb = e->value.uint_value;
+			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_CHUNK_KB) {
+				if (e->value.uint_value < 1 || e->value.uint_value > (1u << 20))
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "config.entries[%zu]: chunk size %llu KiB not in [1, 1048576]", i,
+							   (unsigned long long)e->value.uint_value);
+				s->chunk_kb = (uint32_t)e->value.uint_value;
 			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_RETENTION) {
 				if (e->value.uint_value < 1 || e->value.uint_value > 1024)
 					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
@@ -140,6 +147,10 @@ env:;
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (present)
 		s->max_unsealed_mb = v;
+	if (!env_u64("OVSTAGE_CHUNK_KB", 1, 1u << 20, &v, &present))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (present)
+		s->chunk_kb = (uint32_t)v;
 	if (!env_u64("OVSTAGE_PIN_WORKERS", 0, 1, &v, &present))
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (present)
@@ -168,6 +179,7 @@ ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
 		if (config && config->entry_count) { /* per-stage settings: apply to later stages */
 			g_settings.retention = s.retention;
 			g_settings.max_unsealed_mb = s.max_unsealed_mb;
+			g_settings.chunk_kb = s.chunk_kb;
 		}
 		g_refs++;
 		pthread_mutex_unlock(&g_lock);

@@ -20,6 +20,7 @@ typedef struct ovs_settings {
 	uint32_t queue_capacity;  /* injection queue slots */
 	uint32_t retention;       /* sealed ordinals retained per column (>= 1) */
 	uint64_t max_unsealed_mb; /* back-pressure: unsealed written data per stage (0 = unlimited) */
+	uint32_t chunk_kb;        /* copy-on-write chunk of fixed-size columns, KiB */
 	uint64_t default_hierarchy_model; /* RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL */
 } ovs_settings;
 

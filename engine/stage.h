@@ -37,6 +37,7 @@ struct ovs_stage {
 	jobs_sched *sched;              /* the process scheduler */
 	ovs_pd *pd;                     /* path dictionary */
 	uint32_t retention;             /* sealed versions retained per column */
+	size_t chunk_bytes;             /* copy-on-write chunk of fixed-size columns (OVSTAGE_CHUNK_KB) */
 
 	/* --- columns --- */
 	pthread_mutex_t cols_lock;      /* guards creating columns */

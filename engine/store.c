@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "chunk.h"
 #include "copy.h"
 #include "errors.h"
 #include "stage.h"
@@ -432,9 +433,10 @@ static void version_free(ovs_version *v)
 			for (uint32_t r = 0; r < v->rows; r++)
 				ovs_blob_unref(v->blobs[r]);
 		free(v->blobs);
-		ovs_buffer_unref(v->buf);
+		ovs_version_chunks_free(v);
 		free(v->present);
-		free(v->changed);
+		if (v->changed_owned)
+			free(v->changed);
 		ovs_delta *d = v->deltas;
 		while (d) {
 			ovs_delta *n = d->next;
@@ -528,42 +530,129 @@ static bool bits_all_prefix(const uint64_t *bm, uint32_t n)
 	return !(n % 64) || (bm[n / 64] | ~(((uint64_t)1 << (n % 64)) - 1)) == ~(uint64_t)0;
 }
 
-/* Applies a delta's bytes to a buffer (tombstones change presence only). */
-static void apply_bytes(jobs_worker *w, ovs_buffer *buf, const ovs_delta *d, size_t rb)
+/* The presence bitmap of a version being built (NULL when every row holds a value): a column whose
+ * rows were all present stays so under value updates without touching a bitmap. */
+static bool build_presence(ovs_version *v, const ovs_version *prev, const ovs_delta *ds, const ovs_delta *last_full,
+			   bool has_tomb)
 {
-	if (d->kind == OVS_DELTA_FULL)
-		ovs_copy(w, buf->data, d->full->data, (size_t)d->nrows * rb);
-	else if (d->kind == OVS_DELTA_SPARSE)
-		for (uint32_t i = 0; i < d->nrows; i++)
-			memcpy((char *)buf->data + (size_t)d->rows[i] * rb, d->values + (size_t)i * rb, rb);
+	uint32_t rows = v->rows;
+	if (!has_tomb && ((last_full && last_full->nrows == rows) || (prev && prev->all_present && prev->rows == rows))) {
+		v->present = NULL;
+		v->all_present = true;
+		return true;
+	}
+	size_t words = ((size_t)rows + 63) / 64;
+	uint64_t *present = calloc(words ? words : 1, sizeof *present);
+	if (!present)
+		return false;
+	if (prev && prev->present)
+		memcpy(present, prev->present, ((size_t)prev->rows + 63) / 64 * sizeof *present);
+	else if (prev)
+		bits_set_prefix(present, prev->rows);
+	for (const ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL)
+			bits_set_prefix(present, d->nrows);
+		else if (d->kind == OVS_DELTA_SPARSE)
+			for (uint32_t i = 0; i < d->nrows; i++)
+				bit_set(present, d->rows[i]);
+		else
+			for (uint32_t i = 0; i < d->nrows; i++)
+				bit_clear(present, d->rows[i]);
+	}
+	v->all_present = bits_all_prefix(present, rows);
+	if (v->all_present) {
+		free(present);
+		present = NULL;
+	}
+	v->present = present;
+	return true;
+}
+
+static bool strictly_increasing(const uint32_t *a, uint32_t n)
+{
+	for (uint32_t i = 1; i < n; i++)
+		if (a[i] <= a[i - 1])
+			return false;
+	return true;
+}
+
+/* The rows changed at this ordinal (sorted, unique) for range reads; all_changed when a full write
+ * covered every row. One delta whose rows are already sorted lends its array. */
+static bool build_changed(ovs_version *v, ovs_delta *ds, const ovs_delta *last_full)
+{
+	if (last_full && last_full->nrows == v->rows) {
+		v->all_changed = true;
+		return true;
+	}
+	size_t n = 0, ndeltas = 0;
+	ovs_delta *only = NULL;
+	for (ovs_delta *d = ds; d; d = d->next) {
+		n += d->nrows;
+		ndeltas++;
+		only = d;
+	}
+	if (!n)
+		return true;
+	if (ndeltas == 1 && only->kind != OVS_DELTA_FULL && strictly_increasing(only->rows, only->nrows)) {
+		v->changed = only->rows;
+		v->nchanged = only->nrows;
+		v->changed_owned = false;
+		return true;
+	}
+	uint32_t *chg = malloc(n * sizeof *chg);
+	if (!chg)
+		return false;
+	size_t k = 0;
+	for (ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL)
+			for (uint32_t r = 0; r < d->nrows; r++)
+				chg[k++] = r;
+		else
+			memcpy(chg + k, d->rows, (size_t)d->nrows * sizeof *chg), k += d->nrows;
+	}
+	qsort(chg, k, sizeof *chg, cmp_u32);
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		if (u == 0 || chg[u - 1] != chg[i])
+			chg[u++] = chg[i];
+	v->changed = chg;
+	v->nchanged = (uint32_t)u;
+	v->changed_owned = true;
+	return true;
+}
+
+/* Whether two versions split reads into the same runs. */
+static bool same_runs(const ovs_version *a, const ovs_version *b)
+{
+	if (a->nruns != b->nruns)
+		return false;
+	for (uint32_t i = 0; i < a->nruns; i++)
+		if (a->runs[i].row0 != b->runs[i].row0 || a->runs[i].nrows != b->runs[i].nrows)
+			return false;
+	return true;
 }
 
 /* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
 static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
 				  char *err, size_t errlen)
 {
-	size_t rb = c->row_bytes;
 	uint32_t rows = prev ? prev->rows : 0;
 	ovs_delta *last_full = NULL;
-	size_t nchg = 0;
+	bool has_tomb = false;
 	for (ovs_delta *d = ds; d; d = d->next) {
 		if (d->kind == OVS_DELTA_FULL) {
 			last_full = d;
 			if (d->nrows > rows)
 				rows = d->nrows;
 		} else {
+			has_tomb |= d->kind == OVS_DELTA_TOMBSTONE;
 			for (uint32_t i = 0; i < d->nrows; i++)
 				if (d->rows[i] + 1 > rows)
 					rows = d->rows[i] + 1;
-			nchg += d->nrows;
 		}
 	}
 	ovs_version *v = calloc(1, sizeof *v);
-	size_t words = ((size_t)rows + 63) / 64;
-	uint64_t *present = calloc(words ? words : 1, sizeof *present);
-	if (!v || !present) {
-		free(v);
-		free(present);
+	if (!v) {
 		ovs_err_format(err, errlen, "out of memory sealing column");
 		return NULL;
 	}
@@ -571,18 +660,18 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 	atomic_fetch_add_explicit(&g_live_versions, 1, memory_order_relaxed);
 	v->rows = rows;
 	v->ordinal = ds->ordinal;
-	v->present = present;
-	if (prev)
-		memcpy(present, prev->present, ((size_t)prev->rows + 63) / 64 * sizeof *present);
-
+	v->base_ordinal = prev ? prev->ordinal : 0;
+	if (!build_presence(v, prev, ds, last_full, has_tomb) || !build_changed(v, ds, last_full)) {
+		ovs_version_unref(v);
+		ovs_err_format(err, errlen, "out of memory recording presence and changed rows");
+		return NULL;
+	}
 	if (c->schema.is_array) {
 		/* Array columns: a table of blob pointers. Shared blobs are referenced, not copied: the
 		 * version costs one pointer per row plus the rows the deltas bring. */
 		v->blobs = calloc(rows ? rows : 1, sizeof *v->blobs);
 		if (!v->blobs) {
-			free(present);
-			free(v);
-			atomic_fetch_sub_explicit(&g_live_versions, 1, memory_order_relaxed);
+			ovs_version_unref(v);
 			ovs_err_format(err, errlen, "out of memory sealing an array column");
 			return NULL;
 		}
@@ -599,98 +688,15 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 				if (d->kind == OVS_DELTA_SPARSE) {
 					v->blobs[r] = d->blobs[i];
 					ovs_blob_ref(v->blobs[r]);
-					bit_set(present, r);
-				} else {
-					bit_clear(present, r);
 				}
 			}
-		goto changed_rows;
-	}
-	/* The base buffer: a FULL delta's own buffer when it covers every row and has room, else a
-	 * fresh buffer filled from the previous version (and the FULL delta, if any). */
-	ovs_buffer *buf = NULL;
-	ovs_delta *start = ds;
-	if (last_full) {
-		start = last_full->next;
-		if (last_full->nrows == rows && last_full->full->capacity >= (size_t)rows * rb) {
-			buf = last_full->full;
-			atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
-		} else {
-			buf = ovs_buffer_new(st, (size_t)rows * rb);
-			if (buf) {
-				ovs_copy(w, buf->data, last_full->full->data, (size_t)last_full->nrows * rb);
-				if (prev && prev->rows > last_full->nrows)
-					ovs_copy(w, (char *)buf->data + (size_t)last_full->nrows * rb,
-						 (char *)prev->buf->data + (size_t)last_full->nrows * rb,
-						 (size_t)(prev->rows - last_full->nrows) * rb);
-			}
-		}
-		bits_set_prefix(present, last_full->nrows);
-		v->all_changed = true;
-	} else if (prev && c->spare && c->spare->capacity >= (size_t)rows * rb) {
-		/* Recycle: the spare holds the rows as of the version before the oldest retained one;
-		 * replaying the retained versions' deltas brings it to `prev`. Cost: the rows those deltas
-		 * touched (retention x rows per ordinal), not the column. */
-		buf = c->spare;
-		c->spare = NULL;
-		ovs_version *chain[1024];
-		size_t nchain = 0;
-		for (ovs_version *u = prev; u && nchain < 1024; u = atomic_load_explicit(&u->older, memory_order_relaxed))
-			chain[nchain++] = u;
-		while (nchain--)
-			for (ovs_delta *d = chain[nchain]->deltas; d; d = d->next)
-				apply_bytes(w, buf, d, rb);
-	} else {
-		buf = ovs_buffer_new(st, (size_t)rows * rb);
-		if (buf && prev && prev->rows)
-			ovs_copy(w, buf->data, prev->buf->data, (size_t)prev->rows * rb);
-	}
-	if (!buf) {
-		free(present);
-		free(v);
-		atomic_fetch_sub_explicit(&g_live_versions, 1, memory_order_relaxed);
-		ovs_err_format(err, errlen, "out of memory allocating %zu bytes for column version", (size_t)rows * rb);
+	} else if (!ovs_chunks_build(st, w, c, v, prev, ds, err, errlen)) {
+		ovs_version_unref(v);
 		return NULL;
+	} else if (prev && !prev->blobs && !same_runs(v, prev)) {
+		c->run_changes++; /* reads split differently: a layout change for consumers */
 	}
-	v->buf = buf;
-	/* Apply the sparse deltas and tombstones after the base, in submission order. */
-	for (ovs_delta *d = start; d; d = d->next) {
-		if (d->kind == OVS_DELTA_SPARSE) {
-			for (uint32_t i = 0; i < d->nrows; i++) {
-				memcpy((char *)buf->data + (size_t)d->rows[i] * rb, d->values + (size_t)i * rb, rb);
-				bit_set(present, d->rows[i]);
-			}
-		} else if (d->kind == OVS_DELTA_TOMBSTONE) {
-			for (uint32_t i = 0; i < d->nrows; i++)
-				bit_clear(present, d->rows[i]);
-		} else {
-			/* a FULL delta after last_full cannot exist */
-		}
-	}
-changed_rows:
-	/* Rows changed at this ordinal (sorted, unique) for range reads. */
-	if (!v->all_changed && nchg) {
-		uint32_t *chg = malloc(nchg * sizeof *chg);
-		if (!chg) {
-			ovs_version_unref(v);
-			ovs_err_format(err, errlen, "out of memory recording changed rows");
-			return NULL;
-		}
-		size_t k = 0;
-		for (ovs_delta *d = ds; d; d = d->next)
-			if (d->kind != OVS_DELTA_FULL)
-				for (uint32_t i = 0; i < d->nrows; i++)
-					chg[k++] = d->rows[i];
-		qsort(chg, k, sizeof *chg, cmp_u32);
-		size_t u = 0;
-		for (size_t i = 0; i < k; i++)
-			if (u == 0 || chg[u - 1] != chg[i])
-				chg[u++] = chg[i];
-		v->changed = chg;
-		v->nchanged = (uint32_t)u;
-	}
-	v->generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
-	v->all_present = bits_all_prefix(present, rows);
+	v->generation = atomic_load_explicit(&c->generation, memory_order_relaxed) + c->run_changes;
 	v->deltas = ds;
 	return v;
 }
@@ -737,29 +743,6 @@ static void bury(ovs_limbo *g, ovs_column *c, ovs_version *v)
 	g->c[g->n++] = c;
 }
 
-/* After the grace period: if nobody but the chain holds the newest cut version `v` and its buffer
- * is ours (not an adopted producer tensor), keep the buffer as the column's spare. */
-static void harvest_spare(ovs_column *c, ovs_version *v)
-{
-	ovs_buffer *b = v->buf;
-	if (!b || b->managed || atomic_load_explicit(&v->refs, memory_order_acquire) != 1)
-		return;
-	uint32_t held = 1; /* the version */
-	for (ovs_delta *d = v->deltas; d; d = d->next)
-		held += d->full == b;
-	/* acquire: pairs with the release decrements of former holders (read groups). */
-	if (atomic_load_explicit(&b->refs, memory_order_acquire) != held)
-		return;
-	for (ovs_delta *d = v->deltas; d; d = d->next)
-		if (d->full == b) {
-			d->full = NULL;
-			atomic_fetch_sub_explicit(&b->refs, 1, memory_order_relaxed);
-		}
-	v->buf = NULL;
-	ovs_buffer_unref(c->spare);
-	c->spare = b;
-}
-
 static void free_snapshot(ovs_snapshot *snap)
 {
 	if (!snap)
@@ -776,7 +759,7 @@ static void empty_limbo(ovs_limbo *g, bool harvest)
 {
 	for (size_t i = 0; i < g->n; i++) {
 		if (harvest)
-			harvest_spare(g->c[i], g->v[i]);
+			ovs_chunks_harvest(g->c[i], g->v[i]);
 		ovs_version_unref(g->v[i]);
 	}
 	g->n = 0;
@@ -940,7 +923,7 @@ void ovs_store_fini(ovs_stage *st)
 			d = nx;
 		}
 		ovs_version_unref(c->latest);
-		ovs_buffer_unref(c->spare);
+		ovs_chunks_drop_spares(c);
 		ovs_radix_fini(&c->rows);
 		pthread_mutex_destroy(&c->schema_lock);
 		free(c);

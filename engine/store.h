@@ -10,12 +10,16 @@
  *    touched rows and their bytes; cost in proportion to the rows touched), or TOMBSTONES (rows made
  *    absent). Writes at different ordinals never wait for each other: their deltas wait in the
  *    column's inbox until a floor advance seals them, in (ordinal, op id) order.
- *  - Sealing ordinal o of a column produces a *version*: a contiguous buffer of all rows as of o, the
- *    set of rows that changed at o, and a presence bitmap. The last `retention` versions stay
- *    readable. A sparse version does not copy the column: it recycles the buffer of the version that
- *    fell out of retention (if no reader pins it) and catches it up by replaying the retained deltas,
- *    which costs rows-touched x retention; only when that buffer is pinned or too small does sealing
- *    copy the latest buffer.
+ *  - Sealing ordinal o of a column produces a *version*: the rows as of o, the set of rows that
+ *    changed at o, and a presence bitmap (NULL when every row holds a value). A fixed-size column's
+ *    rows live in *chunks* of 2^k rows (about OVSTAGE_CHUNK_KB bytes) that versions share: a version
+ *    is a table of chunk pointers, and a sparse ordinal replaces only the chunks it touches
+ *    (copy-on-write). A replaced chunk comes from the chunk that fell out of retention (if no reader
+ *    pins it), caught up by replaying the retained deltas (cost: rows touched x retention), or else
+ *    is a copy of the previous version's chunk (cost: chunk size). A full write's buffer becomes the
+ *    version's chunks without a copy. Chunks adjacent in memory form *runs*; a read hands out one
+ *    zero-copy group per run (one for a column written in full).
+ *    The last `retention` versions stay readable.
  *  - A *snapshot* is the immutable map column -> latest sealed version (and floors) that readers use.
  *    One floor advance builds every new version first and then publishes one new snapshot with a
  *    single release store: a reader sees all of ordinal N or none of it.
@@ -89,19 +93,43 @@ typedef struct ovs_delta {
 	size_t bytes;               /* what it holds, counted in the stage's unsealed total until sealed */
 } ovs_delta;
 
+/* A chunk of a fixed-size column: 2^k consecutive rows in a buffer, shared by every version in
+ * which those rows are equal. Its memory is rewritten only by the sealer, and only after it became
+ * unreachable (see ovs_chunks_harvest). */
+typedef struct ovs_chunk {
+	_Atomic uint32_t refs;      /* versions whose tables hold it */
+	uint32_t cap_rows;          /* rows it has room for (2^k, less at the end of a full write's buffer) */
+	ovs_buffer *buf;            /* the memory (one reference held by the chunk) */
+	size_t off;                 /* byte offset of the chunk's first row in buf */
+} ovs_chunk;
+
+/* Consecutive rows of a version that are contiguous in memory: what one read group views. */
+typedef struct ovs_run {
+	uint32_t row0;              /* first row */
+	uint32_t nrows;             /* rows */
+	void *data;                 /* address of row0 */
+} ovs_run;
+
 /* One sealed state of a column. */
 typedef struct ovs_version {
 	_Atomic uint32_t refs;      /* the column's chain + pinned read groups */
 	uint32_t rows;              /* rows 0..rows-1 exist in this version */
 	ovstage_ordinal_t ordinal;  /* the ordinal this version seals */
-	uint64_t generation;        /* layout generation (bumps when rows are added or removed) */
-	ovs_buffer *buf;            /* fixed columns: rows * row_bytes contiguous bytes */
+	ovstage_ordinal_t base_ordinal; /* ordinal of the version it was built on (0 = none) */
+	uint64_t generation;        /* layout generation (bumps when rows are added or removed, or when
+	                             * the runs a read is split into change) */
+	uint32_t chunk_shift;       /* fixed columns: log2 of rows per chunk */
+	uint32_t nchunks;           /* fixed columns: entries in chunks */
+	ovs_chunk **chunks;         /* fixed columns: chunk j holds rows [j << shift, (j + 1) << shift) */
+	ovs_run *runs;              /* fixed columns: rows 0..rows-1 as runs, in row order */
+	uint32_t nruns;             /* entries in runs */
 	ovs_blob **blobs;           /* array columns: one blob per row (NULL = absent/empty) */
-	uint64_t *present;          /* presence bitmap (bit r = row r holds a value) */
+	uint64_t *present;          /* presence bitmap (bit r = row r holds a value); NULL = all present */
 	uint32_t *changed;          /* rows changed at this ordinal, sorted (NULL + all_changed for FULL) */
 	uint32_t nchanged;          /* entries in changed */
+	bool changed_owned;         /* changed was allocated for this version (else it is a delta's rows) */
 	bool all_changed;           /* every row changed (FULL delta) */
-	bool all_present;           /* every row 0..rows-1 holds a value (reads skip presence checks) */
+	bool all_present;           /* every row 0..rows-1 holds a value (present is then NULL) */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
 	struct ovs_version *_Atomic older; /* the previous retained version (owned reference); cut by the
 	                                     * sealer when it leaves retention, so readers follow it only
@@ -125,9 +153,12 @@ typedef struct ovs_column {
 	_Atomic(ovs_delta *) inbox;       /* deltas waiting for a seal (Treiber push, take-all) */
 	ovs_delta *pending;               /* sealing side: deltas above the floor, sorted (seal-owned) */
 	ovs_version *latest;              /* sealing side: newest version (seal-owned reference) */
-	ovs_buffer *spare;                /* sealing side: buffer of the version that last left
-	                                   * retention, no longer readable by anyone; holds the rows
-	                                   * as of the predecessor of the oldest retained version */
+	ovs_chunk **spares;               /* sealing side: chunks of the version that last left retention
+	                                   * that nobody else holds, by chunk index (NULL = none); each
+	                                   * holds its rows as of that version */
+	uint32_t nspares;                 /* entries in spares */
+	ovstage_ordinal_t spare_ordinal;  /* the ordinal of the version the spares came from */
+	uint64_t run_changes;             /* sealing side: how often the run layout changed (generation) */
 } ovs_column;
 
 /* Immutable map of columns to their latest sealed versions, replaced by each seal. */
@@ -149,5 +180,32 @@ typedef struct ovs_limbo {
 	struct ovs_column **c;       /* their columns (for harvesting spare buffers) */
 	size_t n, cap;               /* entries, capacity */
 } ovs_limbo;
+
+/* Whether row r of version v holds a value (r < v->rows). */
+static inline bool ovs_version_present(const ovs_version *v, uint32_t r)
+{
+	return !v->present || ((v->present[r / 64] >> (r % 64)) & 1);
+}
+
+/* Address of row r of a fixed-size column's version v (r < v->rows); rb = the column's row bytes. */
+static inline void *ovs_version_row_ptr(const ovs_version *v, size_t rb, uint32_t r)
+{
+	const ovs_chunk *k = v->chunks[r >> v->chunk_shift];
+	return (char *)k->buf->data + k->off + (size_t)(r & ((1u << v->chunk_shift) - 1)) * rb;
+}
+
+/* The run holding row r of version v (r < v->rows). */
+static inline uint32_t ovs_version_run_of(const ovs_version *v, uint32_t r)
+{
+	uint32_t lo = 0, hi = v->nruns;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (v->runs[mid].row0 <= r)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
 
 #endif /* OVSTAGE_ENGINE_STORE_H */

@@ -16,6 +16,10 @@
  *                                                                   before advance_write_floor seals it;
  *                                                                   beyond it writes and maps return
  *                                                                   OVSTAGE_ERROR_QUEUE_FULL; 0 = none)
+ *   OVSTAGE_CONFIG_EXT_CHUNK_KB            OVSTAGE_CHUNK_KB         256 (copy-on-write granule of fixed-size
+ *                                                                   columns, KiB in [1, 1048576]: a sparse
+ *                                                                   write copies the chunks it touches,
+ *                                                                   the others are shared between versions)
  *   OVSTAGE_CONFIG_EXT_PIN_WORKERS (bool)  OVSTAGE_PIN_WORKERS      false (bind workers to cores)
  *
  * The worker count, pinning and queue capacity are process-wide (one scheduler serves every stage)
@@ -31,5 +35,6 @@
 #define OVSTAGE_CONFIG_EXT_RETENTION ((ovstage_config_uint64_t)0x4f560003)
 #define OVSTAGE_CONFIG_EXT_PIN_WORKERS ((ovstage_config_bool_t)0x4f560004)
 #define OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB ((ovstage_config_uint64_t)0x4f560005)
+#define OVSTAGE_CONFIG_EXT_CHUNK_KB ((ovstage_config_uint64_t)0x4f560006)
 
 #endif /* OVSTAGE_EXT_H */

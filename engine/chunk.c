@@ -1,0 +1,421 @@
+/*
+ * chunk.c — copy-on-write chunks of fixed-size columns: building a version's chunk table from the
+ * previous version and one ordinal's deltas, its runs, compaction, and spare chunks.
+ *
+ * Who touches what: chunk tables, spares and chunk memory are written only by the column's sealer
+ * (seals of a stage run one after another). A chunk's memory is written only while no published
+ * version holds it: either it is new (a copy slot, a full write's buffer), or it is a spare — a chunk
+ * of a version that left retention, harvested after the grace period when nothing else holds it.
+ * Reference counts are the only state shared with other threads (read groups drop versions, and
+ * with them chunks, from any thread).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "copy.h"
+#include "errors.h"
+#include "stage.h"
+
+/* A version fragmented into more runs than this, or whose chunks keep more than this many times its
+ * size in buffers alive (a chunk holds its whole buffer), is compacted into one buffer: a full copy,
+ * paid once for the many sparse seals that fragmented it. */
+#define OVS_MAX_RUNS 64
+#define OVS_MAX_HELD_FACTOR 3
+
+/* Process-wide statistics (tests check that each path is taken; relaxed: counters only). */
+static _Atomic uint64_t g_shared, g_copied, g_replayed, g_compactions;
+
+void ovs_chunk_stats(ovs_chunk_stats_t *out)
+{
+	out->shared = atomic_load_explicit(&g_shared, memory_order_relaxed);
+	out->copied = atomic_load_explicit(&g_copied, memory_order_relaxed);
+	out->replayed = atomic_load_explicit(&g_replayed, memory_order_relaxed);
+	out->compactions = atomic_load_explicit(&g_compactions, memory_order_relaxed);
+}
+
+ovs_chunk *ovs_chunk_new(ovs_buffer *buf, size_t off, uint32_t cap_rows)
+{
+	ovs_chunk *k = malloc(sizeof *k);
+	if (!k)
+		return NULL;
+	atomic_init(&k->refs, 1);
+	k->cap_rows = cap_rows;
+	/* relaxed: the caller holds a reference, so the buffer cannot go away meanwhile. */
+	atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
+	k->buf = buf;
+	k->off = off;
+	return k;
+}
+
+static void chunk_ref(ovs_chunk *k)
+{
+	/* relaxed: the sealer holds a reference through the previous version. */
+	atomic_fetch_add_explicit(&k->refs, 1, memory_order_relaxed);
+}
+
+void ovs_chunk_unref(ovs_chunk *k)
+{
+	/* acq_rel: the last holder sees every reader's accesses before the memory is released. */
+	if (k && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1) {
+		ovs_buffer_unref(k->buf);
+		free(k);
+	}
+}
+
+uint32_t ovs_chunk_shift(size_t chunk_bytes, size_t rb)
+{
+	size_t per = rb ? chunk_bytes / rb : chunk_bytes;
+	uint32_t s = 0;
+	while (s < 30 && ((size_t)2 << s) <= per)
+		s++;
+	return s;
+}
+
+/* Rows of chunk j in a version of `rows` rows. */
+static inline uint32_t rows_in(uint32_t rows, uint32_t shift, uint32_t j)
+{
+	uint64_t r0 = (uint64_t)j << shift, cr = (uint64_t)1 << shift;
+	return r0 >= rows ? 0 : (uint32_t)(rows - r0 < cr ? rows - r0 : cr);
+}
+
+static inline char *chunk_data(const ovs_chunk *k)
+{
+	return (char *)k->buf->data + k->off;
+}
+
+/* Copies a sparse delta's rows into the chunks of t whose mark in `how` is `want` (how == NULL: every
+ * chunk the delta touches, all private to the version being built). Consecutive rows inside one
+ * chunk go in one memcpy. */
+static void apply_sparse(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+			 const ovs_delta *d)
+{
+	uint32_t mask = (1u << shift) - 1;
+	for (uint32_t i = 0; i < d->nrows;) {
+		uint32_t r = d->rows[i], j = r >> shift, last = r | mask, e = i + 1;
+		while (e < d->nrows && d->rows[e] == d->rows[e - 1] + 1 && d->rows[e] <= last)
+			e++;
+		if (!how || how[j] == want)
+			memcpy(chunk_data(t[j]) + (size_t)(r & mask) * rb, d->values + (size_t)i * rb, (size_t)(e - i) * rb);
+		i = e;
+	}
+}
+
+/* Copies a full delta's rows into the chunks of t (all private: the delta marked them). */
+static void apply_full(jobs_worker *w, ovs_chunk **t, uint32_t shift, size_t rb, const ovs_delta *d)
+{
+	for (uint32_t j = 0; ((uint64_t)j << shift) < d->nrows; j++)
+		ovs_copy(w, chunk_data(t[j]), (const char *)d->full->data + ((size_t)j << shift) * rb,
+			 (size_t)rows_in(d->nrows, shift, j) * rb);
+}
+
+static bool adjacent(const ovs_chunk *a, const ovs_chunk *b, uint32_t shift, size_t rb)
+{
+	return a->buf == b->buf && a->cap_rows == (1u << shift) && b->off == a->off + ((size_t)1 << shift) * rb;
+}
+
+/* Fills v->runs from the chunk table; *held = bytes of the buffers the chunks keep alive (a buffer
+ * met again after another one is counted again: an over-estimate, which only compacts earlier). */
+static bool compute_runs(ovs_version *v, size_t rb, size_t *held)
+{
+	uint32_t shift = v->chunk_shift, n = 0;
+	for (uint32_t j = 0; j < v->nchunks; j++)
+		n += j == 0 || !adjacent(v->chunks[j - 1], v->chunks[j], shift, rb);
+	free(v->runs);
+	v->runs = NULL;
+	v->nruns = 0;
+	*held = 0;
+	if (!n)
+		return true;
+	v->runs = malloc(n * sizeof *v->runs);
+	if (!v->runs)
+		return false;
+	const ovs_buffer *lastbuf = NULL;
+	for (uint32_t j = 0; j < v->nchunks; j++) {
+		if (j && adjacent(v->chunks[j - 1], v->chunks[j], shift, rb)) {
+			v->runs[v->nruns - 1].nrows += rows_in(v->rows, shift, j);
+			continue;
+		}
+		ovs_run *r = &v->runs[v->nruns++];
+		r->row0 = j << shift;
+		r->nrows = rows_in(v->rows, shift, j);
+		r->data = chunk_data(v->chunks[j]);
+		if (v->chunks[j]->buf != lastbuf)
+			*held += v->chunks[j]->buf->capacity;
+		lastbuf = v->chunks[j]->buf;
+	}
+	return true;
+}
+
+/* Rebuilds v's chunks in one new buffer (one run). Keeps v as it is if memory is short. */
+static void compact(ovs_stage *st, jobs_worker *w, ovs_version *v, size_t rb)
+{
+	uint32_t shift = v->chunk_shift;
+	size_t bytes = (size_t)v->rows * rb;
+	ovs_buffer *b = ovs_buffer_new(st, bytes);
+	ovs_chunk **t = b ? calloc(v->nchunks, sizeof *t) : NULL;
+	if (!t) {
+		ovs_buffer_unref(b);
+		return;
+	}
+	size_t cap = b->capacity / rb;
+	for (uint32_t j = 0; j < v->nchunks; j++) {
+		uint64_t r0 = (uint64_t)j << shift;
+		t[j] = ovs_chunk_new(b, (size_t)r0 * rb, (uint32_t)(cap - r0 < ((uint64_t)1 << shift) ? cap - r0 : (1u << shift)));
+		if (!t[j]) {
+			for (uint32_t i = 0; i < j; i++)
+				ovs_chunk_unref(t[i]);
+			free(t);
+			ovs_buffer_unref(b);
+			return;
+		}
+	}
+	ovs_buffer_unref(b); /* the chunks hold it */
+	atomic_fetch_add_explicit(&g_compactions, 1, memory_order_relaxed);
+	for (uint32_t i = 0; i < v->nruns; i++)
+		ovs_copy(w, (char *)b->data + (size_t)v->runs[i].row0 * rb, v->runs[i].data, (size_t)v->runs[i].nrows * rb);
+	for (uint32_t j = 0; j < v->nchunks; j++)
+		ovs_chunk_unref(v->chunks[j]);
+	free(v->chunks);
+	v->chunks = t;
+}
+
+/* Whether the column's spares can be caught up to prev by replaying deltas: they hold the rows as
+ * of the version that the oldest retained version was built on, and no retained version holds a
+ * full delta (then copying prev's chunk costs no more than the replay). Collects the chain from
+ * the oldest retained version to prev into *chain (malloc'd) for the replay. */
+static bool spares_usable(const ovs_column *c, ovs_version *prev, ovs_version ***chain, size_t *nchain)
+{
+	*chain = NULL;
+	*nchain = 0;
+	if (!c->nspares || !prev)
+		return false;
+	size_t n = 0;
+	ovs_version *oldest = NULL;
+	/* relaxed: the chain is seal-owned; we are the sealer. */
+	for (ovs_version *u = prev; u; u = atomic_load_explicit(&u->older, memory_order_relaxed)) {
+		for (ovs_delta *d = u->deltas; d; d = d->next)
+			if (d->kind == OVS_DELTA_FULL)
+				return false;
+		oldest = u;
+		n++;
+	}
+	if (oldest->base_ordinal != c->spare_ordinal)
+		return false;
+	ovs_version **a = malloc(n * sizeof *a);
+	if (!a)
+		return false;
+	size_t i = n;
+	for (ovs_version *u = prev; u; u = atomic_load_explicit(&u->older, memory_order_relaxed))
+		a[--i] = u; /* oldest first */
+	*chain = a;
+	*nchain = n;
+	return true;
+}
+
+bool ovs_chunks_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *v, ovs_version *prev,
+		      ovs_delta *ds, char *err, size_t errlen)
+{
+	size_t rb = c->row_bytes;
+	uint32_t shift = ovs_chunk_shift(st->chunk_bytes, rb), cr = 1u << shift, rows = v->rows;
+	uint32_t nch = (uint32_t)(((uint64_t)rows + cr - 1) >> shift);
+	uint8_t *how = NULL; /* per chunk: 0 shared with prev, 1 copied from prev, 2 a caught-up spare */
+	ovs_version **chain = NULL;
+	size_t nchain = 0;
+	v->chunk_shift = shift;
+	v->nchunks = nch;
+	v->chunks = calloc(nch ? nch : 1, sizeof *v->chunks);
+	if (!v->chunks)
+		goto oom;
+	ovs_delta *last_full = NULL;
+	for (ovs_delta *d = ds; d; d = d->next)
+		if (d->kind == OVS_DELTA_FULL)
+			last_full = d;
+	if (last_full && last_full->nrows == rows && last_full->full->capacity >= (size_t)rows * rb) {
+		/* A full write covering every row: its buffer becomes the version's chunks, no copy. What
+		 * came before it at this ordinal is overwritten; what came after applies on top. */
+		ovs_buffer *b = last_full->full;
+		uint64_t cap = b->capacity / rb;
+		for (uint32_t j = 0; j < nch; j++) {
+			uint64_t r0 = (uint64_t)j << shift;
+			v->chunks[j] = ovs_chunk_new(b, (size_t)r0 * rb, (uint32_t)(cap - r0 < cr ? cap - r0 : cr));
+			if (!v->chunks[j])
+				goto oom;
+		}
+		for (ovs_delta *d = last_full->next; d; d = d->next)
+			if (d->kind == OVS_DELTA_SPARSE)
+				apply_sparse(v->chunks, NULL, 0, shift, rb, d);
+		goto runs;
+	}
+	how = calloc(nch ? nch : 1, 1);
+	if (!how)
+		goto oom;
+	/* The chunks this ordinal changes, and those prev cannot provide (new, or too small). */
+	for (ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL)
+			memset(how, 1, (size_t)(((uint64_t)d->nrows + cr - 1) >> shift));
+		else if (d->kind == OVS_DELTA_SPARSE)
+			for (uint32_t i = 0; i < d->nrows; i++)
+				how[d->rows[i] >> shift] = 1;
+	}
+	for (uint32_t j = 0; j < nch; j++)
+		if (!prev || j >= prev->nchunks || prev->chunks[j]->cap_rows < rows_in(rows, shift, j))
+			how[j] = 1;
+	bool replay = spares_usable(c, prev, &chain, &nchain);
+	uint32_t ncopy = 0;
+	for (uint32_t j = 0; j < nch; j++) {
+		if (!how[j])
+			continue;
+		if (replay && j < c->nspares && c->spares[j] && c->spares[j]->cap_rows >= rows_in(rows, shift, j))
+			how[j] = 2;
+		else
+			ncopy++;
+	}
+	/* Copy slots: one buffer, in chunk order, so neighbouring copied chunks stay one run. The last
+	 * chunk of the column gets room for its rows rounded up to a power of two (a small column does
+	 * not pay for a whole chunk; a growing one re-copies it O(log) times). */
+	if (ncopy) {
+		uint32_t last_cap = cr;
+		if (how[nch - 1] == 1) {
+			uint32_t need = rows_in(rows, shift, nch - 1);
+			last_cap = 1;
+			while (last_cap < need)
+				last_cap <<= 1;
+		}
+		ovs_buffer *b = ovs_buffer_new(st, ((size_t)(ncopy - 1) * cr + last_cap) * rb);
+		if (!b)
+			goto oom;
+		uint32_t s = 0;
+		for (uint32_t j = 0; j < nch; j++)
+			if (how[j] == 1) {
+				v->chunks[j] = ovs_chunk_new(b, (size_t)s++ * cr * rb, j == nch - 1 ? last_cap : cr);
+				if (!v->chunks[j]) {
+					ovs_buffer_unref(b);
+					goto oom;
+				}
+			}
+		ovs_buffer_unref(b); /* the chunks hold it */
+		/* Fill them from prev, runs of chunks adjacent on both sides in one (parallel) copy. */
+		for (uint32_t j = 0; j < nch;) {
+			if (how[j] != 1 || !prev || j >= prev->nchunks) {
+				j++;
+				continue;
+			}
+			uint32_t e = j;
+			size_t bytes = (size_t)rows_in(prev->rows, shift, j) * rb;
+			while (e + 1 < nch && how[e + 1] == 1 && e + 1 < prev->nchunks &&
+			       adjacent(prev->chunks[e], prev->chunks[e + 1], shift, rb) &&
+			       adjacent(v->chunks[e], v->chunks[e + 1], shift, rb) && rows_in(prev->rows, shift, e) == cr) {
+				e++;
+				bytes += (size_t)rows_in(prev->rows, shift, e) * rb;
+			}
+			if (bytes)
+				ovs_copy(w, chunk_data(v->chunks[j]), chunk_data(prev->chunks[j]), bytes);
+			j = e + 1;
+		}
+	}
+	/* Spares: take them and replay the retained versions' deltas (oldest first) onto them. */
+	if (replay) {
+		for (uint32_t j = 0; j < nch; j++)
+			if (how[j] == 2) {
+				v->chunks[j] = c->spares[j];
+				c->spares[j] = NULL;
+			}
+		for (size_t i = 0; i < nchain; i++)
+			for (ovs_delta *d = chain[i]->deltas; d; d = d->next)
+				if (d->kind == OVS_DELTA_SPARSE)
+					apply_sparse(v->chunks, how, 2, shift, rb, d);
+	}
+	/* The rest: prev's chunks, shared. */
+	uint32_t nshared = 0, nreplayed = 0;
+	for (uint32_t j = 0; j < nch; j++) {
+		nreplayed += how[j] == 2;
+		if (!how[j]) {
+			v->chunks[j] = prev->chunks[j];
+			chunk_ref(v->chunks[j]);
+			nshared++;
+		}
+	}
+	atomic_fetch_add_explicit(&g_shared, nshared, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g_copied, ncopy, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g_replayed, nreplayed, memory_order_relaxed);
+	/* This ordinal's deltas, in op-id order, onto its private chunks. */
+	for (ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL)
+			apply_full(w, v->chunks, shift, rb, d);
+		else if (d->kind == OVS_DELTA_SPARSE)
+			apply_sparse(v->chunks, NULL, 0, shift, rb, d);
+	}
+runs:;
+	size_t held;
+	if (!compute_runs(v, rb, &held))
+		goto oom;
+	if (v->nruns > OVS_MAX_RUNS || held > OVS_MAX_HELD_FACTOR * ((size_t)rows * rb) + st->chunk_bytes) {
+		compact(st, w, v, rb);
+		if (!compute_runs(v, rb, &held))
+			goto oom;
+	}
+	free(how);
+	free(chain);
+	return true;
+oom:
+	free(how);
+	free(chain);
+	ovs_version_chunks_free(v);
+	ovs_err_format(err, errlen, "out of memory building %u chunks of a column version", nch);
+	return false;
+}
+
+void ovs_chunks_drop_spares(ovs_column *c)
+{
+	for (uint32_t j = 0; j < c->nspares; j++)
+		ovs_chunk_unref(c->spares[j]);
+	free(c->spares);
+	c->spares = NULL;
+	c->nspares = 0;
+	c->spare_ordinal = 0;
+}
+
+void ovs_chunks_harvest(ovs_column *c, ovs_version *v)
+{
+	/* Older spares can no longer be caught up: the deltas of v are about to go. */
+	ovs_chunks_drop_spares(c);
+	/* acquire: pairs with the release decrements of read groups that held v; their reads are done. */
+	if (!v->chunks || !v->nchunks || atomic_load_explicit(&v->refs, memory_order_acquire) != 1)
+		return;
+	ovs_chunk **sp = calloc(v->nchunks, sizeof *sp);
+	if (!sp)
+		return;
+	uint32_t n = 0;
+	for (uint32_t j = 0; j < v->nchunks; j++) {
+		ovs_chunk *k = v->chunks[j];
+		/* acquire: as above, for groups of other versions that shared the chunk. Nothing can take
+		 * a new reference: v is unreachable and only the sealer builds chunk tables. Adopted
+		 * producer buffers are never rewritten. */
+		if (k && !k->buf->managed && atomic_load_explicit(&k->refs, memory_order_acquire) == 1) {
+			sp[j] = k;
+			v->chunks[j] = NULL;
+			n++;
+		}
+	}
+	if (!n) {
+		free(sp);
+		return;
+	}
+	c->spares = sp;
+	c->nspares = v->nchunks;
+	c->spare_ordinal = v->ordinal;
+}
+
+void ovs_version_chunks_free(ovs_version *v)
+{
+	if (v->chunks)
+		for (uint32_t j = 0; j < v->nchunks; j++)
+			ovs_chunk_unref(v->chunks[j]);
+	free(v->chunks);
+	free(v->runs);
+	v->chunks = NULL;
+	v->runs = NULL;
+	v->nchunks = 0;
+	v->nruns = 0;
+}
