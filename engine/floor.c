@@ -37,6 +37,26 @@ static void seal_job(jobs_worker *w, void *arg, jobs_run *run)
 		ovs_op_fail(run, r, "advance_write_floor(%llu): %s", (unsigned long long)s->n, err);
 }
 
+/* Seals that run on the calling thread (when their dependencies are already complete): every
+ * column in scope is below the size at which ovs_copy splits a copy across workers (so running on
+ * a thread outside the pool loses no parallelism), and all of them together are small enough that
+ * the call returns promptly even if the seal has to copy each one. Larger seals go to a worker. */
+#define SEAL_INLINE_COLUMN_MAX ((size_t)4 << 20) /* copy.c's OVS_PARALLEL_MIN */
+#define SEAL_INLINE_TOTAL_MAX ((size_t)64 << 20)
+
+/* Upper bound of what sealing column c may copy: its whole buffer (fixed) or pointer table
+ * (arrays). A column without a schema has no rows yet. */
+static size_t seal_cost_bound(ovs_column *c)
+{
+	/* acquire: has_schema publishes the schema fields (row_bytes, is_array). */
+	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire))
+		return 0;
+	/* relaxed: an estimate; rows added concurrently are sealed by a later advance or bounded by
+	 * the writes this seal waits for, which are small if the caller asked for inline sealing. */
+	size_t rows = atomic_load_explicit(&c->nrows, memory_order_relaxed);
+	return rows * (c->schema.is_array ? sizeof(void *) : c->row_bytes);
+}
+
 static bool listed(const ovx_token_t *ts, size_t n, ovx_token_t t)
 {
 	for (size_t i = 0; i < n; i++)
@@ -82,6 +102,8 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 	s->cols = malloc((nc ? nc : 1) * sizeof *s->cols);
 	jobs_id *deps = NULL;
 	size_t ndeps = 0, capdeps = 0;
+	size_t cost = 0;
+	bool small = true;
 	if (!s->cols)
 		goto oom;
 	for (size_t i = 0; i < nc; i++) {
@@ -90,6 +112,9 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 		if (!in)
 			continue;
 		s->cols[s->ncols++] = cols[i];
+		size_t cb = seal_cost_bound(cols[i]);
+		cost += cb;
+		small = small && cb < SEAL_INLINE_COLUMN_MAX && cost <= SEAL_INLINE_TOTAL_MAX;
 		uint64_t fr = atomic_load_explicit(&cols[i]->floor_requested, memory_order_relaxed);
 		if (desc->ordinal > fr)
 			/* relaxed: read under seq_lock by admission, and by the seal job which runs after us. */
@@ -126,13 +151,17 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 		deps[ndeps++] = st->last_seal;
 	}
 	{
+		/* A small seal runs on this thread when its dependencies are complete: it is held by one
+		 * fence of ours (it must not run under seq_lock), resolved after unlocking. */
 		ovs_op_desc d = { .fn = seal_job, .arg = s, .cleanup = seal_free, .after = deps, .after_count = ndeps,
-				   .run_after_failure = true };
+				   .run_after_failure = true, .run_inline = small, .fences = small ? 1 : 0 };
 		ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 		if (r.status == OVSTAGE_OK)
 			st->last_seal = r.op_index;
 		pthread_mutex_unlock(&st->seq_lock);
 		free(deps);
+		if (r.status == OVSTAGE_OK && small)
+			jobs_fence_resolve(st->sched, r.op_index); /* cannot fail: the seal waits for it */
 		return r;
 	}
 oom:

@@ -60,7 +60,8 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 	jd.after_count = d->after_count;
 	jd.fences = d->fences;
 	/* Dependencies are op ids the engine issued itself; the caller may have released them. */
-	jd.flags = JOBS_AFTER_MAY_BE_RELEASED | (d->run_after_failure ? JOBS_RUN_AFTER_FAILED_DEPENDENCY : 0u);
+	jd.flags = JOBS_AFTER_MAY_BE_RELEASED | (d->run_after_failure ? JOBS_RUN_AFTER_FAILED_DEPENDENCY : 0u) |
+		   (d->run_inline ? JOBS_RUN_INLINE : 0u);
 	jd.tag = st->serial;
 	atomic_fetch_add_explicit(&st->jobs_in_flight, 1, memory_order_relaxed);
 	jobs_id id;
@@ -99,7 +100,8 @@ ovstage_enqueue_result_t ovs_release_handle_op(ovs_stage *st, uint64_t handle, o
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu is not live (already released?)",
 						what, (unsigned long long)handle));
 	ovs_hobj_unref(h);
-	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true };
+	/* Nothing to run: complete it here rather than waking a worker for it. */
+	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true, .run_inline = true };
 	return ovs_op_submit(st, &d);
 }
 

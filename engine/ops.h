@@ -8,7 +8,8 @@
 
 #include "stage.h"
 
-/* What an op body needs: submit it with ovs_op_submit. `cleanup` runs exactly once. */
+/* What an op body needs: submit it with ovs_op_submit. `cleanup` runs exactly once. A body may
+ * receive w == NULL (run inline on a thread outside the pool: ovs_copy then copies serially). */
 typedef struct ovs_op_desc {
 	jobs_job_fn fn;           /* body: report failures with ovs_op_fail */
 	void *arg;                /* its argument */
@@ -17,6 +18,9 @@ typedef struct ovs_op_desc {
 	size_t after_count;       /* entries in after */
 	bool run_after_failure;   /* run even if a dependency failed */
 	uint32_t fences;          /* extra dependencies resolved with jobs_fence_resolve (0 = none) */
+	bool run_inline;          /* short body: the thread that makes it runnable at submission (all
+	                           * dependencies already complete) runs it before returning, with
+	                           * w == NULL off the pool (JOBS_RUN_INLINE) */
 } ovs_op_desc;
 
 /* Submits; on rejection the cleanup runs (with ran = false), the last error is set and the result

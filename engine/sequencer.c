@@ -97,8 +97,14 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 		}
 	}
 	/* The op's arg holds `f` (via *out_inflight) before it can run: we are still inside the lock,
-	 * and the op only marks it done, which pruning reads under this lock. */
-	ovstage_enqueue_result_t r = ovs_op_submit(st, op);
+	 * and the op only marks it done, which pruning reads under this lock.
+	 * An op that may run inline must not run here, under the lock: it is submitted held by one
+	 * fence of ours, which we resolve after unlocking (running it then, if it is runnable). */
+	ovs_op_desc held = *op;
+	bool hold = op->run_inline && op->fences == 0;
+	if (hold)
+		held.fences = 1;
+	ovstage_enqueue_result_t r = ovs_op_submit(st, &held);
 	if (r.status != OVSTAGE_OK) {
 		pthread_mutex_unlock(&st->seq_lock);
 		/* the op's cleanup ran inside ovs_op_submit and may have marked f done: free it here */
@@ -118,5 +124,7 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 	f->next = st->inflight;
 	st->inflight = f;
 	pthread_mutex_unlock(&st->seq_lock);
+	if (hold)
+		jobs_fence_resolve(st->sched, r.op_index); /* cannot fail: the job waits for this fence */
 	return r;
 }

@@ -8,6 +8,8 @@
  * a fresh pre-faulted buffer in parallel (or, from a managed tensor, adopted without a copy). Any
  * other write is SPARSE: it copies just the rows it touches.
  */
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +22,19 @@
 #include "query.h"
 #include "sequencer.h"
 
+/* Writes that copy at most this many bytes in total run on the calling thread when nothing they
+ * depend on is pending (see ovs_op_desc.run_inline): handing them to a worker and waking it costs
+ * more than the copy. Larger ones go to the pool, so the caller is not held up by big copies. */
+#define WRITE_INLINE_MAX_BYTES ((size_t)256 << 10)
+
 typedef struct write_entry {
 	ovs_column *col;                     /* target column (exists from submission on) */
 	ovstage_write_data_t data;           /* the caller's descriptor (managed array replaced by ours) */
-	ovs_layout layout;                   /* validated layout (borrows data / managed) */
 	DLManagedTensorVersioned **managed;  /* tensors we own (deleter pending), or NULL */
 	uint32_t nmanaged;                   /* entries in managed */
 	ovstage_attribute_semantic_t semantic; /* effective semantic (NONE inherits the column's) */
+	ovs_layout layout;                   /* validated layout (borrows data / managed); last: op_alloc
+	                                      * zeroes the fields before it only */
 } write_entry;
 
 typedef struct write_op {
@@ -35,10 +43,65 @@ typedef struct write_op {
 	ovstage_ordinal_t ordinal;   /* ordinal of every entry */
 	ovstage_prim_mode_t mode;    /* UPSERT / INSERT */
 	size_t n;                    /* entries */
-	write_entry *e;              /* entries */
+	size_t cap;                  /* entries the block has room for */
+	write_entry *e;              /* entries (in the same block, after the op) */
 	ovs_inflight *inflight;      /* marks the op done for floor advances */
 	bool deferred;               /* the query was not resolved at the call: validate layouts in the op */
 } write_op;
+
+/* Op blocks (the op and its entries, ~800 bytes per entry) are recycled through a one-block cache
+ * per thread: a producer that writes ordinal after ordinal, whose small writes run on its own
+ * thread, allocates nothing here in the steady state. Thread-private: no synchronisation. The
+ * cached block is freed when its thread exits (the key's destructor). */
+#define OP_CACHE_MAX_ENTRIES 64
+static pthread_key_t op_cache_key;
+static pthread_once_t op_cache_once = PTHREAD_ONCE_INIT;
+static bool op_cache_ok;
+
+static void op_cache_init(void)
+{
+	op_cache_ok = pthread_key_create(&op_cache_key, free) == 0;
+}
+
+/* A zeroed op with room for n entries (the entries' layouts are not zeroed: they are filled by
+ * ovs_layout_from_write before use), or NULL. */
+static write_op *op_alloc(size_t n)
+{
+	size_t need = n ? n : 1;
+	pthread_once(&op_cache_once, op_cache_init);
+	write_op *op = op_cache_ok ? pthread_getspecific(op_cache_key) : NULL;
+	if (op && op->cap >= need) {
+		pthread_setspecific(op_cache_key, NULL);
+	} else {
+		op = malloc(sizeof *op + need * sizeof(write_entry));
+		if (!op)
+			return NULL;
+		op->cap = need;
+	}
+	size_t cap = op->cap;
+	memset(op, 0, sizeof *op);
+	op->cap = cap;
+	op->e = (write_entry *)(void *)(op + 1);
+	for (size_t i = 0; i < need; i++)
+		memset(&op->e[i], 0, offsetof(write_entry, layout));
+	return op;
+}
+
+static void op_release(write_op *op)
+{
+	if (!op)
+		return;
+	if (op_cache_ok && op->cap <= OP_CACHE_MAX_ENTRIES) {
+		write_op *old = pthread_getspecific(op_cache_key);
+		if (!old || old->cap < op->cap) {
+			if (pthread_setspecific(op_cache_key, op) == 0) {
+				free(old);
+				return;
+			}
+		}
+	}
+	free(op);
+}
 
 static void release_managed(write_entry *e)
 {
@@ -56,11 +119,10 @@ static void write_op_free(void *arg, bool ran)
 	write_op *op = arg;
 	for (size_t i = 0; i < op->n; i++)
 		release_managed(&op->e[i]); /* exactly once: adopted tensors were taken out of the list */
-	free(op->e);
 	ovs_query_put(op->q);
 	if (op->inflight)
 		ovs_inflight_done(op->inflight);
-	free(op);
+	op_release(op);
 }
 
 /* Installs the column's schema on first use, or checks the entry against it. */
@@ -142,14 +204,18 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	}
 	/* Map the selected elements to rows (creating rows for new prims). A query that has written
 	 * this column before has its rows cached: no per-prim lookups then. */
-	uint32_t *rows = malloc((n ? n : 1) * sizeof *rows);
-	if (!rows) {
-		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
-		return OVSTAGE_ERROR_OUT_OF_MEMORY;
-	}
 	uint32_t k = 0;
 	bool identity = !l->mask && n == op->q->count;
 	const ovs_rowmap *map = ovs_query_rowmap(op->q, c);
+	/* The row list is needed unless the write covers every row in row order (FULL below, the
+	 * common steady state of a cached identity map): then it is not even allocated. */
+	bool full_rows = map && identity && map->identity && !l->is_array &&
+			 n == atomic_load_explicit(&c->nrows, memory_order_acquire);
+	uint32_t *rows = full_rows ? NULL : malloc((n ? n : 1) * sizeof *rows);
+	if (!full_rows && !rows) {
+		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
 	/* acquire: a whole-prim delete since the prims were created means their existence must be
 	 * re-asserted; without any, every prim with a row exists. */
 	bool reassert = atomic_load_explicit(&st->prim_deletes, memory_order_acquire) != 0;
@@ -159,7 +225,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			for (uint32_t i = 0; i < n; i++)
 				if (ovs_layout_selected(l, i))
 					ovs_prim_set(st, paths[i], 1);
-		if (identity && !l->is_array && n == atomic_load_explicit(&c->nrows, memory_order_acquire)) {
+		if (full_rows) {
 			k = n; /* rows 0..n-1 are every row: the FULL delta below needs no row list */
 		} else if (!l->mask) {
 			memcpy(rows, map->rows, (size_t)n * sizeof *rows);
@@ -276,6 +342,18 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 					ovs_layout_copy_row(l, ovs_layout_source_row(l, i), (char *)d->full->data + (size_t)i * rb);
 		}
 	} else {
+		if (!rows) {
+			/* Rows were added since full_rows was decided (another query's write): the identity
+			 * map still says element i is row i, so list them. */
+			rows = malloc(((size_t)k ? (size_t)k : 1) * sizeof *rows);
+			if (!rows) {
+				free(d);
+				ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", k);
+				return OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+			for (uint32_t i = 0; i < k; i++)
+				rows[i] = i;
+		}
 		d->kind = OVS_DELTA_SPARSE;
 		d->nrows = k;
 		d->rows = rows;
@@ -439,10 +517,8 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 		s = OVSTAGE_ERROR_INVALID_HANDLE;
 		goto reject_all;
 	}
-	op = calloc(1, sizeof *op);
-	if (op)
-		op->e = calloc(write_count ? write_count : 1, sizeof *op->e);
-	if (!op || !op->e) {
+	op = op_alloc(write_count);
+	if (!op) {
 		s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory preparing a write");
 		goto reject_all;
 	}
@@ -523,11 +599,23 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory preparing a write");
 			goto reject_op;
 		}
-		for (size_t i = 0; i < write_count; i++)
-			cols[i] = op->e[i].col->name;
+		/* What the op will copy: fixed rows, except a managed tensor adopted whole (no copy). */
+		size_t copy_bytes = 0;
+		bool inline_ok = !op->deferred;
+		for (size_t i = 0; i < write_count; i++) {
+			const write_entry *e = &op->e[i];
+			cols[i] = e->col->name;
+			if (op->deferred)
+				continue; /* no layout yet (and not inline: it runs after the query's op) */
+			if (e->layout.is_array)
+				inline_ok = false; /* per-row blobs: cost not known from the layout */
+			else if (!(e->nmanaged == 1 && e->layout.contiguous && !e->layout.index_map))
+				copy_bytes += (size_t)e->layout.count * e->layout.elem_bytes;
+		}
+		inline_ok = inline_ok && copy_bytes <= WRITE_INLINE_MAX_BYTES;
 		/* A query still resolving: run after its op (reads of q->paths/count are then ordered). */
 		ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free, .after = op->deferred ? &q->op : NULL,
-				  .after_count = op->deferred ? 1 : 0 };
+				  .after_count = op->deferred ? 1 : 0, .run_inline = inline_ok };
 		return ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, &d, &op->inflight);
 	}
 reject_op:
@@ -537,10 +625,7 @@ reject_all:
 	if (writes)
 		release_all_managed(writes, write_count);
 	ovs_query_put(q);
-	if (op) {
-		free(op->e);
-		free(op);
-	}
+	op_release(op);
 	return ovs_rejected(s);
 }
 

@@ -81,6 +81,13 @@ enum {
 	 * they were valid): a released receipt still orders the job, a recycled one counts as
 	 * complete. Without this flag such ids are rejected with JOBS_INVALID. */
 	JOBS_AFTER_MAY_BE_RELEASED = 1u << 1,
+	/* The thread that makes the job runnable from jobs_submit (every dependency already complete,
+	 * no fences) or from jobs_fence_resolve (the last fence) runs it itself before that call
+	 * returns, instead of handing it to a worker: no wake-up, no queue, no second thread. The body
+	 * then receives that thread's worker context, or NULL on a thread outside the pool (so it
+	 * must not fork-join without checking). Meant for short bodies whose submitter waits anyway.
+	 * A job made runnable by a completing dependency is scheduled as usual. */
+	JOBS_RUN_INLINE = 1u << 2,
 };
 
 typedef struct jobs_job_desc {
@@ -129,7 +136,8 @@ int jobs_sched_workers(const jobs_sched *s);
 jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *desc, jobs_id *out_id);
 
 /* Resolves one of the job's `fences`. Callable from any thread, including CUDA host callbacks (it
- * never blocks and never allocates). Works until the job has run even if its receipt was already
+ * never blocks and never allocates; except that a JOBS_RUN_INLINE job whose last fence this is
+ * runs in this call). Works until the job has run even if its receipt was already
  * released (the resolver usually got the id when the job was created). JOBS_INVALID if the id is
  * unknown, the job already ran, or no fence is unresolved. */
 jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id);

@@ -297,7 +297,11 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	jobs_slot_publish(sl, id);
 	/* Drop the submission count. acq_rel: if we are last, we acquire the dependencies' effects. */
 	if (atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_acq_rel) == 1) {
-		if (w) {
+		if (d->flags & JOBS_RUN_INLINE) {
+			/* Runnable now and asked to run here. The slot cannot be recycled under us: its id
+			 * has not been returned, so nobody can release it. */
+			jobs_run_slot(w, s, sl);
+		} else if (w) {
 			jobs_schedule_ready(s, sl);
 		} else if (!jobs_inject_push_mpmc(&s->inject, sl)) {
 			/* Full. No edge points at us (all dependencies were complete) and the id has not been
@@ -333,7 +337,9 @@ jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
 	/* acq_rel: as for dependency edges — the resolver's writes happen-before the job. */
 	bool ready = atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_acq_rel) == 1;
 	jobs_slot_unpin(&s->receipts, sl);
-	if (ready)
+	if (ready && (sl->flags & JOBS_RUN_INLINE))
+		jobs_run_slot(jobs_tls_worker(s), s, sl); /* cannot be recycled: not DONE until it runs */
+	else if (ready)
 		jobs_schedule_ready(s, sl); /* cannot be recycled: not DONE until it runs */
 	return JOBS_OK;
 }

@@ -22,6 +22,7 @@
 typedef struct bench_opts {
 	bool quick;
 	int reps;
+	const char *only; /* NULL = every section; else "latency", "bulk" or "commit" */
 } bench_opts;
 
 /* ---- util.c ---- */

@@ -2,8 +2,9 @@
  * main.c — ovstage_bench_stage: the stage's write, seal and read paths beside memcpy, the bare job
  * system and LMDB, measured in the same run and printed as one markdown table.
  *
- *   ovstage_bench_stage [--quick] [--reps R]
+ *   ovstage_bench_stage [--quick] [--reps R] [--only latency|bulk|commit]
  *
+ * --only runs one section of rows (to iterate on it); the default runs all three.
  * Figures are the best of R repetitions (R = 3, --quick: 2 and smaller sizes where it says so).
  * Latencies are percentiles over all iterations of a repetition; the best repetition is kept.
  * The engine's worker count comes from OVSTAGE_WORKERS (default: one per core). Never asserts:
@@ -48,14 +49,17 @@ static long mem_total_mib(void)
 
 int main(int argc, char **argv)
 {
-	bench_opts o = { false, -1 };
+	bench_opts o = { false, -1, NULL };
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
 			o.quick = true;
 		else if (!strcmp(argv[i], "--reps") && i + 1 < argc && atoi(argv[i + 1]) > 0)
 			o.reps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
+			 (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "bulk") || !strcmp(argv[i + 1], "commit")))
+			o.only = argv[++i];
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: %s [--quick] [--reps R]\n", argv[0]);
+			printf("usage: %s [--quick] [--reps R] [--only latency|bulk|commit]\n", argv[0]);
 			return 0;
 		} else
 			fprintf(stderr, "ovstage_bench_stage: ignoring unknown option '%s'\n", argv[i]);
@@ -78,13 +82,17 @@ int main(int argc, char **argv)
 	       w && *w ? w : "default (one per core)", getenv("OVSTAGE_RETENTION") ? getenv("OVSTAGE_RETENTION") : "default");
 	printf("- compiler: gcc %s; LMDB: %s (MDB_NOSYNC | MDB_WRITEMAP, on /dev/shm)\n", __VERSION__,
 	       lmdb_version_str());
-	printf("- settings: best of %d repetitions%s\n\n", o.reps, o.quick ? " (--quick: smaller sizes, fewer iterations)" : "");
+	printf("- settings: best of %d repetitions%s%s%s\n\n", o.reps, o.quick ? " (--quick: smaller sizes, fewer iterations)" : "",
+	       o.only ? "; only the rows of section " : "", o.only ? o.only : "");
 	fflush(stdout);
 
 	uint64_t t0 = now_ns();
-	rows_latency(&o);
-	rows_bulk(&o);
-	rows_commit(&o);
+	if (!o.only || !strcmp(o.only, "latency"))
+		rows_latency(&o);
+	if (!o.only || !strcmp(o.only, "bulk"))
+		rows_bulk(&o);
+	if (!o.only || !strcmp(o.only, "commit"))
+		rows_commit(&o);
 	table_print();
 	notes_print();
 	printf("- total benchmark time: %.1f s\n", (double)(now_ns() - t0) / 1e9);
