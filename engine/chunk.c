@@ -91,6 +91,34 @@ static void apply_sparse(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32
 			 const ovs_delta *d)
 {
 	uint32_t mask = (1u << shift) - 1;
+	if (d->contig) { /* one block: a memcpy per chunk it spans */
+		for (uint32_t i = 0; i < d->nrows;) {
+			uint32_t r = d->rows[0] + i, j = r >> shift, e = i + ((r | mask) - r + 1);
+			if (e > d->nrows)
+				e = d->nrows;
+			if (!how || how[j] == want)
+				memcpy(chunk_data(t[j]) + (size_t)(r & mask) * rb, d->values + (size_t)i * rb,
+				       (size_t)(e - i) * rb);
+			i = e;
+		}
+		return;
+	}
+	if (rb == 4 || rb == 8 || rb == 16) { /* scattered rows of a common size: no call per row */
+		for (uint32_t i = 0; i < d->nrows; i++) {
+			uint32_t r = d->rows[i], j = r >> shift;
+			if (how && how[j] != want)
+				continue;
+			char *dst = chunk_data(t[j]) + (size_t)(r & mask) * rb;
+			const unsigned char *src = d->values + (size_t)i * rb;
+			if (rb == 4)
+				memcpy(dst, src, 4);
+			else if (rb == 8)
+				memcpy(dst, src, 8);
+			else
+				memcpy(dst, src, 16);
+		}
+		return;
+	}
 	for (uint32_t i = 0; i < d->nrows;) {
 		uint32_t r = d->rows[i], j = r >> shift, last = r | mask, e = i + 1;
 		while (e < d->nrows && d->rows[e] == d->rows[e - 1] + 1 && d->rows[e] <= last)
@@ -121,13 +149,14 @@ static bool compute_runs(ovs_version *v, size_t rb, size_t *held)
 	uint32_t shift = v->chunk_shift, n = 0;
 	for (uint32_t j = 0; j < v->nchunks; j++)
 		n += j == 0 || !adjacent(v->chunks[j - 1], v->chunks[j], shift, rb);
-	free(v->runs);
+	if (v->runs != &v->run1)
+		free(v->runs);
 	v->runs = NULL;
 	v->nruns = 0;
 	*held = 0;
 	if (!n)
 		return true;
-	v->runs = malloc(n * sizeof *v->runs);
+	v->runs = n == 1 ? &v->run1 : malloc(n * sizeof *v->runs);
 	if (!v->runs)
 		return false;
 	const ovs_buffer *lastbuf = NULL;
@@ -153,7 +182,8 @@ static void compact(ovs_stage *st, jobs_worker *w, ovs_version *v, size_t rb)
 	uint32_t shift = v->chunk_shift;
 	size_t bytes = (size_t)v->rows * rb;
 	ovs_buffer *b = ovs_buffer_new(st, bytes);
-	ovs_chunk **t = b ? calloc(v->nchunks, sizeof *t) : NULL;
+	ovs_chunk *t1 = NULL;
+	ovs_chunk **t = !b ? NULL : v->nchunks == 1 ? &t1 : calloc(v->nchunks, sizeof *t);
 	if (!t) {
 		ovs_buffer_unref(b);
 		return;
@@ -165,7 +195,8 @@ static void compact(ovs_stage *st, jobs_worker *w, ovs_version *v, size_t rb)
 		if (!t[j]) {
 			for (uint32_t i = 0; i < j; i++)
 				ovs_chunk_unref(t[i]);
-			free(t);
+			if (t != &t1)
+				free(t);
 			ovs_buffer_unref(b);
 			return;
 		}
@@ -176,7 +207,12 @@ static void compact(ovs_stage *st, jobs_worker *w, ovs_version *v, size_t rb)
 		ovs_copy(w, (char *)b->data + (size_t)v->runs[i].row0 * rb, v->runs[i].data, (size_t)v->runs[i].nrows * rb);
 	for (uint32_t j = 0; j < v->nchunks; j++)
 		ovs_chunk_unref(v->chunks[j]);
-	free(v->chunks);
+	if (v->chunks != &v->chunk1)
+		free(v->chunks);
+	if (t == &t1) {
+		v->chunk1 = t1;
+		t = &v->chunk1;
+	}
 	v->chunks = t;
 }
 
@@ -224,7 +260,7 @@ bool ovs_chunks_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version 
 	size_t nchain = 0;
 	v->chunk_shift = shift;
 	v->nchunks = nch;
-	v->chunks = calloc(nch ? nch : 1, sizeof *v->chunks);
+	v->chunks = nch <= 1 ? &v->chunk1 : calloc(nch, sizeof *v->chunks); /* small columns: no allocation */
 	if (!v->chunks)
 		goto oom;
 	ovs_delta *last_full = NULL;
@@ -254,6 +290,9 @@ bool ovs_chunks_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version 
 	for (ovs_delta *d = ds; d; d = d->next) {
 		if (d->kind == OVS_DELTA_FULL)
 			memset(how, 1, (size_t)(((uint64_t)d->nrows + cr - 1) >> shift));
+		else if (d->kind == OVS_DELTA_SPARSE && d->contig && d->nrows)
+			memset(how + (d->rows[0] >> shift), 1,
+			       (size_t)((d->rows[d->nrows - 1] >> shift) - (d->rows[0] >> shift)) + 1);
 		else if (d->kind == OVS_DELTA_SPARSE)
 			for (uint32_t i = 0; i < d->nrows; i++)
 				how[d->rows[i] >> shift] = 1;
@@ -412,8 +451,10 @@ void ovs_version_chunks_free(ovs_version *v)
 	if (v->chunks)
 		for (uint32_t j = 0; j < v->nchunks; j++)
 			ovs_chunk_unref(v->chunks[j]);
-	free(v->chunks);
-	free(v->runs);
+	if (v->chunks != &v->chunk1)
+		free(v->chunks);
+	if (v->runs != &v->run1)
+		free(v->runs);
 	v->chunks = NULL;
 	v->runs = NULL;
 	v->nchunks = 0;

@@ -327,12 +327,26 @@ static ovstage_api_status_t check_tensor(const DLTensor *t, const char *tn, tens
 	return OVSTAGE_OK;
 }
 
+/* "tensors[i]" or "managed_tensors[i]->dl_tensor" into buf (>= 48 bytes). Built by hand: it runs for
+ * every tensor of every write, and only an error message ever reads it (snprintf was a tenth of a
+ * small commit's cost). */
 static void tensor_label(char *buf, size_t n, bool managed, uint32_t i)
 {
-	if (managed)
-		snprintf(buf, n, "managed_tensors[%" PRIu32 "]->dl_tensor", i);
-	else
-		snprintf(buf, n, "tensors[%" PRIu32 "]", i);
+	(void)n;
+	const char *head = managed ? "managed_tensors[" : "tensors[";
+	size_t o = strlen(head);
+	memcpy(buf, head, o);
+	char digits[10];
+	int nd = 0;
+	do {
+		digits[nd++] = (char)('0' + i % 10);
+		i /= 10;
+	} while (i);
+	while (nd)
+		buf[o++] = digits[--nd];
+	const char *tail = managed ? "]->dl_tensor" : "]";
+	size_t tl = strlen(tail);
+	memcpy(buf + o, tail, tl + 1);
 }
 
 const DLTensor *ovs_layout_tensor(const ovs_layout *l, uint32_t i)

@@ -23,6 +23,9 @@
 #include "ops.h"
 #include "query.h"
 
+/* Reads of resolved queries over at most this many (prim, attribute) elements run in the call. */
+#define READ_INLINE_MAX_ELEMS ((size_t)1 << 18)
+
 typedef struct ovs_group {
 	ovs_hobj h;                 /* kind OVS_H_GROUP once fetched */
 	ovstage_read_group_t g;     /* what fetch_read_next hands out (points into this object) */
@@ -734,8 +737,12 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	ovs_opstate_init(&r->state);
 	ovs_hobj_ref(&r->h); /* the op's reference */
 	jobs_id after = q->op;
+	/* A read of a resolved query costs O(1) per column on the identity fast path and O(prims)
+	 * otherwise: small ones run in the call (no hand-off to a worker and back, which costs more
+	 * than the read); big ones go to the workers. q->count is stable once the query resolved. */
+	bool small = !after && (attr_count ? attr_count : 8) * q->count <= READ_INLINE_MAX_ELEMS;
 	ovs_op_desc d = { .fn = read_job, .arg = r, .cleanup = read_put, .after = after ? &after : NULL,
-			   .after_count = after ? 1 : 0 };
+			   .after_count = after ? 1 : 0, .run_inline = small };
 	ovstage_enqueue_result_t res = ovs_op_submit(st, &d);
 	if (res.status != OVSTAGE_OK) {
 		ovs_hobj_unref(&r->h);

@@ -18,6 +18,9 @@
 #include "runtime.h"
 #include "store.h"
 
+/* Free buffers a stage keeps for reuse (see ovs_buffer_new). */
+#define OVS_POOL_SLOTS 32
+
 /* An op id handed out by this stage is a jobs receipt tagged with the stage's serial. */
 
 /* A mutation in flight (write, delete, clone, map commit): what a later floor advance waits for. */
@@ -49,7 +52,7 @@ struct ovs_stage {
 
 	/* --- pool of large, already-faulted buffers (reused by FULL writes and seals) --- */
 	pthread_mutex_t pool_lock;      /* guards the pool (one short critical section per buffer) */
-	ovs_buffer *pool[16];           /* free buffers */
+	ovs_buffer *pool[OVS_POOL_SLOTS]; /* free buffers (large ones and small ones alike) */
 	size_t npool;                   /* entries */
 	size_t pool_bytes;              /* their capacity in total (bounded by OVS_POOL_MAX_BYTES) */
 
@@ -114,6 +117,13 @@ void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d);
  * written data than its limit; OVSTAGE_OK otherwise. Checked by writes and maps at the call. */
 ovstage_api_status_t ovs_check_unsealed(ovs_stage *st);
 void ovs_delta_free(ovs_delta *d);
+
+/* Memory for a delta's rows or values: malloc'd when small, else a pooled buffer (*buf set; large
+ * per-step deltas then reuse already-faulted memory instead of faulting in fresh pages each write).
+ * Release with ovs_delta_array_free, or store buf in the delta's rows_buf / values_buf. */
+#define OVS_DELTA_POOLED_MIN ((size_t)64 << 10)
+void *ovs_delta_array(ovs_stage *st, size_t bytes, ovs_buffer **buf);
+void ovs_delta_array_free(void *p, ovs_buffer *buf);
 
 /* Seals `cols` (ncols columns) through ordinal n and publishes one snapshot. Runs as a job; w is
  * the worker (for parallel work). Returns OVSTAGE_OK or a status with a message in err. */

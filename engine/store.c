@@ -73,7 +73,10 @@ void ovs_buffer_pool_fini(ovs_stage *st)
 {
 	for (size_t i = 0; i < st->npool; i++) {
 		count_buffer(st->pool[i]->capacity, -1);
-		munmap(st->pool[i]->data, st->pool[i]->capacity);
+		if (st->pool[i]->capacity >= OVS_MMAP_THRESHOLD)
+			munmap(st->pool[i]->data, st->pool[i]->capacity);
+		else
+			free(st->pool[i]->data);
 		free(st->pool[i]);
 	}
 	st->npool = 0;
@@ -83,12 +86,12 @@ void ovs_buffer_pool_fini(ovs_stage *st)
 ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
 {
 	size_t cap = bytes ? bytes : 64;
-	if (cap >= OVS_MMAP_THRESHOLD) {
-		cap = (cap + 4095) & ~(size_t)4095;
-		ovs_buffer *pooled = pool_take(st, cap);
-		if (pooled)
-			return pooled; /* already counted live, already faulted */
-	}
+	cap = cap >= OVS_MMAP_THRESHOLD ? (cap + 4095) & ~(size_t)4095 : (cap + 63) & ~(size_t)63;
+	/* A free buffer of the same size first: steady-state writes of a column reuse the buffers of
+	 * the versions that left retention (no allocator call, no page faults). */
+	ovs_buffer *pooled = pool_take(st, cap);
+	if (pooled)
+		return pooled; /* already counted live, already faulted */
 	ovs_buffer *b = malloc(sizeof *b);
 	if (!b)
 		return NULL;
@@ -116,6 +119,24 @@ ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
 	return b;
 }
 
+void *ovs_delta_array(ovs_stage *st, size_t bytes, ovs_buffer **buf)
+{
+	*buf = NULL;
+	if (bytes < OVS_DELTA_POOLED_MIN)
+		return malloc(bytes ? bytes : 1);
+	/* Rounded so that writes of slightly different row counts share pooled buffers. */
+	*buf = ovs_buffer_new(st, (bytes + OVS_DELTA_POOLED_MIN - 1) & ~(size_t)(OVS_DELTA_POOLED_MIN - 1));
+	return *buf ? (*buf)->data : NULL;
+}
+
+void ovs_delta_array_free(void *p, ovs_buffer *buf)
+{
+	if (buf)
+		ovs_buffer_unref(buf);
+	else
+		free(p);
+}
+
 ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes)
 {
 	ovs_buffer *b = malloc(sizeof *b);
@@ -141,9 +162,9 @@ void ovs_buffer_unref(ovs_buffer *b)
 		count_buffer(b->capacity, -1);
 		if (b->managed->deleter)
 			b->managed->deleter(b->managed); /* exactly once: only the last reference gets here */
+	} else if (pool_give(b->stage, b)) {
+		return; /* still counted live: pooled memory is retained memory */
 	} else if (b->capacity >= OVS_MMAP_THRESHOLD) {
-		if (pool_give(b->stage, b))
-			return; /* still counted live: pooled memory is retained memory */
 		count_buffer(b->capacity, -1);
 		munmap(b->data, b->capacity);
 	} else {
@@ -338,6 +359,13 @@ static size_t delta_bytes(const ovs_column *c, const ovs_delta *d)
 void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d)
 {
 	d->bytes = delta_bytes(c, d);
+	/* The shape of the row list, found here on the writer's thread (writes run in parallel) so that
+	 * the sealer (one per stage) can copy a block with one memcpy and skip sorting. */
+	d->sorted = d->contig = d->kind != OVS_DELTA_FULL;
+	for (uint32_t i = 1; d->kind != OVS_DELTA_FULL && i < d->nrows && d->sorted; i++) {
+		d->contig = d->contig && d->rows[i] == d->rows[i - 1] + 1;
+		d->sorted = d->rows[i] > d->rows[i - 1];
+	}
 	/* relaxed: statistics for back-pressure. */
 	atomic_fetch_add_explicit(&st->unsealed_bytes, (int64_t)d->bytes, memory_order_relaxed);
 	ovs_delta *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
@@ -356,8 +384,14 @@ void ovs_delta_free(ovs_delta *d)
 		for (uint32_t i = 0; i < d->nrows; i++)
 			ovs_blob_unref(d->blobs[i]);
 	free(d->blobs);
-	free(d->rows);
-	free(d->values);
+	if (d->rows_buf)
+		ovs_buffer_unref(d->rows_buf);
+	else
+		free(d->rows);
+	if (d->values_buf)
+		ovs_buffer_unref(d->values_buf);
+	else
+		free(d->values);
 	ovs_buffer_unref(d->full);
 	free(d);
 }
@@ -474,6 +508,10 @@ static bool take_inbox(ovs_column *c)
 	ovs_delta *in = atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire);
 	if (!in)
 		return true;
+	if (!in->next && !c->pending) {
+		c->pending = in; /* one write since the last seal (the per-step case): nothing to sort */
+		return true;
+	}
 	size_t n = 0;
 	for (ovs_delta *d = in; d; d = d->next)
 		n++;
@@ -568,14 +606,6 @@ static bool build_presence(ovs_version *v, const ovs_version *prev, const ovs_de
 	return true;
 }
 
-static bool strictly_increasing(const uint32_t *a, uint32_t n)
-{
-	for (uint32_t i = 1; i < n; i++)
-		if (a[i] <= a[i - 1])
-			return false;
-	return true;
-}
-
 /* The rows changed at this ordinal (sorted, unique) for range reads; all_changed when a full write
  * covered every row. One delta whose rows are already sorted lends its array. */
 static bool build_changed(ovs_version *v, ovs_delta *ds, const ovs_delta *last_full)
@@ -593,7 +623,7 @@ static bool build_changed(ovs_version *v, ovs_delta *ds, const ovs_delta *last_f
 	}
 	if (!n)
 		return true;
-	if (ndeltas == 1 && only->kind != OVS_DELTA_FULL && strictly_increasing(only->rows, only->nrows)) {
+	if (ndeltas == 1 && only->kind != OVS_DELTA_FULL && only->sorted) {
 		v->changed = only->rows;
 		v->nchanged = only->nrows;
 		v->changed_owned = false;

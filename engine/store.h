@@ -90,7 +90,11 @@ typedef struct ovs_delta {
 	unsigned char *values;      /* SPARSE fixed: nrows * row_bytes (malloc'd) */
 	ovs_blob **blobs;           /* SPARSE array: nrows blobs (references owned) */
 	ovs_buffer *full;           /* FULL fixed: the new buffer (reference owned) */
+	ovs_buffer *rows_buf;       /* rows lives in this pooled buffer (large deltas), else malloc'd */
+	ovs_buffer *values_buf;     /* values likewise */
 	size_t bytes;               /* what it holds, counted in the stage's unsealed total until sealed */
+	bool sorted;                /* rows strictly increasing (set at push, by the writer's thread) */
+	bool contig;                /* rows[i] = rows[0] + i: one block (set at push) */
 } ovs_delta;
 
 /* A chunk of a fixed-size column: 2^k consecutive rows in a buffer, shared by every version in
@@ -123,6 +127,8 @@ typedef struct ovs_version {
 	ovs_chunk **chunks;         /* fixed columns: chunk j holds rows [j << shift, (j + 1) << shift) */
 	ovs_run *runs;              /* fixed columns: rows 0..rows-1 as runs, in row order */
 	uint32_t nruns;             /* entries in runs */
+	ovs_chunk *chunk1;          /* the chunk table of a one-chunk version (chunks == &chunk1) */
+	ovs_run run1;               /* the runs of a one-run version (runs == &run1) */
 	ovs_blob **blobs;           /* array columns: one blob per row (NULL = absent/empty) */
 	uint64_t *present;          /* presence bitmap (bit r = row r holds a value); NULL = all present */
 	uint32_t *changed;          /* rows changed at this ordinal, sorted (NULL + all_changed for FULL) */

@@ -150,6 +150,68 @@ static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *e
 				       ovs_attr_name(st, c->name), err, errlen);
 }
 
+/* Bits set in mask[0 .. n) (the selected elements). The build targets baseline x86-64, where
+ * __builtin_popcountll is a library call per word; a clone for CPUs with POPCNT is picked at load
+ * time. Zero words (a block's unselected part) cost a test each. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("popcnt", "default")))
+#endif
+static uint32_t mask_count(const uint64_t *mask, uint32_t n)
+{
+	uint32_t c = 0;
+	for (uint32_t wd = 0; wd < n / 64; wd++)
+		if (mask[wd])
+			c += (uint32_t)__builtin_popcountll(mask[wd]);
+	if (n % 64)
+		c += (uint32_t)__builtin_popcountll(mask[n / 64] & (((uint64_t)1 << (n % 64)) - 1));
+	return c;
+}
+
+/* The next run [*i, *end) of selected elements at or after *i (mask NULL: everything up to n);
+ * false when there is none. Whole words at a time: zero words are skipped, full words extend. */
+static bool next_run(const uint64_t *mask, uint32_t n, uint32_t *i, uint32_t *end)
+{
+	uint32_t a = *i, nw = (n + 63) / 64;
+	if (!mask) {
+		*end = n;
+		return a < n;
+	}
+	if (a >= n)
+		return false;
+	/* the first set bit at or after a: the rest of a's word, then whole zero words in a tight loop */
+	uint32_t wd = a / 64;
+	uint64_t w = mask[wd] >> (a % 64);
+	if (!w) {
+		wd++;
+		while (wd < nw && !mask[wd])
+			wd++;
+		if (wd >= nw)
+			return false;
+		w = mask[wd];
+		a = wd * 64;
+	}
+	a += (uint32_t)__builtin_ctzll(w);
+	if (a >= n)
+		return false;
+	/* the first clear bit after it: likewise over whole full words */
+	uint32_t b = a;
+	wd = b / 64;
+	w = ~mask[wd] >> (b % 64);
+	if (!w) {
+		wd++;
+		while (wd < nw && mask[wd] == ~(uint64_t)0)
+			wd++;
+		b = wd * 64;
+		if (wd < nw)
+			b += (uint32_t)__builtin_ctzll(~mask[wd]);
+	} else {
+		b += (uint32_t)__builtin_ctzll(w);
+	}
+	*i = a;
+	*end = b < n ? b : n;
+	return true;
+}
+
 /* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
 static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, char *err,
 					size_t errlen)
@@ -211,7 +273,11 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	 * common steady state of a cached identity map): then it is not even allocated. */
 	bool full_rows = map && identity && map->identity && !l->is_array &&
 			 n == atomic_load_explicit(&c->nrows, memory_order_acquire);
-	uint32_t *rows = full_rows ? NULL : malloc((n ? n : 1) * sizeof *rows);
+	/* Sized by the selected elements: a 1 % mask over 16 M prims needs 160 K entries, not 16 M
+	 * (a list the size of the query would be fresh memory, faulted in on every write). */
+	uint32_t nsel = l->mask ? mask_count(l->mask, n) : n;
+	ovs_buffer *rows_buf = NULL;
+	uint32_t *rows = full_rows ? NULL : ovs_delta_array(st, (size_t)nsel * sizeof *rows, &rows_buf);
 	if (!full_rows && !rows) {
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -231,16 +297,15 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			memcpy(rows, map->rows, (size_t)n * sizeof *rows);
 			k = n;
 		} else {
-			/* walk the mask a word at a time: zero words (unselected runs) cost nothing */
-			for (uint32_t wd = 0; wd < (n + 63) / 64; wd++) {
-				uint64_t bits = l->mask[wd];
-				if (wd == (n - 1) / 64 && n % 64)
-					bits &= ((uint64_t)1 << (n % 64)) - 1;
-				while (bits) {
-					uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(bits);
-					bits &= bits - 1;
-					rows[k++] = map->rows[i];
-				}
+			/* runs of selected elements, a word at a time: zero words cost one test each */
+			uint32_t i = 0, end;
+			while (next_run(l->mask, n, &i, &end)) {
+				if (map->identity)
+					for (; i < end; i++)
+						rows[k++] = i;
+				else
+					for (; i < end; i++)
+						rows[k++] = map->rows[i];
 			}
 		}
 	} else {
@@ -250,7 +315,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			bool created;
 			uint32_t r = ovs_column_row_create(c, paths[i], &created);
 			if (r == UINT32_MAX) {
-				free(rows);
+				ovs_delta_array_free(rows, rows_buf);
 				ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too "
 					       "large)", (unsigned long long)paths[i]);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -275,7 +340,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	size_t rb = c->row_bytes;
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
-		free(rows);
+		ovs_delta_array_free(rows, rows_buf);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
@@ -285,6 +350,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		d->ordinal = op->ordinal;
 		d->seq = seq;
 		d->rows = rows;
+		d->rows_buf = rows_buf;
 		d->blobs = calloc(k ? k : 1, sizeof *d->blobs);
 		if (!d->blobs) {
 			ovs_delta_free(d);
@@ -319,7 +385,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	if (identity && k == atomic_load_explicit(&c->nrows, memory_order_acquire) && k > 0) {
 		d->kind = OVS_DELTA_FULL;
 		d->nrows = k;
-		free(rows);
+		ovs_delta_array_free(rows, rows_buf);
 		if (base && !l->index_map && e->nmanaged == 1) {
 			/* Zero copy: the version adopts the producer's buffer; its deleter runs when the last
 			 * version or read group holding it is reclaimed. */
@@ -357,7 +423,8 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		d->kind = OVS_DELTA_SPARSE;
 		d->nrows = k;
 		d->rows = rows;
-		d->values = malloc(((size_t)k ? (size_t)k : 1) * rb);
+		d->rows_buf = rows_buf;
+		d->values = ovs_delta_array(st, (size_t)k * rb, &d->values_buf);
 		if (!d->values) {
 			ovs_delta_free(d);
 			ovs_err_format(err, errlen, "out of memory copying %u rows", k);
@@ -367,16 +434,8 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		if (base && !l->index_map) {
 			/* Contiguous source, element i = source row i: copy runs of selected rows at once (the
 			 * whole payload without a mask; each run of set mask bits with one). */
-			uint32_t i = 0;
-			while (i < n) {
-				if (l->mask && !((l->mask[i / 64] >> (i % 64)) & 1)) {
-					uint64_t rest = l->mask[i / 64] >> (i % 64);
-					i = rest ? i + (uint32_t)__builtin_ctzll(rest) : (i / 64 + 1) * 64;
-					continue;
-				}
-				uint32_t run = i + 1;
-				while (run < n && (!l->mask || ((l->mask[run / 64] >> (run % 64)) & 1)))
-					run++;
+			uint32_t i = 0, run;
+			while (next_run(l->mask, n, &i, &run)) {
 				memcpy(d->values + (size_t)j * rb, (const char *)base + (size_t)i * rb, (size_t)(run - i) * rb);
 				j += run - i;
 				i = run;

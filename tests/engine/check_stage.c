@@ -1434,6 +1434,7 @@ typedef struct stress {
 	_Atomic uint64_t next_ord;  /* writers take ordinals from here */
 	_Atomic bool *submitted;    /* submitted[n]: every column's write at n was accepted */
 	_Atomic int writers_done;
+	_Atomic bool sealer_done;      /* the sealer sealed every ordinal (or gave up) */
 	_Atomic uint64_t reads_checked;
 	_Atomic uint64_t mismatches;
 	char first_error[1200];
@@ -1523,8 +1524,10 @@ static void *stress_reader(void *arg)
 			ovstage_release_op(f->st, rel.op_index);
 		}
 		if (floor == 0) {
-			if (atomic_load(&s->writers_done) == 2)
+			/* nothing sealed yet: writers may well finish before the first seal does */
+			if (atomic_load(&s->sealer_done))
 				break;
+			sched_yield();
 			continue;
 		}
 		ovstage_read_handle_t rh;
@@ -1595,6 +1598,7 @@ static void *stress_sealer(void *arg)
 		ovstage_release_op(f->st, e.op_index);
 		last = target;
 	}
+	atomic_store(&s->sealer_done, true);
 	return NULL;
 }
 
