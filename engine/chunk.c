@@ -15,6 +15,7 @@
 #include "chunk.h"
 #include "copy.h"
 #include "errors.h"
+#include "jobs_forkjoin.h"
 #include "stage.h"
 
 /* A version fragmented into more runs than this, or whose chunks keep more than this many times its
@@ -24,7 +25,7 @@
 #define OVS_MAX_HELD_FACTOR 3
 
 /* Process-wide statistics (tests check that each path is taken; relaxed: counters only). */
-static _Atomic uint64_t g_shared, g_copied, g_replayed, g_compactions;
+static _Atomic uint64_t g_shared, g_copied, g_replayed, g_compactions, g_replays_skipped;
 
 void ovs_chunk_stats(ovs_chunk_stats_t *out)
 {
@@ -32,6 +33,7 @@ void ovs_chunk_stats(ovs_chunk_stats_t *out)
 	out->copied = atomic_load_explicit(&g_copied, memory_order_relaxed);
 	out->replayed = atomic_load_explicit(&g_replayed, memory_order_relaxed);
 	out->compactions = atomic_load_explicit(&g_compactions, memory_order_relaxed);
+	out->replays_skipped = atomic_load_explicit(&g_replays_skipped, memory_order_relaxed);
 }
 
 ovs_chunk *ovs_chunk_new(ovs_buffer *buf, size_t off, uint32_t cap_rows)
@@ -84,10 +86,72 @@ static inline char *chunk_data(const ovs_chunk *k)
 	return (char *)k->buf->data + k->off;
 }
 
+/* Rows [lo, hi) of a scattered delta of rb = 4, 8 or 16 bytes (no library call per row). Rows far
+ * apart miss the cache each: the lines are fetched a few rows ahead of use. */
+static void apply_rows(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+		       const ovs_delta *d, uint32_t lo, uint32_t hi)
+{
+	enum { AHEAD = 16 };
+	uint32_t mask = (1u << shift) - 1;
+	for (uint32_t i = lo; i < hi; i++) {
+		if (i + AHEAD < hi) {
+			uint32_t ra = d->rows[i + AHEAD];
+			const ovs_chunk *ka = t[ra >> shift]; /* NULL: a chunk not filled in yet (replays) */
+			if (ka && (!how || how[ra >> shift] == want))
+				__builtin_prefetch(chunk_data(ka) + (size_t)(ra & mask) * rb, 1);
+		}
+		uint32_t r = d->rows[i], j = r >> shift;
+		if (how && how[j] != want)
+			continue;
+		char *dst = chunk_data(t[j]) + (size_t)(r & mask) * rb;
+		const unsigned char *src = d->values + (size_t)i * rb;
+		if (rb == 4)
+			memcpy(dst, src, 4);
+		else if (rb == 8)
+			memcpy(dst, src, 8);
+		else
+			memcpy(dst, src, 16);
+	}
+}
+
+/* A share of a scattered delta for one worker of a parallel apply (fork-join frame payload). */
+typedef struct apply_args {
+	ovs_chunk **t;          /* the version's chunk table */
+	const uint8_t *how;     /* chunk marks, or NULL */
+	const ovs_delta *d;     /* the delta */
+	size_t rb;              /* row bytes */
+	uint32_t lo, hi;        /* its rows [lo, hi) */
+	uint32_t shift;         /* log2 rows per chunk */
+	uint8_t want;           /* the mark to apply to */
+} apply_args;
+JOBS_PAYLOAD_FITS(apply_args);
+
+/* Splits [lo, hi) in halves down to APPLY_GRAIN rows, each half a stealable frame. The rows of a
+ * sorted delta are distinct, so the halves write disjoint rows; the stores are plain and the join
+ * (jobs_sync, acquire) orders them before the seal publishes the version. */
+enum { APPLY_GRAIN = 16384 };
+static void apply_frame(jobs_worker *w, void *p)
+{
+	apply_args *a = p;
+	if (a->hi - a->lo > APPLY_GRAIN) {
+		uint32_t mid = a->lo + (a->hi - a->lo) / 2;
+		apply_args *child = jobs_spawn_args(w);
+		*child = *a;
+		child->lo = mid;
+		jobs_spawn(w, apply_frame);
+		a->hi = mid;
+		apply_frame(w, a);
+		apply_args done;
+		jobs_sync(w, &done, sizeof done);
+		return;
+	}
+	apply_rows(a->t, a->how, a->want, a->shift, a->rb, a->d, a->lo, a->hi);
+}
+
 /* Copies a sparse delta's rows into the chunks of t whose mark in `how` is `want` (how == NULL: every
  * chunk the delta touches, all private to the version being built). Consecutive rows inside one
  * chunk go in one memcpy. */
-static void apply_sparse(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+static void apply_sparse(jobs_worker *w, ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
 			 const ovs_delta *d)
 {
 	uint32_t mask = (1u << shift) - 1;
@@ -104,18 +168,12 @@ static void apply_sparse(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32
 		return;
 	}
 	if (rb == 4 || rb == 8 || rb == 16) { /* scattered rows of a common size: no call per row */
-		for (uint32_t i = 0; i < d->nrows; i++) {
-			uint32_t r = d->rows[i], j = r >> shift;
-			if (how && how[j] != want)
-				continue;
-			char *dst = chunk_data(t[j]) + (size_t)(r & mask) * rb;
-			const unsigned char *src = d->values + (size_t)i * rb;
-			if (rb == 4)
-				memcpy(dst, src, 4);
-			else if (rb == 8)
-				memcpy(dst, src, 8);
-			else
-				memcpy(dst, src, 16);
+		if (w && d->sorted && d->nrows > 2 * APPLY_GRAIN) {
+			/* memory-latency bound (a cache miss per row): split across the workers */
+			apply_args a = { t, how, d, rb, 0, d->nrows, shift, want };
+			apply_frame(w, &a);
+		} else {
+			apply_rows(t, how, want, shift, rb, d, 0, d->nrows);
 		}
 		return;
 	}
@@ -127,6 +185,20 @@ static void apply_sparse(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32
 			memcpy(chunk_data(t[j]) + (size_t)(r & mask) * rb, d->values + (size_t)i * rb, (size_t)(e - i) * rb);
 		i = e;
 	}
+}
+
+/* Whether this ordinal's deltas rewrite every row of d: then replaying d is wasted work. Checked
+ * for the case that matters, a stream writing the same rows every ordinal (an equal row list). */
+static bool overwritten(const ovs_delta *d, const ovs_delta *ds)
+{
+	if (!d->nrows)
+		return true;
+	for (const ovs_delta *n = ds; n; n = n->next)
+		if (n->kind == OVS_DELTA_SPARSE && n->nrows == d->nrows &&
+		    (n->contig && d->contig ? n->rows[0] == d->rows[0]
+					    : !memcmp(n->rows, d->rows, (size_t)d->nrows * sizeof *d->rows)))
+			return true;
+	return false;
 }
 
 /* Copies a full delta's rows into the chunks of t (all private: the delta marked them). */
@@ -280,7 +352,7 @@ bool ovs_chunks_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version 
 		}
 		for (ovs_delta *d = last_full->next; d; d = d->next)
 			if (d->kind == OVS_DELTA_SPARSE)
-				apply_sparse(v->chunks, NULL, 0, shift, rb, d);
+				apply_sparse(w, v->chunks, NULL, 0, shift, rb, d);
 		goto runs;
 	}
 	how = calloc(nch ? nch : 1, 1);
@@ -362,8 +434,12 @@ bool ovs_chunks_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version 
 			}
 		for (size_t i = 0; i < nchain; i++)
 			for (ovs_delta *d = chain[i]->deltas; d; d = d->next)
-				if (d->kind == OVS_DELTA_SPARSE)
-					apply_sparse(v->chunks, how, 2, shift, rb, d);
+				if (d->kind != OVS_DELTA_SPARSE)
+					continue;
+				else if (overwritten(d, ds))
+					atomic_fetch_add_explicit(&g_replays_skipped, 1, memory_order_relaxed);
+				else
+					apply_sparse(w, v->chunks, how, 2, shift, rb, d);
 	}
 	/* The rest: prev's chunks, shared. */
 	uint32_t nshared = 0, nreplayed = 0;
@@ -383,7 +459,7 @@ bool ovs_chunks_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version 
 		if (d->kind == OVS_DELTA_FULL)
 			apply_full(w, v->chunks, shift, rb, d);
 		else if (d->kind == OVS_DELTA_SPARSE)
-			apply_sparse(v->chunks, NULL, 0, shift, rb, d);
+			apply_sparse(w, v->chunks, NULL, 0, shift, rb, d);
 	}
 runs:;
 	size_t held;

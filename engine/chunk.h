@@ -40,9 +40,10 @@ void ovs_chunks_harvest(ovs_column *c, ovs_version *v);
 void ovs_chunks_drop_spares(ovs_column *c);
 
 /* Process-wide counts of chunks shared with the previous version, copied from it, caught up from
- * a spare, and of compactions, since the process started (tests and diagnostics). */
+ * a spare, of compactions, and of retained deltas not replayed because this ordinal rewrites all
+ * their rows, since the process started (tests and diagnostics). */
 typedef struct ovs_chunk_stats_t {
-	uint64_t shared, copied, replayed, compactions;
+	uint64_t shared, copied, replayed, compactions, replays_skipped;
 } ovs_chunk_stats_t;
 void ovs_chunk_stats(ovs_chunk_stats_t *out);
 

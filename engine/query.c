@@ -35,6 +35,12 @@ const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c)
 
 const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m)
 {
+	/* Its shape, once: writes through the query then tell the sealer without scanning. */
+	m->sorted = m->contig = true;
+	for (uint32_t i = 1; i < m->n && m->sorted; i++) {
+		m->contig = m->contig && m->rows[i] == m->rows[i - 1] + 1;
+		m->sorted = m->rows[i] > m->rows[i - 1];
+	}
 	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++) {
 		ovs_rowmap *expected = NULL;
 		/* acq_rel: release publishes the map; acquire (on failure) reads the occupant. */

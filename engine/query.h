@@ -29,6 +29,8 @@ typedef struct ovs_rowmap {
 	const struct ovs_column *col; /* the column it maps into */
 	uint32_t n;                   /* prims (= query count) */
 	bool identity;                /* rows[i] == i for all i: the query is the column's row order */
+	bool sorted;                  /* rows strictly increasing (set by ovs_query_rowmap_install) */
+	bool contig;                  /* rows[i] == rows[0] + i: one block of the column (likewise) */
 	uint32_t rows[];              /* row of prim i */
 } ovs_rowmap;
 

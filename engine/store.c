@@ -361,8 +361,9 @@ void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d)
 	d->bytes = delta_bytes(c, d);
 	/* The shape of the row list, found here on the writer's thread (writes run in parallel) so that
 	 * the sealer (one per stage) can copy a block with one memcpy and skip sorting. */
-	d->sorted = d->contig = d->kind != OVS_DELTA_FULL;
-	for (uint32_t i = 1; d->kind != OVS_DELTA_FULL && i < d->nrows && d->sorted; i++) {
+	if (!d->shape_known)
+		d->sorted = d->contig = d->kind != OVS_DELTA_FULL;
+	for (uint32_t i = 1; !d->shape_known && d->kind != OVS_DELTA_FULL && i < d->nrows && d->sorted; i++) {
 		d->contig = d->contig && d->rows[i] == d->rows[i - 1] + 1;
 		d->sorted = d->rows[i] > d->rows[i - 1];
 	}

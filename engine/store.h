@@ -95,6 +95,7 @@ typedef struct ovs_delta {
 	size_t bytes;               /* what it holds, counted in the stage's unsealed total until sealed */
 	bool sorted;                /* rows strictly increasing (set at push, by the writer's thread) */
 	bool contig;                /* rows[i] = rows[0] + i: one block (set at push) */
+	bool shape_known;           /* the writer set sorted and contig itself (push does not scan) */
 } ovs_delta;
 
 /* A chunk of a fixed-size column: 2^k consecutive rows in a buffer, shared by every version in

@@ -19,13 +19,14 @@
 #include "errors.h"
 #include "layout.h"
 #include "ops.h"
+#include "jobs_forkjoin.h"
 #include "query.h"
 #include "sequencer.h"
 
 /* Writes that copy at most this many bytes in total run on the calling thread when nothing they
  * depend on is pending (see ovs_op_desc.run_inline): handing them to a worker and waking it costs
  * more than the copy. Larger ones go to the pool, so the caller is not held up by big copies. */
-#define WRITE_INLINE_MAX_BYTES ((size_t)256 << 10)
+#define WRITE_INLINE_MAX_BYTES ((size_t)1 << 20)
 
 typedef struct write_entry {
 	ovs_column *col;                     /* target column (exists from submission on) */
@@ -156,15 +157,22 @@ static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *e
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("popcnt", "default")))
 #endif
-static uint32_t mask_count(const uint64_t *mask, uint32_t n)
+static uint32_t mask_count_words(const uint64_t *mask, uint32_t n, uint32_t w0, uint32_t w1)
 {
-	uint32_t c = 0;
-	for (uint32_t wd = 0; wd < n / 64; wd++)
-		if (mask[wd])
-			c += (uint32_t)__builtin_popcountll(mask[wd]);
-	if (n % 64)
+	uint32_t c = 0, full = n / 64 < w1 ? n / 64 : w1, wd = w0;
+	for (; wd + 4 <= full; wd += 4) /* unrolled, branch-free: a popcnt per word */
+		c += (uint32_t)(__builtin_popcountll(mask[wd]) + __builtin_popcountll(mask[wd + 1]) +
+				__builtin_popcountll(mask[wd + 2]) + __builtin_popcountll(mask[wd + 3]));
+	for (; wd < full; wd++)
+		c += (uint32_t)__builtin_popcountll(mask[wd]);
+	if (n % 64 && n / 64 >= w0 && n / 64 < w1)
 		c += (uint32_t)__builtin_popcountll(mask[n / 64] & (((uint64_t)1 << (n % 64)) - 1));
 	return c;
+}
+
+static uint32_t mask_count(const uint64_t *mask, uint32_t n)
+{
+	return mask_count_words(mask, n, 0, (n + 63) / 64);
 }
 
 /* The next run [*i, *end) of selected elements at or after *i (mask NULL: everything up to n);
@@ -210,6 +218,130 @@ static bool next_run(const uint64_t *mask, uint32_t n, uint32_t *i, uint32_t *en
 	*i = a;
 	*end = b < n ? b : n;
 	return true;
+}
+
+/* Copies one row of rb bytes (the common sizes without a library call). */
+static inline void copy_row(unsigned char *dst, const unsigned char *src, size_t rb)
+{
+	switch (rb) {
+	case 4: memcpy(dst, src, 4); break;
+	case 8: memcpy(dst, src, 8); break;
+	case 12: memcpy(dst, src, 12); break;
+	case 16: memcpy(dst, src, 16); break;
+	default: memcpy(dst, src, rb); break;
+	}
+}
+
+/* What a gather of a masked contiguous payload reads and writes (shared by its parallel parts). */
+typedef struct gather_ctx {
+	const uint64_t *mask;      /* the write's mask */
+	uint32_t n;                /* logical elements */
+	const uint32_t *map;       /* element -> row, or NULL for the identity */
+	const uint32_t *prefix;    /* selected elements before each GATHER_GRAIN-word block, or NULL */
+	const unsigned char *src;  /* the payload (element i at src + i * rb) */
+	size_t rb;                 /* row bytes */
+	uint32_t *rows;            /* out: rows of the selected elements, in element order */
+	unsigned char *values;     /* out: their bytes */
+} gather_ctx;
+
+/* Mask words [w0, w1), whose first selected element is output k. Full words go as blocks, zero words
+ * cost a test; the source lines of words a few ahead are prefetched (a scattered mask misses the
+ * cache on every selected element otherwise). */
+static void gather_words(const gather_ctx *cx, uint32_t w0, uint32_t w1, uint32_t k)
+{
+	enum { AHEAD = 8 };
+	const uint32_t last = (cx->n - 1) / 64;
+	const size_t rb = cx->rb;
+	for (uint32_t wd = w0; wd < w1; wd++) {
+		/* the unselected part of a block mask: eight zero words per test */
+		while (wd + 8 <= w1 && !(cx->mask[wd] | cx->mask[wd + 1] | cx->mask[wd + 2] | cx->mask[wd + 3] |
+					 cx->mask[wd + 4] | cx->mask[wd + 5] | cx->mask[wd + 6] | cx->mask[wd + 7]))
+			wd += 8;
+		if (wd >= w1)
+			break;
+		if (wd + AHEAD < w1) {
+			uint64_t f = cx->mask[wd + AHEAD];
+			if (f != ~(uint64_t)0)
+				for (; f; f &= f - 1)
+					__builtin_prefetch(cx->src + ((size_t)(wd + AHEAD) * 64 + (size_t)__builtin_ctzll(f)) * rb);
+		}
+		uint64_t bits = cx->mask[wd];
+		if (!bits)
+			continue;
+		uint32_t i0 = wd * 64;
+		if (wd == last && cx->n % 64)
+			bits &= ((uint64_t)1 << (cx->n % 64)) - 1;
+		if (bits == ~(uint64_t)0) {
+			for (uint32_t b = 0; b < 64; b++)
+				cx->rows[k + b] = cx->map ? cx->map[i0 + b] : i0 + b;
+			memcpy(cx->values + (size_t)k * rb, cx->src + (size_t)i0 * rb, 64 * rb);
+			k += 64;
+			continue;
+		}
+		for (; bits; bits &= bits - 1) {
+			uint32_t i = i0 + (uint32_t)__builtin_ctzll(bits);
+			cx->rows[k] = cx->map ? cx->map[i] : i;
+			copy_row(cx->values + (size_t)k * rb, cx->src + (size_t)i * rb, rb);
+			k++;
+		}
+	}
+}
+
+/* A part of a parallel gather (fork-join frame payload). */
+typedef struct gather_args {
+	const gather_ctx *cx;  /* shared description */
+	uint32_t w0, w1;       /* mask words of this part */
+	uint32_t k;            /* its first output */
+} gather_args;
+JOBS_PAYLOAD_FITS(gather_args);
+
+/* Halves the word range down to GATHER_GRAIN words; the second half starts at output k + (bits set
+ * in the first half). The parts write disjoint outputs; the join orders them before the delta is
+ * pushed. */
+enum { GATHER_GRAIN = 1u << 12 };
+static void gather_frame(jobs_worker *w, void *p)
+{
+	gather_args *a = p;
+	if (a->w1 - a->w0 > GATHER_GRAIN) {
+		/* split at a block boundary: its first output is known from the prefix counts */
+		uint32_t mid = (a->w0 / GATHER_GRAIN + (a->w1 - a->w0) / GATHER_GRAIN / 2) * GATHER_GRAIN;
+		if (mid <= a->w0)
+			mid = a->w0 + GATHER_GRAIN;
+		gather_args *child = jobs_spawn_args(w);
+		child->cx = a->cx;
+		child->w0 = mid;
+		child->w1 = a->w1;
+		child->k = a->cx->prefix[mid / GATHER_GRAIN];
+		jobs_spawn(w, gather_frame);
+		a->w1 = mid;
+		gather_frame(w, a);
+		gather_args done;
+		jobs_sync(w, &done, sizeof done);
+		return;
+	}
+	gather_words(a->cx, a->w0, a->w1, a->k);
+}
+
+/* The selected elements of a contiguous payload (element i = source row i): rows[k] = their rows
+ * (map, or the identity when map is NULL), values[k] = their bytes; nsel of them. Split across the
+ * workers when there are many (each selected element of a sparse mask is a cache miss). */
+static void gather_masked(jobs_worker *w, gather_ctx *cx, uint32_t nsel)
+{
+	uint32_t nw = (cx->n + 63) / 64, nb = (nw + GATHER_GRAIN - 1) / GATHER_GRAIN;
+	gather_args a = { cx, 0, nw, 0 };
+	uint32_t *prefix = w && nsel >= 4 * GATHER_GRAIN && nb > 1 ? malloc((nb + 1) * sizeof *prefix) : NULL;
+	if (!prefix) {
+		gather_words(cx, a.w0, a.w1, 0);
+		return;
+	}
+	prefix[0] = 0;
+	for (uint32_t b = 0; b < nb; b++) /* one pass over the mask */
+		prefix[b + 1] = prefix[b] + mask_count_words(cx->mask, cx->n, b * GATHER_GRAIN,
+							      (b + 1) * GATHER_GRAIN < nw ? (b + 1) * GATHER_GRAIN : nw);
+	cx->prefix = prefix;
+	gather_frame(w, &a);
+	free(prefix);
+	cx->prefix = NULL;
 }
 
 /* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
@@ -276,7 +408,10 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	/* Sized by the selected elements: a 1 % mask over 16 M prims needs 160 K entries, not 16 M
 	 * (a list the size of the query would be fresh memory, faulted in on every write). */
 	uint32_t nsel = l->mask ? mask_count(l->mask, n) : n;
-	ovs_buffer *rows_buf = NULL;
+	ovs_buffer *rows_buf = NULL, *pre_values_buf = NULL;
+	unsigned char *pre_values = NULL; /* values gathered with the rows (masked contiguous payload) */
+	bool identity_rows = false;       /* rows are the selected elements' own indices (ascending) */
+	const ovs_rowmap *rows_shape = NULL; /* rows are this map's rows (its shape is known) */
 	uint32_t *rows = full_rows ? NULL : ovs_delta_array(st, (size_t)nsel * sizeof *rows, &rows_buf);
 	if (!full_rows && !rows) {
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
@@ -296,6 +431,20 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		} else if (!l->mask) {
 			memcpy(rows, map->rows, (size_t)n * sizeof *rows);
 			k = n;
+			rows_shape = map;
+		} else if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l)) {
+			/* A contiguous payload under a mask: rows and values in one pass over the mask. */
+			pre_values = ovs_delta_array(st, (size_t)nsel * c->row_bytes, &pre_values_buf);
+			if (!pre_values) {
+				ovs_delta_array_free(rows, rows_buf);
+				ovs_err_format(err, errlen, "out of memory copying %u rows", nsel);
+				return OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+			gather_ctx cx = { l->mask, n, map->identity ? NULL : map->rows, NULL, ovs_layout_contiguous_base(l),
+					  c->row_bytes, rows, pre_values };
+			gather_masked(w, &cx, nsel);
+			k = nsel;
+			identity_rows = map->identity;
 		} else {
 			/* runs of selected elements, a word at a time: zero words cost one test each */
 			uint32_t i = 0, end;
@@ -340,6 +489,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	size_t rb = c->row_bytes;
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
+		ovs_delta_array_free(pre_values, pre_values_buf);
 		ovs_delta_array_free(rows, rows_buf);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -424,6 +574,23 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		d->nrows = k;
 		d->rows = rows;
 		d->rows_buf = rows_buf;
+		if (rows_shape) {
+			d->shape_known = true;
+			d->sorted = rows_shape->sorted;
+			d->contig = rows_shape->contig;
+		}
+		if (pre_values) { /* already gathered */
+			d->values = pre_values;
+			d->values_buf = pre_values_buf;
+			if (identity_rows) {
+				/* element order is row order: sorted; one block iff they span exactly k rows */
+				d->shape_known = true;
+				d->sorted = true;
+				d->contig = k == 0 || rows[k - 1] - rows[0] == k - 1;
+			}
+			ovs_column_push_delta(st, c, d);
+			return OVSTAGE_OK;
+		}
 		d->values = ovs_delta_array(st, (size_t)k * rb, &d->values_buf);
 		if (!d->values) {
 			ovs_delta_free(d);

@@ -484,6 +484,105 @@ START_TEST(test_fragmentation_compacts)
 }
 END_TEST
 
+/* ---- a stream writing the same rows every ordinal --------------------------------------------- */
+
+START_TEST(test_same_rows_stream)
+{
+	/* Every ordinal rewrites the same scattered rows (and, in a second column, the same block):
+	 * the seal need not replay the retained deltas onto the recycled chunks (all their rows are
+	 * rewritten), and every value stays exact, also as of the retained previous ordinal. */
+	enum { P = 40 * 256, NSTEP = 30 };
+	fixture f;
+	setup(&f, P);
+	ovx_token_t ts = tst_tok(f.pd, "scat"), tb = tst_tok(f.pd, "blk");
+	float *src = malloc(P * sizeof *src);
+	float (*want)[P] = calloc(NSTEP + 1, sizeof *want);
+	uint64_t *ms = calloc(P / 64, sizeof *ms), *mb = calloc(P / 64, sizeof *mb);
+	for (int i = 0; i < P; i += 37)
+		ms[i / 64] |= (uint64_t)1 << (i % 64);
+	for (int i = 3000; i < 3900; i++)
+		mb[i / 64] |= (uint64_t)1 << (i % 64);
+	ovs_chunk_stats_t a, b;
+	ovs_chunk_stats(&a);
+	got g;
+	got_init(&g, P, 1);
+	for (int s = 1; s <= NSTEP; s++) {
+		for (int i = 0; i < P; i++)
+			src[i] = (float)(s * 100000 + i);
+		for (int i = 0; i < P; i++)
+			want[s][i] = s == 1 || ((ms[i / 64] >> (i % 64)) & 1) ? src[i] : want[s - 1][i];
+		tens t1, t2;
+		ovstage_write_data_t w1 = fdata(&t1, src, P, 1, s == 1 ? NULL : ms);
+		ovstage_write_data_t w2 = fdata(&t2, src, P, 1, s == 1 ? NULL : mb);
+		tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(ts), (uint64_t)s, w1, OVSTAGE_PRIM_MODE_UPSERT));
+		tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(tb), (uint64_t)s, w2, OVSTAGE_PRIM_MODE_UPSERT));
+		seal(&f, (uint64_t)s);
+		for (int back = 0; back < 2 && back < s; back++) {
+			read_all(&f, ts, latest((uint64_t)(s - back)), 1, &g);
+			for (int i = 0; i < P; i++)
+				if (!g.present[i] || g.v[i] != want[s - back][i])
+					ck_abort_msg("scattered, step %d as of %d, prim %d: %g != %g", s, s - back, i, g.v[i],
+						     want[s - back][i]);
+			read_all(&f, tb, latest((uint64_t)(s - back)), 1, &g);
+			for (int i = 0; i < P; i++) {
+				float wb = s - back == 1 || (i >= 3000 && i < 3900) ? (float)((s - back) * 100000 + i)
+										    : (float)(100000 + i);
+				if (!g.present[i] || g.v[i] != wb)
+					ck_abort_msg("block, step %d as of %d, prim %d: %g != %g", s, s - back, i, g.v[i], wb);
+			}
+		}
+	}
+	ovs_chunk_stats(&b);
+	ck_assert_uint_gt(b.replays_skipped, a.replays_skipped);
+	ck_assert_uint_gt(b.replayed, a.replayed);
+	got_free(&g);
+	free(src);
+	free(want);
+	free(ms);
+	free(mb);
+	teardown(&f);
+}
+END_TEST
+
+/* ---- a large scattered seal runs split across the workers --------------------------------------- */
+
+START_TEST(test_parallel_scattered_apply)
+{
+	/* 300 000 prims x float32x4 (4.8 MB: sealed by a worker, not inline), every 2nd row written per
+	 * ordinal (150 000 rows: above the split threshold). Values exact as of every ordinal. */
+	enum { P = 300000, L = 4, NS = 4 };
+	fixture f;
+	setup(&f, P);
+	ovx_token_t t = tst_tok(f.pd, "par");
+	float *src = malloc((size_t)P * L * sizeof *src), *want = malloc((size_t)P * L * sizeof *want);
+	uint64_t *m = calloc((P + 63) / 64, sizeof *m);
+	for (int i = 0; i < P; i += 2)
+		m[i / 64] |= (uint64_t)1 << (i % 64);
+	got g;
+	got_init(&g, P, L);
+	for (int s = 1; s <= NS; s++) {
+		for (size_t i = 0; i < (size_t)P * L; i++)
+			src[i] = (float)s * 1e6f + (float)(i % 1000000);
+		for (int i = 0; i < P; i++)
+			if (s == 1 || i % 2 == 0)
+				memcpy(&want[(size_t)i * L], &src[(size_t)i * L], L * sizeof(float));
+		tens tt;
+		tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(t), (uint64_t)s,
+							  fdata(&tt, src, P, L, s == 1 ? NULL : m), OVSTAGE_PRIM_MODE_UPSERT));
+		seal(&f, (uint64_t)s);
+		read_all(&f, t, latest((uint64_t)s), L, &g);
+		for (int i = 0; i < P; i++)
+			if (!g.present[i] || memcmp(&g.v[(size_t)i * L], &want[(size_t)i * L], L * sizeof(float)))
+				ck_abort_msg("as of %d, prim %d: %g != %g", s, i, g.v[(size_t)i * L], want[(size_t)i * L]);
+	}
+	got_free(&g);
+	free(src);
+	free(want);
+	free(m);
+	teardown(&f);
+}
+END_TEST
+
 int main(void)
 {
 	/* 1 KiB chunks: every column of more than 256 float32 rows spans several chunks. */
@@ -495,6 +594,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_chunked_matches_model, 0, 4);
 	tcase_add_test(tc, test_sparse_write_allocates_touched_chunks);
 	tcase_add_test(tc, test_fragmentation_compacts);
+	tcase_add_test(tc, test_same_rows_stream);
+	tcase_add_test(tc, test_parallel_scattered_apply);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
