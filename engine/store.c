@@ -677,9 +677,12 @@ static ovs_version *build_version(ovs_stage *st, jobs_worker *w, ovs_column *c, 
 				rows = d->nrows;
 		} else {
 			has_tomb |= d->kind == OVS_DELTA_TOMBSTONE;
-			for (uint32_t i = 0; i < d->nrows; i++)
-				if (d->rows[i] + 1 > rows)
-					rows = d->rows[i] + 1;
+			if (d->sorted && d->nrows) /* the last row is the highest */
+				rows = d->rows[d->nrows - 1] + 1 > rows ? d->rows[d->nrows - 1] + 1 : rows;
+			else
+				for (uint32_t i = 0; i < d->nrows; i++)
+					if (d->rows[i] + 1 > rows)
+						rows = d->rows[i] + 1;
 		}
 	}
 	ovs_version *v = calloc(1, sizeof *v);

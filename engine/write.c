@@ -154,7 +154,8 @@ static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *e
 /* Bits set in mask[0 .. n) (the selected elements). The build targets baseline x86-64, where
  * __builtin_popcountll is a library call per word; a clone for CPUs with POPCNT is picked at load
  * time. Zero words (a block's unselected part) cost a test each. */
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+/* (not under ThreadSanitizer: the clone's resolver runs at relocation, before TSan's runtime) */
 __attribute__((target_clones("popcnt", "default")))
 #endif
 static uint32_t mask_count_words(const uint64_t *mask, uint32_t n, uint32_t w0, uint32_t w1)
@@ -325,23 +326,35 @@ static void gather_frame(jobs_worker *w, void *p)
 /* The selected elements of a contiguous payload (element i = source row i): rows[k] = their rows
  * (map, or the identity when map is NULL), values[k] = their bytes; nsel of them. Split across the
  * workers when there are many (each selected element of a sparse mask is a cache miss). */
-static void gather_masked(jobs_worker *w, gather_ctx *cx, uint32_t nsel)
+static void gather_masked(jobs_worker *w, gather_ctx *cx)
 {
-	uint32_t nw = (cx->n + 63) / 64, nb = (nw + GATHER_GRAIN - 1) / GATHER_GRAIN;
-	gather_args a = { cx, 0, nw, 0 };
-	uint32_t *prefix = w && nsel >= 4 * GATHER_GRAIN && nb > 1 ? malloc((nb + 1) * sizeof *prefix) : NULL;
-	if (!prefix) {
+	gather_args a = { cx, 0, (cx->n + 63) / 64, 0 };
+	if (w && cx->prefix)
+		gather_frame(w, &a);
+	else
 		gather_words(cx, a.w0, a.w1, 0);
-		return;
+}
+
+/* Counts the selected elements of a mask; for a mask of several GATHER_GRAIN-word blocks, also
+ * the prefix counts a parallel gather splits by (*prefix, malloc'd; NULL if not worth it or out of
+ * memory) — in the same pass. */
+static uint32_t mask_count_prefix(const uint64_t *mask, uint32_t n, uint32_t **prefix)
+{
+	uint32_t nw = (n + 63) / 64, nb = (nw + GATHER_GRAIN - 1) / GATHER_GRAIN;
+	*prefix = nb > 1 ? malloc((nb + 1) * sizeof **prefix) : NULL;
+	if (!*prefix)
+		return mask_count(mask, n);
+	uint32_t *p = *prefix;
+	p[0] = 0;
+	for (uint32_t b = 0; b < nb; b++)
+		p[b + 1] = p[b] + mask_count_words(mask, n, b * GATHER_GRAIN,
+						   (b + 1) * GATHER_GRAIN < nw ? (b + 1) * GATHER_GRAIN : nw);
+	uint32_t total = p[nb];
+	if (total < 4 * GATHER_GRAIN) { /* few selected: one thread gathers them */
+		free(p);
+		*prefix = NULL;
 	}
-	prefix[0] = 0;
-	for (uint32_t b = 0; b < nb; b++) /* one pass over the mask */
-		prefix[b + 1] = prefix[b] + mask_count_words(cx->mask, cx->n, b * GATHER_GRAIN,
-							      (b + 1) * GATHER_GRAIN < nw ? (b + 1) * GATHER_GRAIN : nw);
-	cx->prefix = prefix;
-	gather_frame(w, &a);
-	free(prefix);
-	cx->prefix = NULL;
+	return total;
 }
 
 /* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
@@ -407,13 +420,15 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			 n == atomic_load_explicit(&c->nrows, memory_order_acquire);
 	/* Sized by the selected elements: a 1 % mask over 16 M prims needs 160 K entries, not 16 M
 	 * (a list the size of the query would be fresh memory, faulted in on every write). */
-	uint32_t nsel = l->mask ? mask_count(l->mask, n) : n;
+	uint32_t *prefix = NULL; /* per-block counts of a large mask (parallel gather), freed below */
+	uint32_t nsel = l->mask ? mask_count_prefix(l->mask, n, &prefix) : n;
 	ovs_buffer *rows_buf = NULL, *pre_values_buf = NULL;
 	unsigned char *pre_values = NULL; /* values gathered with the rows (masked contiguous payload) */
 	bool identity_rows = false;       /* rows are the selected elements' own indices (ascending) */
 	const ovs_rowmap *rows_shape = NULL; /* rows are this map's rows (its shape is known) */
 	uint32_t *rows = full_rows ? NULL : ovs_delta_array(st, (size_t)nsel * sizeof *rows, &rows_buf);
 	if (!full_rows && !rows) {
+		free(prefix);
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
@@ -436,13 +451,14 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			/* A contiguous payload under a mask: rows and values in one pass over the mask. */
 			pre_values = ovs_delta_array(st, (size_t)nsel * c->row_bytes, &pre_values_buf);
 			if (!pre_values) {
+				free(prefix);
 				ovs_delta_array_free(rows, rows_buf);
 				ovs_err_format(err, errlen, "out of memory copying %u rows", nsel);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
-			gather_ctx cx = { l->mask, n, map->identity ? NULL : map->rows, NULL, ovs_layout_contiguous_base(l),
-					  c->row_bytes, rows, pre_values };
-			gather_masked(w, &cx, nsel);
+			gather_ctx cx = { l->mask, n, map->identity ? NULL : map->rows, prefix,
+					  ovs_layout_contiguous_base(l), c->row_bytes, rows, pre_values };
+			gather_masked(w, &cx);
 			k = nsel;
 			identity_rows = map->identity;
 		} else {
@@ -464,6 +480,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			bool created;
 			uint32_t r = ovs_column_row_create(c, paths[i], &created);
 			if (r == UINT32_MAX) {
+				free(prefix);
 				ovs_delta_array_free(rows, rows_buf);
 				ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too "
 					       "large)", (unsigned long long)paths[i]);
@@ -486,6 +503,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			}
 		}
 	}
+	free(prefix); /* only the gather above uses it */
 	size_t rb = c->row_bytes;
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {

@@ -1509,6 +1509,7 @@ static void *stress_reader(void *arg)
 	stress *s = arg;
 	fixture *f = s->f;
 	while (atomic_load(&s->writers_done) < 2 || atomic_load(&s->reads_checked) < 50) {
+		bool sealer_was_done = atomic_load(&s->sealer_done);
 		ovstage_ordinal_query_handle_t h;
 		ovx_string_or_token_t none = { 0, { NULL, 0 } };
 		ovstage_enqueue_result_t e = ovstage_get_attribute_write_floor(f->st, none, &h);
@@ -1524,8 +1525,9 @@ static void *stress_reader(void *arg)
 			ovstage_release_op(f->st, rel.op_index);
 		}
 		if (floor == 0) {
-			/* nothing sealed yet: writers may well finish before the first seal does */
-			if (atomic_load(&s->sealer_done))
+			/* nothing sealed yet (writers may well finish before the first seal does); give up
+			 * only if the sealer had finished before the floor was asked for */
+			if (sealer_was_done)
 				break;
 			sched_yield();
 			continue;
