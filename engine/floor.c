@@ -44,8 +44,8 @@ static void seal_job(jobs_worker *w, void *arg, jobs_run *run)
 #define SEAL_INLINE_COLUMN_MAX ((size_t)4 << 20) /* copy.c's OVS_PARALLEL_MIN */
 #define SEAL_INLINE_TOTAL_MAX ((size_t)64 << 20)
 
-/* Upper bound of what sealing column c may copy: its whole buffer (fixed) or pointer table
- * (arrays). A column without a schema has no rows yet. */
+/* Upper bound of what sealing column c may copy: its pointer table (arrays), or what its pending
+ * deltas may touch, at most the column (fixed). A column without a schema has no rows yet. */
 static size_t seal_cost_bound(ovs_column *c)
 {
 	/* acquire: has_schema publishes the schema fields (row_bytes, is_array). */
@@ -54,7 +54,13 @@ static size_t seal_cost_bound(ovs_column *c)
 	/* relaxed: an estimate; rows added concurrently are sealed by a later advance or bounded by
 	 * the writes this seal waits for, which are small if the caller asked for inline sealing. */
 	size_t rows = atomic_load_explicit(&c->nrows, memory_order_relaxed);
-	return rows * (c->schema.is_array ? sizeof(void *) : c->row_bytes);
+	size_t whole = rows * (c->schema.is_array ? sizeof(void *) : c->row_bytes);
+	if (c->schema.is_array)
+		return whole;
+	/* Fixed-size columns are chunked: a seal copies what its deltas touch (their estimate, added
+	 * when they were pushed), which for a sparse write into a big column is far below the column. */
+	size_t pending = (size_t)atomic_load_explicit(&c->seal_cost, memory_order_relaxed);
+	return pending < whole ? pending : whole;
 }
 
 static bool listed(const ovx_token_t *ts, size_t n, ovx_token_t t)

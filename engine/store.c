@@ -369,6 +369,17 @@ void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d)
 	}
 	/* relaxed: statistics for back-pressure. */
 	atomic_fetch_add_explicit(&st->unsealed_bytes, (int64_t)d->bytes, memory_order_relaxed);
+	/* What sealing it may copy, at most (chunk.c): a full write's rows; a block's rows and the two
+	 * chunks at its ends; a scattered write a chunk per row; each with the replays of the retained
+	 * deltas; never more than the column (compaction aside). relaxed: an estimate for choosing
+	 * where the seal runs, read by floor.c under no ordering. */
+	uint64_t nr = atomic_load_explicit(&c->nrows, memory_order_relaxed), col = nr * c->row_bytes;
+	uint64_t rows = (uint64_t)d->nrows * c->row_bytes * (1 + st->retention);
+	uint64_t chunks = d->contig ? 2 * (uint64_t)st->chunk_bytes : (uint64_t)d->nrows * st->chunk_bytes;
+	d->cost = d->kind == OVS_DELTA_FULL	 ? (uint64_t)d->nrows * c->row_bytes
+		  : d->kind == OVS_DELTA_TOMBSTONE ? nr / 8 /* a presence bitmap */
+						   : (rows + chunks < col ? rows + chunks : col);
+	atomic_fetch_add_explicit(&c->seal_cost, d->cost, memory_order_relaxed);
 	ovs_delta *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
 	do {
 		d->next = head;
@@ -834,6 +845,9 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 		}
 		c->pending = last->next;
 		last->next = NULL;
+		uint64_t sealed_cost = 0;
+		for (ovs_delta *d = ds; d; d = d->next)
+			sealed_cost += d->cost;
 		ovs_version *v = build_version(st, w, c, c->latest, ds, err, errlen);
 		if (!v) {
 			/* keep the deltas for a later seal */
@@ -842,6 +856,7 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 		atomic_fetch_sub_explicit(&st->unsealed_bytes, sealed_bytes, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&c->seal_cost, sealed_cost, memory_order_relaxed); /* an estimate */
 		/* relaxed: published to readers by the snapshot's release store. The chain's reference
 		 * moves to the new version. */
 		atomic_store_explicit(&v->older, c->latest, memory_order_relaxed);

@@ -96,6 +96,7 @@ typedef struct ovs_delta {
 	bool sorted;                /* rows strictly increasing (set at push, by the writer's thread) */
 	bool contig;                /* rows[i] = rows[0] + i: one block (set at push) */
 	bool shape_known;           /* the writer set sorted and contig itself (push does not scan) */
+	uint64_t cost;              /* its share of the column's seal_cost */
 } ovs_delta;
 
 /* A chunk of a fixed-size column: 2^k consecutive rows in a buffer, shared by every version in
@@ -158,6 +159,9 @@ typedef struct ovs_column {
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
 	_Atomic(ovs_delta *) inbox;       /* deltas waiting for a seal (Treiber push, take-all) */
+	_Atomic uint64_t seal_cost;       /* bytes the unsealed deltas may make a seal copy (estimate:
+	                                   * added at push, subtracted when sealed; floor.c runs small
+	                                   * seals in the call) */
 	ovs_delta *pending;               /* sealing side: deltas above the floor, sorted (seal-owned) */
 	ovs_version *latest;              /* sealing side: newest version (seal-owned reference) */
 	ovs_chunk **spares;               /* sealing side: chunks of the version that last left retention
