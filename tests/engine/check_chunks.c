@@ -72,27 +72,12 @@ static void seal(fixture *f, uint64_t n)
 	tst_wait_ok(f->st, ovstage_advance_write_floor(f->st, &d));
 }
 
-typedef struct tens {
-	DLTensor t;
-	int64_t shape[1];
-} tens;
+typedef tst_tensor tens;
 
 /* rows x lanes float32 write data over vals (optionally masked over `rows` elements). */
 static ovstage_write_data_t fdata(tens *tt, float *vals, int64_t rows, int lanes, const uint64_t *mask)
 {
-	memset(tt, 0, sizeof *tt);
-	tt->t.data = vals;
-	tt->t.device.device_type = kDLCPU;
-	tt->t.ndim = 1;
-	tt->t.dtype.code = kDLFloat;
-	tt->t.dtype.bits = 32;
-	tt->t.dtype.lanes = (uint16_t)lanes;
-	tt->shape[0] = rows;
-	tt->t.shape = tt->shape;
-	ovstage_write_data_t w;
-	memset(&w, 0, sizeof w);
-	w.tensors = &tt->t;
-	w.tensor_count = 1;
+	ovstage_write_data_t w = tst_wdata(tt, vals, rows, kDLFloat, 32, (uint16_t)lanes);
 	if (mask) {
 		w.mask = mask;
 		w.count = (uint32_t)rows;

@@ -72,27 +72,11 @@ static ovx_string_or_token_t AS(const char *s)
 	return a;
 }
 
-typedef struct tensor1 {
-	DLTensor t;
-	int64_t shape[1];
-} tensor1;
+typedef tst_tensor tensor1;
 
 static ovstage_write_data_t tdata(tensor1 *tt, void *vals, int64_t rows, uint8_t code, uint8_t bits)
 {
-	memset(tt, 0, sizeof *tt);
-	tt->t.data = vals;
-	tt->t.device.device_type = kDLCPU;
-	tt->t.ndim = 1;
-	tt->t.dtype.code = code;
-	tt->t.dtype.bits = bits;
-	tt->t.dtype.lanes = 1;
-	tt->shape[0] = rows;
-	tt->t.shape = tt->shape;
-	ovstage_write_data_t w;
-	memset(&w, 0, sizeof w);
-	w.tensors = &tt->t;
-	w.tensor_count = 1;
-	return w;
+	return tst_wdata(tt, vals, rows, code, bits, 1);
 }
 
 static void write_i32(fixture *f, ovstage_query_handle_t q, ovx_token_t attr, uint64_t ord, int32_t *vals, int64_t n)

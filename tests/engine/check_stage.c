@@ -88,29 +88,12 @@ static ovx_string_or_token_t A(ovx_token_t t)
 	return tst_attr(t);
 }
 
-typedef struct tensor1 {
-	DLTensor t;
-	int64_t shape[3];
-} tensor1;
+typedef tst_tensor tensor1;
 
 static ovstage_write_data_t fdata(tensor1 *tt, float *vals, int64_t rows, int lanes)
 {
-	memset(tt, 0, sizeof *tt);
-	tt->t.data = vals;
-	tt->t.device.device_type = kDLCPU;
-	tt->t.ndim = 1;
-	tt->t.dtype.code = kDLFloat;
-	tt->t.dtype.bits = 32;
-	tt->t.dtype.lanes = (uint16_t)lanes;
-	tt->shape[0] = rows;
-	tt->t.shape = tt->shape;
-	ovstage_write_data_t w;
-	memset(&w, 0, sizeof w);
-	w.tensors = &tt->t;
-	w.tensor_count = 1;
-	return w;
+	return tst_wdata(tt, vals, rows, kDLFloat, 32, (uint16_t)lanes);
 }
-
 
 /* Submits a write without waiting. The API borrows the tensor descriptor until the op completes,
  * so it lives in a per-thread ring (every test waits long before 256 more writes). */

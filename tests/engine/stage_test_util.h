@@ -1,8 +1,8 @@
 /*
  * stage_test_util.h — helpers shared by the engine suites that drive a stage through the public API
- * (check_stage.c, check_query.c): the thread's last error as a C string, interning a token, a
- * path-list query from strings, and waiting for an op (returning the failed-op count and the first
- * message). Each suite keeps its own fixture and thin wrappers.
+ * (check_stage.c, check_query.c, check_chunks.c): the thread's last error as a C string, interning a
+ * token, a path-list query from strings, a one-tensor write payload, and waiting for an op (returning
+ * the failed-op count and the first message). Each suite keeps its own fixture and thin wrappers.
  */
 #ifndef OVSTAGE_TESTS_STAGE_TEST_UTIL_H
 #define OVSTAGE_TESTS_STAGE_TEST_UTIL_H
@@ -78,6 +78,32 @@ static inline void tst_wait_ok(ovstage_instance_t *st, ovstage_enqueue_result_t 
 	char msg[600];
 	size_t n = tst_wait_op(st, e, msg, sizeof msg);
 	ck_assert_msg(n == 0, "op failed: %s", msg);
+}
+
+/* A 1-D tensor descriptor with room for its shape (the API borrows both until the op completes). */
+typedef struct tst_tensor {
+	DLTensor t;
+	int64_t shape[3];
+} tst_tensor;
+
+/* Write data of `rows` rows over vals: one host tensor of dtype (code, bits) x lanes. */
+static inline ovstage_write_data_t tst_wdata(tst_tensor *tt, void *vals, int64_t rows, uint8_t code, uint8_t bits,
+					     uint16_t lanes)
+{
+	memset(tt, 0, sizeof *tt);
+	tt->t.data = vals;
+	tt->t.device.device_type = kDLCPU;
+	tt->t.ndim = 1;
+	tt->t.dtype.code = code;
+	tt->t.dtype.bits = bits;
+	tt->t.dtype.lanes = lanes;
+	tt->shape[0] = rows;
+	tt->t.shape = tt->shape;
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.tensors = &tt->t;
+	w.tensor_count = 1;
+	return w;
 }
 
 static inline ovx_string_or_token_t tst_attr(ovx_token_t t)
