@@ -16,7 +16,7 @@ static void query_destroy(ovs_hobj *h)
 		ovs_pd_list_release(q->st->pd, q->list);
 	free(q->scope);
 	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++)
-		free(atomic_load_explicit(&q->rowmaps[i], memory_order_relaxed));
+		ovs_rowmap_unref(atomic_load_explicit(&q->rowmaps[i], memory_order_relaxed));
 	free(q);
 }
 
@@ -33,8 +33,24 @@ const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c)
 	return NULL;
 }
 
+void ovs_rowmap_ref(const ovs_rowmap *m)
+{
+	ovs_rowmap *w = (ovs_rowmap *)(uintptr_t)m; /* the count is the only mutable field */
+	/* relaxed: the caller holds a reference through the query it is writing through. */
+	atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+}
+
+void ovs_rowmap_unref(const ovs_rowmap *m)
+{
+	ovs_rowmap *w = (ovs_rowmap *)(uintptr_t)m;
+	/* acq_rel: the last holder sees every reader's accesses before the free. */
+	if (w && atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) == 1)
+		free(w);
+}
+
 const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m)
 {
+	atomic_init(&m->refs, 1); /* the query's */
 	/* Its shape, once: writes through the query then tell the sealer without scanning. */
 	m->sorted = m->contig = true;
 	for (uint32_t i = 1; i < m->n && m->sorted; i++) {

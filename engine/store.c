@@ -11,6 +11,7 @@
 #include "chunk.h"
 #include "copy.h"
 #include "errors.h"
+#include "query.h"
 #include "stage.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -396,7 +397,9 @@ void ovs_delta_free(ovs_delta *d)
 		for (uint32_t i = 0; i < d->nrows; i++)
 			ovs_blob_unref(d->blobs[i]);
 	free(d->blobs);
-	if (d->rows_buf)
+	if (d->rows_map)
+		ovs_rowmap_unref(d->rows_map);
+	else if (d->rows_buf)
 		ovs_buffer_unref(d->rows_buf);
 	else
 		free(d->rows);

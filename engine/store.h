@@ -91,6 +91,7 @@ typedef struct ovs_delta {
 	ovs_blob **blobs;           /* SPARSE array: nrows blobs (references owned) */
 	ovs_buffer *full;           /* FULL fixed: the new buffer (reference owned) */
 	ovs_buffer *rows_buf;       /* rows lives in this pooled buffer (large deltas), else malloc'd */
+	const struct ovs_rowmap *rows_map; /* or rows are this query row map's (a reference held) */
 	ovs_buffer *values_buf;     /* values likewise */
 	size_t bytes;               /* what it holds, counted in the stage's unsealed total until sealed */
 	bool sorted;                /* rows strictly increasing (set at push, by the writer's thread) */

@@ -357,6 +357,13 @@ static uint32_t mask_count_prefix(const uint64_t *mask, uint32_t n, uint32_t **p
 	return total;
 }
 
+/* Releases a row list that no delta took (a borrowed one belongs to the query's row map). */
+static void release_rows(uint32_t *rows, ovs_buffer *buf, bool borrowed)
+{
+	if (!borrowed)
+		ovs_delta_array_free(rows, buf);
+}
+
 /* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
 static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, char *err,
 					size_t errlen)
@@ -426,7 +433,12 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	unsigned char *pre_values = NULL; /* values gathered with the rows (masked contiguous payload) */
 	bool identity_rows = false;       /* rows are the selected elements' own indices (ascending) */
 	const ovs_rowmap *rows_shape = NULL; /* rows are this map's rows (its shape is known) */
-	uint32_t *rows = full_rows ? NULL : ovs_delta_array(st, (size_t)nsel * sizeof *rows, &rows_buf);
+	/* A write of the whole query without a mask borrows the query's row map as its row list (a
+	 * reference on the map; the map never changes once installed): no copy of it per write. */
+	bool borrowed = map && !full_rows && !l->mask && !l->is_array;
+	uint32_t *rows = full_rows ? NULL
+			 : borrowed ? (uint32_t *)(uintptr_t)map->rows
+				    : ovs_delta_array(st, (size_t)nsel * sizeof *rows, &rows_buf);
 	if (!full_rows && !rows) {
 		free(prefix);
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
@@ -444,7 +456,8 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		if (full_rows) {
 			k = n; /* rows 0..n-1 are every row: the FULL delta below needs no row list */
 		} else if (!l->mask) {
-			memcpy(rows, map->rows, (size_t)n * sizeof *rows);
+			if (!borrowed)
+				memcpy(rows, map->rows, (size_t)n * sizeof *rows);
 			k = n;
 			rows_shape = map;
 		} else if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l)) {
@@ -452,7 +465,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			pre_values = ovs_delta_array(st, (size_t)nsel * c->row_bytes, &pre_values_buf);
 			if (!pre_values) {
 				free(prefix);
-				ovs_delta_array_free(rows, rows_buf);
+				release_rows(rows, rows_buf, borrowed);
 				ovs_err_format(err, errlen, "out of memory copying %u rows", nsel);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
@@ -481,7 +494,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			uint32_t r = ovs_column_row_create(c, paths[i], &created);
 			if (r == UINT32_MAX) {
 				free(prefix);
-				ovs_delta_array_free(rows, rows_buf);
+				release_rows(rows, rows_buf, borrowed);
 				ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too "
 					       "large)", (unsigned long long)paths[i]);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -508,7 +521,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
 		ovs_delta_array_free(pre_values, pre_values_buf);
-		ovs_delta_array_free(rows, rows_buf);
+		release_rows(rows, rows_buf, borrowed);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
@@ -553,7 +566,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	if (identity && k == atomic_load_explicit(&c->nrows, memory_order_acquire) && k > 0) {
 		d->kind = OVS_DELTA_FULL;
 		d->nrows = k;
-		ovs_delta_array_free(rows, rows_buf);
+		release_rows(rows, rows_buf, borrowed);
 		if (base && !l->index_map && e->nmanaged == 1) {
 			/* Zero copy: the version adopts the producer's buffer; its deleter runs when the last
 			 * version or read group holding it is reclaimed. */
@@ -592,6 +605,10 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		d->nrows = k;
 		d->rows = rows;
 		d->rows_buf = rows_buf;
+		if (borrowed) {
+			ovs_rowmap_ref(map);
+			d->rows_map = map;
+		}
 		if (rows_shape) {
 			d->shape_known = true;
 			d->sorted = rows_shape->sorted;

@@ -529,6 +529,54 @@ START_TEST(test_same_rows_stream)
 }
 END_TEST
 
+/* ---- a write's row list outlives its query ------------------------------------------------------- */
+
+START_TEST(test_rows_outlive_query)
+{
+	/* A write through a query borrows the query's row map as its row list; releasing the query
+	 * before the seal (and before a later seal replays the delta) must not free it under them. */
+	enum { P = 2048 };
+	fixture f;
+	setup(&f, P);
+	ovx_token_t t = tst_tok(f.pd, "borrow");
+	float *src = malloc(P * sizeof *src);
+	for (int i = 0; i < P; i++)
+		src[i] = (float)i;
+	tens tt;
+	tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(t), 1, fdata(&tt, src, P, 1, NULL),
+						  OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 1);
+	float blk[300];
+	for (int s = 2; s <= 6; s++) {
+		ovstage_query_handle_t qb = query_range(&f, 1000, 300, NULL);
+		for (int i = 0; i < 300; i++)
+			blk[i] = (float)(s * 10000 + i);
+		/* twice through the same query: the first caches the map, the second borrows it */
+		tst_wait_ok(f.st, ovstage_write_attribute(f.st, qb, tst_attr(t), (uint64_t)s, fdata(&tt, blk, 300, 1, NULL),
+							  OVSTAGE_PRIM_MODE_UPSERT));
+		tst_wait_ok(f.st, ovstage_write_attribute(f.st, qb, tst_attr(t), (uint64_t)s, fdata(&tt, blk, 300, 1, NULL),
+							  OVSTAGE_PRIM_MODE_UPSERT));
+		release_query(&f, qb); /* before the seal */
+		seal(&f, (uint64_t)s);
+		got g;
+		got_init(&g, P, 1);
+		read_all(&f, t, latest((uint64_t)s), 1, &g);
+		for (int i = 0; i < P; i++) {
+			float w = i >= 1000 && i < 1300 ? (float)(s * 10000 + i - 1000) : (float)i;
+			if (!g.present[i] || g.v[i] != w)
+				ck_abort_msg("as of %d, prim %d: %g != %g", s, i, g.v[i], w);
+		}
+		read_all(&f, t, span((uint64_t)s, (uint64_t)s), 1, &g); /* the changed list */
+		for (int i = 0; i < P; i++)
+			if (g.present[i] != (i >= 1000 && i < 1300))
+				ck_abort_msg("range [%d, %d], prim %d: present %d", s, s, i, g.present[i]);
+		got_free(&g);
+	}
+	free(src);
+	teardown(&f);
+}
+END_TEST
+
 /* ---- a large scattered seal runs split across the workers --------------------------------------- */
 
 START_TEST(test_parallel_scattered_apply)
@@ -581,6 +629,7 @@ int main(void)
 	tcase_add_test(tc, test_fragmentation_compacts);
 	tcase_add_test(tc, test_same_rows_stream);
 	tcase_add_test(tc, test_parallel_scattered_apply);
+	tcase_add_test(tc, test_rows_outlive_query);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
