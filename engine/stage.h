@@ -50,7 +50,7 @@ struct ovs_stage {
 	void **old_arrays;              /* superseded column arrays, freed at destroy */
 	size_t n_old_arrays;            /* entries in old_arrays */
 
-	/* --- pool of large, already-faulted buffers (reused by FULL writes and seals) --- */
+	/* --- pool of free, already-faulted buffers (reused by writes, delta arrays and seals) --- */
 	pthread_mutex_t pool_lock;      /* guards the pool (one short critical section per buffer) */
 	ovs_buffer *pool[OVS_POOL_SLOTS]; /* free buffers (large ones and small ones alike) */
 	size_t npool;                   /* entries */
@@ -144,9 +144,10 @@ ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes);
 void ovs_blob_ref(ovs_blob *b);
 void ovs_blob_unref(ovs_blob *b);
 
-/* Buffers. Large buffers (>= 1 MiB) come from the stage's pool when one of the same size is free,
- * else from a pre-faulted mapping; they return to the pool when released (bounded), so steady-state
- * full writes neither map nor fault memory. */
+/* Buffers. A buffer comes from the stage's pool when one of the same (rounded) size is free, else
+ * from a pre-faulted mapping (>= 1 MiB) or the allocator; released buffers return to the pool while
+ * it has room (OVS_POOL_SLOTS, OVS_POOL_MAX_BYTES), so steady-state writes and seals neither map nor
+ * fault memory. */
 #define OVS_POOL_MAX_BYTES ((size_t)1 << 30)
 void ovs_buffer_pool_fini(ovs_stage *st);
 ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes);
