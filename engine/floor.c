@@ -260,29 +260,36 @@ static ovstage_enqueue_result_t submit_ordq(ovs_stage *st, ovx_token_t attr, boo
 	return r;
 }
 
-ovstage_enqueue_result_t ovs_get_oldest_preserved_ordinal(ovstage_context_t *ctx,
-							   ovstage_ordinal_query_handle_t *out_handle)
+/* The common start of the ordinal-query calls: clears the error, invalidates *out_handle, and
+ * returns the stage, or NULL with the rejection's status set. */
+static ovs_stage *ordq_begin(ovstage_context_t *ctx, ovstage_ordinal_query_handle_t *out_handle)
 {
 	ovs_err_clear();
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (out_handle)
 		*out_handle = OVSTAGE_INVALID_ORDINAL_QUERY_HANDLE;
-	if (!st || !out_handle)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
-						!st ? "instance" : "out_handle"));
+	if (!st || !out_handle) {
+		ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_handle");
+		return NULL;
+	}
+	return st;
+}
+
+ovstage_enqueue_result_t ovs_get_oldest_preserved_ordinal(ovstage_context_t *ctx,
+							   ovstage_ordinal_query_handle_t *out_handle)
+{
+	ovs_stage *st = ordq_begin(ctx, out_handle);
+	if (!st)
+		return ovs_rejected(OVSTAGE_ERROR_INVALID_ARGUMENT);
 	return submit_ordq(st, 0, true, out_handle);
 }
 
 ovstage_enqueue_result_t ovs_get_attribute_write_floor(ovstage_context_t *ctx, ovx_string_or_token_t attribute,
 							ovstage_ordinal_query_handle_t *out_handle)
 {
-	ovs_err_clear();
-	ovs_stage *st = ovs_stage_of(ctx);
-	if (out_handle)
-		*out_handle = OVSTAGE_INVALID_ORDINAL_QUERY_HANDLE;
-	if (!st || !out_handle)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
-						!st ? "instance" : "out_handle"));
+	ovs_stage *st = ordq_begin(ctx, out_handle);
+	if (!st)
+		return ovs_rejected(OVSTAGE_ERROR_INVALID_ARGUMENT);
 	ovx_token_t t;
 	ovstage_api_status_t s = ovs_resolve_attr(st, attribute, true, &t, "attribute");
 	if (s != OVSTAGE_OK)

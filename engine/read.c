@@ -358,7 +358,7 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 			free(m);
 		}
 	}
-	if (!rg->has_start_ordinal && map && map->identity && v->all_present && qn <= v->rows) {
+	if (!rg->has_start_ordinal && map && map->identity && !v->present && qn <= v->rows) {
 		/* The query is rows 0..qn-1 of the column and all hold values: a view, O(1). */
 		ovs_group *g = new_group(r, c, v, false);
 		if (!g || !add_group(r, g)) {

@@ -84,6 +84,18 @@ void ovs_buffer_pool_fini(ovs_stage *st)
 	st->pool_bytes = 0;
 }
 
+/* One reference (the caller's), counted live. */
+static ovs_buffer *buffer_init(ovs_buffer *b, ovs_stage *st, void *data, size_t cap, DLManagedTensorVersioned *mt)
+{
+	atomic_init(&b->refs, 1);
+	b->capacity = cap;
+	b->data = data;
+	b->managed = mt;
+	b->stage = st;
+	count_buffer(cap, 1);
+	return b;
+}
+
 ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
 {
 	size_t cap = bytes ? bytes : 64;
@@ -111,13 +123,7 @@ ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
 		free(b);
 		return NULL;
 	}
-	atomic_init(&b->refs, 1);
-	b->capacity = cap;
-	b->data = p;
-	b->managed = NULL;
-	b->stage = st;
-	count_buffer(cap, 1);
-	return b;
+	return buffer_init(b, st, p, cap, NULL);
 }
 
 void *ovs_delta_array(ovs_stage *st, size_t bytes, ovs_buffer **buf)
@@ -141,15 +147,7 @@ void ovs_delta_array_free(void *p, ovs_buffer *buf)
 ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes)
 {
 	ovs_buffer *b = malloc(sizeof *b);
-	if (!b)
-		return NULL;
-	atomic_init(&b->refs, 1);
-	b->capacity = bytes;
-	b->data = data;
-	b->managed = mt;
-	b->stage = st;
-	count_buffer(bytes, 1);
-	return b;
+	return b ? buffer_init(b, st, data, bytes, mt) : NULL;
 }
 
 void ovs_buffer_unref(ovs_buffer *b)
@@ -589,9 +587,8 @@ static bool build_presence(ovs_version *v, const ovs_version *prev, const ovs_de
 			   bool has_tomb)
 {
 	uint32_t rows = v->rows;
-	if (!has_tomb && ((last_full && last_full->nrows == rows) || (prev && prev->all_present && prev->rows == rows))) {
-		v->present = NULL;
-		v->all_present = true;
+	if (!has_tomb && ((last_full && last_full->nrows == rows) || (prev && !prev->present && prev->rows == rows))) {
+		v->present = NULL; /* every row present */
 		return true;
 	}
 	size_t words = ((size_t)rows + 63) / 64;
@@ -612,8 +609,7 @@ static bool build_presence(ovs_version *v, const ovs_version *prev, const ovs_de
 			for (uint32_t i = 0; i < d->nrows; i++)
 				bit_clear(present, d->rows[i]);
 	}
-	v->all_present = bits_all_prefix(present, rows);
-	if (v->all_present) {
+	if (bits_all_prefix(present, rows)) {
 		free(present);
 		present = NULL;
 	}

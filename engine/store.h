@@ -138,7 +138,6 @@ typedef struct ovs_version {
 	uint32_t nchanged;          /* entries in changed */
 	bool changed_owned;         /* changed was allocated for this version (else it is a delta's rows) */
 	bool all_changed;           /* every row changed (FULL delta) */
-	bool all_present;           /* every row 0..rows-1 holds a value (present is then NULL) */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
 	struct ovs_version *_Atomic older; /* the previous retained version (owned reference); cut by the
 	                                     * sealer when it leaves retention, so readers follow it only

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "report.h"
 
 #define MS(ns) ((double)(ns) / 1e6)
 
@@ -94,131 +95,9 @@ static void parse(int argc, char **argv, opts *o)
 	o->spawn_batches = o->quick ? 2000 : 10000;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * The table: rows of cells, printed once at the end with aligned columns
- */
-
-enum { COLS = 7, MAX_ROWS = 40, CELL = 112 };
-static const char *const header[COLS] = {"Measurement", "Ours", "Peer / baseline (same run)", "Peer",
-					 "Ratio", "Target", "Met"};
-static char table[MAX_ROWS][COLS][CELL];
-static int n_rows;
-
-static void row(const char *measure, const char *ours, const char *peer, const char *peer_fig,
-		const char *ratio, const char *target, const char *met)
-{
-	if (n_rows >= MAX_ROWS)
-		return;
-	const char *c[COLS] = {measure, ours, peer, peer_fig, ratio, target, met};
-	for (int i = 0; i < COLS; i++)
-		snprintf(table[n_rows][i], CELL, "%s", c[i] ? c[i] : "");
-	n_rows++;
-}
-
-/* Display width of a UTF-8 string (counts code points; the table uses × ≤ ≥ µ —). */
-static int width(const char *s)
-{
-	int w = 0;
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xC0) != 0x80)
-			w++;
-	return w;
-}
-
-static void print_table(bool markdown)
-{
-	int wd[COLS];
-	for (int c = 0; c < COLS; c++) {
-		wd[c] = width(header[c]);
-		for (int r = 0; r < n_rows; r++)
-			if (width(table[r][c]) > wd[c])
-				wd[c] = width(table[r][c]);
-	}
-	const char *sep = markdown ? " | " : "  ";
-	for (int r = -1; r < n_rows; r++) {
-		if (markdown)
-			fputs("| ", stdout);
-		for (int c = 0; c < COLS; c++) {
-			const char *s = r < 0 ? header[c] : table[r][c];
-			bool right = c == 1 || c == 3; /* figures */
-			int pad = wd[c] - width(s);
-			if (right)
-				printf("%*s%s", pad, "", s);
-			else
-				printf("%s%*s", s, pad, "");
-			fputs(c + 1 < COLS ? sep : (markdown ? " |\n" : "\n"), stdout);
-		}
-		if (r < 0) {
-			if (markdown)
-				fputs("|", stdout);
-			for (int c = 0; c < COLS; c++) {
-				bool right = c == 1 || c == 3;
-				if (markdown) {
-					putchar(right ? '-' : ':');
-					for (int i = 0; i < wd[c]; i++)
-						putchar('-');
-					putchar(right ? ':' : '-');
-					putchar('|');
-				} else {
-					for (int i = 0; i < wd[c]; i++)
-						putchar('-');
-					fputs(c + 1 < COLS ? sep : "", stdout);
-				}
-			}
-			putchar('\n');
-		}
-	}
-}
-
-/* snprintf into a rotating set of static buffers, for building cells inline. */
-static const char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static const char *fmt(const char *f, ...)
-{
-	static char bufs[128][CELL]; /* enough for every cell of a few rows in flight */
-	static int next;
-	char *b = bufs[next++ % 128];
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(b, CELL, f, ap);
-	va_end(ap);
-	return b;
-}
-
 static const char *ms_or_na(uint64_t ns)
 {
 	return ns ? fmt("%.1f ms", MS(ns)) : "n/a";
-}
-
-static const char *yes_no(bool known, bool ok)
-{
-	return !known ? "n/a" : ok ? "yes" : "**NO**";
-}
-
-/* ---------------------------------------------------------------------------------------------
- * Machine description
- */
-
-static void cpu_model(char *buf, size_t size)
-{
-	snprintf(buf, size, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return;
-	char line[512];
-	while (fgets(line, sizeof line, f)) {
-		if (!strncmp(line, "model name", 10)) {
-			char *p = strchr(line, ':');
-			if (p) {
-				p++;
-				while (*p == ' ' || *p == '\t')
-					p++;
-				p[strcspn(p, "\n")] = '\0';
-				snprintf(buf, size, "%s", p);
-			}
-			break;
-		}
-	}
-	fclose(f);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -307,6 +186,7 @@ static const char *pct_or_na(double v)
 
 int main(int argc, char **argv)
 {
+	table_set_peer_header("Peer / baseline (same run)");
 	opts o;
 	parse(argc, argv, &o);
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -505,18 +385,18 @@ int main(int argc, char **argv)
 	{
 		bool k = t_o1 && t_serial;
 		double r = k ? (double)t_o1 / (double)t_serial : 0;
-		row(fmt("%s fork-join, 1 worker vs serial", fibname), ms_or_na(t_o1),
+		table_row(fmt("%s fork-join, 1 worker vs serial", fibname), ms_or_na(t_o1),
 		    "serial C (recursive, noinline)", ms_or_na(t_serial), k ? fmt("%.2f× serial", r) : "n/a",
-		    "≤ 2.0× serial", wrong_o ? "WRONG RESULT" : yes_no(k, r <= 2.0));
+		    "≤ 2.0× serial", wrong_o ? "WRONG RESULT" : met(k, r <= 2.0));
 	}
 	{
 		bool k = t_o1 && t_ow;
 		double sp = k ? (double)t_o1 / (double)t_ow : 0;
 		double tgt = W == 2 ? 1.85 : 0.925 * W;
-		row(fmt("%s, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_ow), "ours, 1 worker",
+		table_row(fmt("%s, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_ow), "ours, 1 worker",
 		    ms_or_na(t_o1), k ? fmt("%.2f× faster", sp) : "n/a",
 		    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
-		    wrong_o ? "WRONG RESULT" : yes_no(k, sp >= tgt));
+		    wrong_o ? "WRONG RESULT" : met(k, sp >= tgt));
 	}
 	struct {
 		const char *name;
@@ -532,7 +412,7 @@ int main(int argc, char **argv)
 	};
 	for (int i = 0; i < 4; i++) {
 		bool k = fr[i].peer && fr[i].ours && t_serial;
-		row(fmt("%s, %d thread%s: ours vs %s", fibname, fr[i].threads, fr[i].threads > 1 ? "s" : "",
+		table_row(fmt("%s, %d thread%s: ours vs %s", fibname, fr[i].threads, fr[i].threads > 1 ? "s" : "",
 			fr[i].name),
 		    ms_or_na(fr[i].ours),
 		    fmt("%s, %d thread%s%s%s", fr[i].name, fr[i].threads, fr[i].threads > 1 ? "s" : "",
@@ -551,13 +431,13 @@ int main(int argc, char **argv)
 	{
 		bool k = ov_o > -1 && ov_t > -1;
 		double r = k && ov_o > 0 ? ov_t / ov_o : 0;
-		row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
+		table_row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
 		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "oneTBB task_group, 1 thread",
 		    ov_t > -1 ? fmt("%.2f ns", ov_t) : "n/a",
 		    !k ? "n/a" : ov_o > 0 ? fmt("TBB/ours = %.1f×", r) : "ours ≤ 0 (noise)",
-		    "ours ≥ 10× lower than oneTBB", yes_no(k, ov_o <= 0 || r >= 10.0));
+		    "ours ≥ 10× lower than oneTBB", met(k, ov_o <= 0 || r >= 10.0));
 		bool km = ov_o > -1 && ov_m > -1;
-		row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
+		table_row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
 		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "OpenMP tasks, 1 thread",
 		    ov_m > -1 ? fmt("%.2f ns", ov_m) : "n/a",
 		    !km ? "n/a" : ov_o > 0 ? fmt("OpenMP/ours = %.1f×", ov_m / ov_o) : "ours ≤ 0 (noise)",
@@ -566,13 +446,13 @@ int main(int argc, char **argv)
 	/* spawn throughput */
 	{
 		double tasks = (double)K * (double)B;
-		char lab[CELL];
+		char lab[160];
 		snprintf(lab, sizeof lab, "spawn+join throughput, flat %ld × %ld, ", B, K);
 		uint64_t o_[2] = {sp_o1, sp_ow}, t_[2] = {sp_t1, sp_tw};
 		int th[2] = {1, W};
 		for (int i = 0; i < 2; i++) {
 			bool k = o_[i] && t_[i];
-			row(fmt("%s%d %s%s", lab, th[i], th[i] > 1 ? "workers" : "worker",
+			table_row(fmt("%s%d %s%s", lab, th[i], th[i] > 1 ? "workers" : "worker",
 				sp_wrong ? " (WRONG RESULT)" : ""),
 			    o_[i] ? fmt("%.1f M/s", tasks / MS(o_[i]) / 1e3) : "n/a",
 			    fmt("oneTBB task_group run()+wait(), %d thread%s", th[i], th[i] > 1 ? "s" : ""),
@@ -582,38 +462,38 @@ int main(int argc, char **argv)
 	}
 	/* round trips */
 	{
-		char lab[CELL];
+		char lab[160];
 		snprintf(lab, sizeof lab, "submit+wait+release round trip from main, %d workers", W);
 		bool k = rt_o50 >= 0 && rt_t50 >= 0;
-		row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
+		table_row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
 		    "oneTBB task_arena::enqueue + spin/yield on a flag", rt_t50 >= 0 ? fmt("%.2f µs", rt_t50) : "n/a",
 		    k ? fmt("TBB/ours = %.2f×", rt_t50 / rt_o50) : "n/a", "ours p50 ≤ 2 µs",
-		    yes_no(rt_o50 >= 0, rt_o50 <= 2.0));
+		    met(rt_o50 >= 0, rt_o50 <= 2.0));
 		k = rt_o99 >= 0 && rt_t99 >= 0;
-		row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
+		table_row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
 		    "oneTBB task_arena::enqueue + spin/yield on a flag", rt_t99 >= 0 ? fmt("%.2f µs", rt_t99) : "n/a",
 		    k ? fmt("TBB/ours = %.2f×", rt_t99 / rt_o99) : "n/a", "— (info)", "—");
 		k = rt_o50 >= 0 && rt_c50 >= 0;
-		row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
+		table_row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
 		    "pthread mutex+condvar handoff to 1 thread", rt_c50 >= 0 ? fmt("%.2f µs", rt_c50) : "n/a",
 		    k ? fmt("condvar/ours = %.2f×", rt_c50 / rt_o50) : "n/a", "— (baseline)", "—");
 		k = rt_o99 >= 0 && rt_c99 >= 0;
-		row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
+		table_row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
 		    "pthread mutex+condvar handoff to 1 thread", rt_c99 >= 0 ? fmt("%.2f µs", rt_c99) : "n/a",
 		    k ? fmt("condvar/ours = %.2f×", rt_c99 / rt_o99) : "n/a", "— (baseline)", "—");
 	}
 	/* idle */
 	{
-		row(fmt("idle CPU, %d workers, fresh pool (200 ms settle, 1 s)", W), pct_or_na(idle_fresh),
+		table_row(fmt("idle CPU, %d workers, fresh pool (200 ms settle, 1 s)", W), pct_or_na(idle_fresh),
 		    fmt("OpenMP (libgomp) pool after fib(%d), %d threads", idle_fib, W), pct_or_na(idle_omp),
-		    "% of one core", "ours ≤ 1 %", yes_no(idle_fresh >= 0, idle_fresh <= 1.0));
-		row(fmt("idle CPU, %d workers, after fib(%d) (200 ms settle, 1 s)", W, idle_fib),
+		    "% of one core", "ours ≤ 1 %", met(idle_fresh >= 0, idle_fresh <= 1.0));
+		table_row(fmt("idle CPU, %d workers, after fib(%d) (200 ms settle, 1 s)", W, idle_fib),
 		    pct_or_na(idle_ours), fmt("oneTBB pool after fib(%d), %d threads", idle_fib, W),
-		    pct_or_na(idle_tbb), "% of one core", "ours ≤ 1 %", yes_no(idle_ours >= 0, idle_ours <= 1.0));
+		    pct_or_na(idle_tbb), "% of one core", "ours ≤ 1 %", met(idle_ours >= 0, idle_ours <= 1.0));
 	}
 
 	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", W,
 	       (unsigned long long)steals, (unsigned long long)sleeps);
-	print_table(o.markdown);
+	table_print(o.markdown);
 	return 0;
 }

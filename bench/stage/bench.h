@@ -1,7 +1,7 @@
 /*
  * bench.h — shared declarations of the stage benchmark (ovstage_bench_stage).
  *
- * Layout: util.c (clocks, percentiles, the table, memcpy peers), stage_util.c (a stage with N prims,
+ * Layout: util.c (clocks, percentiles, memcpy peers), ../common/report.c (the table), stage_util.c (a stage with N prims,
  * tensors, waits), rows_latency.c (tiny write round trip, read latency), rows_bulk.c (full and sparse
  * writes), rows_commit.c (per-ordinal commits and producer scaling), lmdb_peer.c (the LMDB side).
  * Every measurement function runs ONE repetition and returns its figure; the caller keeps the best.
@@ -15,6 +15,8 @@
 
 #include <ovstage/ovstage.h>
 #include <ovx/path_dictionary/path_dictionary.h>
+
+#include "report.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -35,14 +37,7 @@ void fill_pattern(void *p, size_t bytes, uint32_t seed);
 uint64_t memcpy_ns(void *dst, const void *src, size_t n);
 uint64_t memcpy_nt_threads_ns(void *dst, const void *src, size_t n, int threads);
 
-/* the table */
-void table_row(const char *measure, const char *ours, const char *peer, const char *peer_fig, const char *ratio,
-	       const char *target, const char *met);
-void table_print(void);
-const char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-const char *met(bool known, bool ok);
-void note(const char *f, ...) __attribute__((format(printf, 1, 2))); /* a line printed under the table */
-void notes_print(void);
+/* the table, notes and machine description: ../common/report.h */
 void progress(const char *f, ...) __attribute__((format(printf, 1, 2))); /* stderr */
 
 /* ---- stage_util.c ---- */

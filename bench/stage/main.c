@@ -18,29 +18,6 @@
 
 #include "bench.h"
 
-static void cpu_model(char *buf, size_t size)
-{
-	snprintf(buf, size, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return;
-	char line[512];
-	while (fgets(line, sizeof line, f)) {
-		if (!strncmp(line, "model name", 10)) {
-			char *p = strchr(line, ':');
-			if (p) {
-				p++;
-				while (*p == ' ' || *p == '\t')
-					p++;
-				p[strcspn(p, "\n")] = '\0';
-				snprintf(buf, size, "%s", p);
-			}
-			break;
-		}
-	}
-	fclose(f);
-}
-
 static long mem_total_mib(void)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -93,7 +70,7 @@ int main(int argc, char **argv)
 		rows_bulk(&o);
 	if (!o.only || !strcmp(o.only, "commit"))
 		rows_commit(&o);
-	table_print();
+	table_print(true);
 	notes_print();
 	printf("- total benchmark time: %.1f s\n", (double)(now_ns() - t0) / 1e9);
 	return 0;

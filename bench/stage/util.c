@@ -1,4 +1,4 @@
-/* util.c — clocks, percentiles, pre-faulted memory, the memcpy peers and the table. */
+/* util.c — clocks, percentiles, pre-faulted memory and the memcpy peers (the table: ../common/report.c). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -132,107 +132,6 @@ uint64_t memcpy_nt_threads_ns(void *dst, const void *src, size_t n, int threads)
 	for (int i = 1; i < threads; i++)
 		pthread_join(th[i], NULL);
 	return now_ns() - t0;
-}
-
-/* ---- the table ---- */
-
-enum { COLS = 7, MAX_ROWS = 64, CELL = 160, MAX_NOTES = 48 };
-static const char *const header[COLS] = { "Measurement", "Ours", "Peer (same run)", "Peer", "Ratio", "Target",
-					  "Met" };
-static char table[MAX_ROWS][COLS][CELL];
-static int n_rows;
-static char notes[MAX_NOTES][400];
-static int n_notes;
-
-void table_row(const char *measure, const char *ours, const char *peer, const char *peer_fig, const char *ratio,
-	       const char *target, const char *metc)
-{
-	if (n_rows >= MAX_ROWS)
-		return;
-	const char *c[COLS] = { measure, ours, peer, peer_fig, ratio, target, metc };
-	for (int i = 0; i < COLS; i++)
-		snprintf(table[n_rows][i], CELL, "%s", c[i] ? c[i] : "");
-	n_rows++;
-}
-
-static int width(const char *s)
-{
-	int w = 0;
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xC0) != 0x80)
-			w++;
-	return w;
-}
-
-void table_print(void)
-{
-	int wd[COLS];
-	for (int c = 0; c < COLS; c++) {
-		wd[c] = width(header[c]);
-		for (int r = 0; r < n_rows; r++)
-			if (width(table[r][c]) > wd[c])
-				wd[c] = width(table[r][c]);
-	}
-	for (int r = -1; r < n_rows; r++) {
-		fputs("| ", stdout);
-		for (int c = 0; c < COLS; c++) {
-			const char *s = r < 0 ? header[c] : table[r][c];
-			bool right = c == 1 || c == 3;
-			int pad = wd[c] - width(s);
-			if (right)
-				printf("%*s%s", pad, "", s);
-			else
-				printf("%s%*s", s, pad, "");
-			fputs(c + 1 < COLS ? " | " : " |\n", stdout);
-		}
-		if (r < 0) {
-			fputs("|", stdout);
-			for (int c = 0; c < COLS; c++) {
-				bool right = c == 1 || c == 3;
-				putchar(right ? '-' : ':');
-				for (int i = 0; i < wd[c]; i++)
-					putchar('-');
-				putchar(right ? ':' : '-');
-				putchar('|');
-			}
-			putchar('\n');
-		}
-	}
-}
-
-const char *fmt(const char *f, ...)
-{
-	static char bufs[256][CELL];
-	static int next;
-	char *b = bufs[next++ % 256];
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(b, CELL, f, ap);
-	va_end(ap);
-	return b;
-}
-
-const char *met(bool known, bool ok)
-{
-	return !known ? "n/a" : ok ? "yes" : "**NO**";
-}
-
-void note(const char *f, ...)
-{
-	if (n_notes >= MAX_NOTES)
-		return;
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(notes[n_notes++], sizeof notes[0], f, ap);
-	va_end(ap);
-}
-
-void notes_print(void)
-{
-	if (n_notes)
-		putchar('\n');
-	for (int i = 0; i < n_notes; i++)
-		printf("- %s\n", notes[i]);
 }
 
 void progress(const char *f, ...)
