@@ -146,11 +146,8 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 		else if (arr && col->schema.dtype.bits == 64 &&
 			 col->schema.semantic == OVSTAGE_SEMANTIC_CONNECTION_PATH_ID && col->schema.dtype.lanes == 2)
 			path_lanes = 2;
-		unsigned par = ovs_snapshot_enter(st);
-		ovs_version *v = ovs_snapshot_version(atomic_load_explicit(&st->snapshot, memory_order_acquire), col);
-		if (v)
-			ovs_version_ref(v);
-		ovs_snapshot_leave(st, par);
+		ovs_version *v;
+		ovs_pin_latest(&st->grace, &col, 1, &v);
 		if (!v)
 			continue;
 		size_t rb = col->row_bytes;

@@ -13,7 +13,7 @@
  *    that depend on the op acquire its completion (the jobs dependency edge is acq_rel), and
  *    fetch_query_result acquires q->state.done; see the comment on ovs_query in query.h.
  *  - The op reads the prim table and path dictionary lock-free, and pins the latest sealed version
- *    of every column it tests inside one snapshot grace section (ovs_snapshot_enter/leave), so a
+ *    of every column it tests from one snapshot (ovs_pin_latest, grace.h), so a
  *    concurrent seal can neither free nor recycle what it reads. All tested columns are pinned from
  *    the same snapshot: the value tests see one consistent sealed state.
  */
@@ -382,6 +382,26 @@ static bool eval(const fctx *cx, const fpred *p, ovx_primpath_t id, ovx_string_t
 	return false;
 }
 
+/* Pins the latest sealed version of every predicate's column, all from one snapshot. */
+static bool pin_predicates(ovs_stage *st, fop *o)
+{
+	ovs_column *small_c[16], **cols = o->np <= 16 ? small_c : malloc(o->np * sizeof *cols);
+	ovs_version *small_v[16], **vers = o->np <= 16 ? small_v : malloc(o->np * sizeof *vers);
+	bool ok = cols && vers;
+	if (ok) {
+		for (size_t i = 0; i < o->np; i++)
+			cols[i] = o->p[i].col;
+		ovs_pin_latest(&st->grace, cols, o->np, vers);
+		for (size_t i = 0; i < o->np; i++)
+			o->p[i].v = vers[i];
+	}
+	if (cols != small_c)
+		free(cols);
+	if (vers != small_v)
+		free(vers);
+	return ok;
+}
+
 static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	(void)w;
@@ -408,15 +428,11 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 			p->col = ovs_column_find(st, p->attr);
 		need_children |= p->kind == F_HAS_CHILDREN;
 	}
-	unsigned parity = ovs_snapshot_enter(st);
-	/* acquire: pairs with the seal's release publication of the snapshot (versions, schemas). */
-	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_acquire);
-	for (size_t i = 0; i < o->np; i++) {
-		fpred *p = &o->p[i];
-		if (p->col && (p->v = ovs_snapshot_version(snap, p->col)) != NULL)
-			ovs_version_ref(p->v);
+	if (!pin_predicates(st, o)) {
+		ovs_err_format(err, sizeof err, "out of memory pinning the predicates' columns");
+		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+		goto done;
 	}
-	ovs_snapshot_leave(st, parity);
 	for (size_t i = 0; i < o->np; i++) {
 		fpred *p = &o->p[i];
 		if ((p->kind != F_TYPE_IN && p->kind != F_SCHEMAS_CONTAINS) || !p->v)
@@ -632,36 +648,15 @@ bool ovs_filter_result_attrs(ovs_stage *st, ovs_query *q, ovx_token_t **out, siz
 	ovs_version **vers = NULL;
 	size_t nc = 0;
 	bool ok = true;
-	/* Pin the latest sealed version of each candidate column inside the grace section; test the
-	 * matched prims after leaving it. */
-	unsigned parity = ovs_snapshot_enter(st);
-	/* acquire: pairs with the seal's release publication of the snapshot. */
-	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_acquire);
-	size_t cap = q->scope ? q->nscope : snap ? snap->ncols : 0;
+	/* Pin the latest sealed version of each candidate column (one snapshot); test the matched prims
+	 * afterwards. A snapshot holds at most the columns that exist now. */
+	size_t cap = q->scope ? q->nscope : atomic_load_explicit(&st->ncols, memory_order_acquire);
 	cols = malloc((cap ? cap : 1) * sizeof *cols);
 	vers = malloc((cap ? cap : 1) * sizeof *vers);
-	if (!cols || !vers) {
+	if (!cols || !vers)
 		ok = false;
-	} else if (snap) {
-		if (q->scope) {
-			for (size_t i = 0; i < q->nscope; i++)
-				for (size_t c = 0; c < snap->ncols; c++)
-					if (snap->cols[c]->name == q->scope[i] && snap->versions[c]) {
-						cols[nc] = snap->cols[c];
-						vers[nc] = snap->versions[c];
-						ovs_version_ref(vers[nc++]);
-						break;
-					}
-		} else {
-			for (size_t c = 0; c < snap->ncols; c++)
-				if (snap->versions[c]) {
-					cols[nc] = snap->cols[c];
-					vers[nc] = snap->versions[c];
-					ovs_version_ref(vers[nc++]);
-				}
-		}
-	}
-	ovs_snapshot_leave(st, parity);
+	else
+		nc = ovs_pin_all_latest(&st->grace, q->scope, q->scope ? q->nscope : 0, cols, vers, cap);
 	ovx_token_t *res = ok ? malloc((nc ? nc : 1) * sizeof *res) : NULL;
 	if (!res)
 		ok = false;

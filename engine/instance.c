@@ -105,7 +105,10 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	ovstage_api_status_t s = ovs_runtime_acquire(NULL);
 	if (s != OVSTAGE_OK)
 		return s;
-	ovs_stage *st = calloc(1, sizeof *st);
+	/* Cache-line aligned: the grace period's fields sit on lines of their own (grace.h). */
+	ovs_stage *st = aligned_alloc(_Alignof(ovs_stage), sizeof *st);
+	if (st)
+		memset(st, 0, sizeof *st);
 	ovs_pd *pd = ovs_pd_create();
 	char *name = (desc && desc->name) ? strdup(desc->name) : NULL;
 	if (!st || !pd || (desc && desc->name && !name)) {
@@ -131,10 +134,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	atomic_init(&st->cols, NULL);
 	atomic_init(&st->ncols, 0);
 	ovs_radix_init(&st->prims);
-	atomic_init(&st->snapshot, NULL);
-	atomic_init(&st->parity, 0);
-	atomic_init(&st->readers[0], 0);
-	atomic_init(&st->readers[1], 0);
+	ovs_grace_init(&st->grace);
 	pthread_mutex_init(&st->seq_lock, NULL);
 	atomic_init(&st->all_floor, 0);
 	ovs_handles_init(&st->handles);

@@ -289,20 +289,9 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		ovs_err_format(err, errlen, "out of memory pinning versions");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	unsigned p = ovs_snapshot_enter(st);
-	ovs_snapshot *snap = atomic_load_explicit(&st->snapshot, memory_order_acquire);
-	ovs_version *latest = ovs_snapshot_version(snap, c);
-	ovs_version *v = latest;
-	while (v && v->ordinal > end)
-		v = atomic_load_explicit(&v->older, memory_order_acquire);
-	for (ovs_version *u = v; u && npinned < cap; u = atomic_load_explicit(&u->older, memory_order_acquire)) {
-		ovs_version_ref(u);
-		pinned[npinned++] = u;
-		if (!rg->has_start_ordinal || u->ordinal < rg->start_ordinal || u->all_changed)
-			break;
-	}
-	bool had_any = latest != NULL;
-	ovs_snapshot_leave(st, p);
+	bool had_any;
+	npinned = ovs_pin_history(&st->grace, c, end, rg->has_start_ordinal, rg->start_ordinal, pinned, cap, &had_any);
+	ovs_version *v = npinned ? pinned[0] : NULL;
 	ovstage_api_status_t s = OVSTAGE_OK;
 	if (end > floor && atomic_load_explicit(&c->max_written, memory_order_relaxed) > floor) {
 		ovs_err_format(err, errlen, "\"%s\": end_ordinal %llu is above the write floor %llu and the column has "

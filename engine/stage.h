@@ -12,6 +12,7 @@
 
 #include <ovstage/ovstage.h>
 
+#include "grace.h"
 #include "handles.h"
 #include "jobs.h"
 #include "path_dictionary.h"
@@ -59,10 +60,8 @@ struct ovs_stage {
 	/* --- prim existence (latest state): path id -> 0 unknown, 1 exists, 2 deleted --- */
 	ovs_radix prims;
 
-	/* --- snapshot publication (two-counter grace period, see store.c) --- */
-	_Atomic(ovs_snapshot *) snapshot; /* the latest sealed state */
-	_Atomic uint32_t parity;        /* which reader counter new readers use */
-	_Atomic uint64_t readers[2];    /* readers inside the lookup, per parity */
+	/* --- snapshot publication (grace.h) --- */
+	ovs_grace grace;                /* the latest snapshot and its grace period (own cache lines) */
 	ovs_limbo limbo;                /* the previous seal's retirees (seal-owned) */
 
 	/* --- op sequencing (short critical sections at submission; execution is lock-free) --- */
@@ -99,11 +98,6 @@ uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created
 bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path);
 bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state);
 
-/* Snapshot access: enter, read st->snapshot, pin what you need, leave. */
-unsigned ovs_snapshot_enter(ovs_stage *st);
-void ovs_snapshot_leave(ovs_stage *st, unsigned parity);
-/* Sealer: flips the reader parity and waits until every reader that entered before has left. */
-void ovs_snapshot_flip_and_wait(ovs_stage *st);
 /* The latest version of a column in a snapshot, or NULL. */
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c);
 

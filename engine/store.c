@@ -409,46 +409,6 @@ void ovs_delta_free(ovs_delta *d)
 	free(d);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Snapshot grace period: two reader counters. A reader picks the current parity, counts itself in,
- * re-checks the parity (a flip in between sends it to the other counter), reads the snapshot, pins
- * what it needs and counts itself out. The sealer publishes the new snapshot, flips the parity and
- * waits for the old parity's counter to drain before freeing the old snapshot.
- */
-
-unsigned ovs_snapshot_enter(ovs_stage *st)
-{
-	for (;;) {
-		unsigned p = atomic_load_explicit(&st->parity, memory_order_acquire);
-		/* seq_cst RMW + seq_cst load: Dekker with the sealer's seq_cst parity flip and its loads
-		 * of the counter. Either the sealer sees our increment (and waits for us), or we see its
-		 * flip (and retry on the new parity, reading the new snapshot). */
-		atomic_fetch_add_explicit(&st->readers[p], 1, memory_order_seq_cst);
-		if (atomic_load_explicit(&st->parity, memory_order_seq_cst) == p)
-			return p;
-		atomic_fetch_sub_explicit(&st->readers[p], 1, memory_order_release);
-	}
-}
-
-void ovs_snapshot_leave(ovs_stage *st, unsigned p)
-{
-	/* release: our reads of the snapshot happen-before the sealer's acquire that sees zero. */
-	atomic_fetch_sub_explicit(&st->readers[p], 1, memory_order_release);
-}
-
-void ovs_snapshot_flip_and_wait(ovs_stage *st)
-{
-	unsigned p = atomic_load_explicit(&st->parity, memory_order_relaxed);
-	/* seq_cst: the sealer's half of the Dekker pattern in ovs_snapshot_enter. */
-	atomic_store_explicit(&st->parity, p ^ 1u, memory_order_seq_cst);
-	unsigned spins = 0;
-	/* acquire: pairs with the readers' release decrements; their reads of what we retire are done. */
-	while (atomic_load_explicit(&st->readers[p], memory_order_acquire) != 0) {
-		if (++spins > 64)
-			sched_yield();
-	}
-}
-
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 {
 	if (!snap)
@@ -818,11 +778,7 @@ static void reclaim_limbo(ovs_stage *st)
 	ovs_limbo *g = &st->limbo;
 	if (!g->used)
 		return;
-	unsigned spins = 0;
-	/* acquire: pairs with the readers' release decrements; their reads of what we free are done. */
-	while (atomic_load_explicit(&st->readers[g->parity], memory_order_acquire) != 0)
-		if (++spins > 64)
-			sched_yield();
+	ovs_grace_wait(&st->grace, g->parity);
 	empty_limbo(g, true);
 }
 
@@ -876,7 +832,7 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 		if (s != OVSTAGE_OK) {
 			/* Versions built so far stay chained (the next seal publishes them); the ones cut from
 			 * retention are dropped after a grace period (rare path: wait for it here). */
-			ovs_snapshot_flip_and_wait(st);
+			ovs_grace_wait(&st->grace, ovs_grace_flip(&st->grace));
 			empty_limbo(gy, false);
 			return s;
 		}
@@ -906,11 +862,10 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 	snap->cols = sc;
 	snap->versions = sv;
 	snap->ncols = k;
-	ovs_snapshot *old = atomic_load_explicit(&st->snapshot, memory_order_relaxed);
-	snap->seq = old ? old->seq + 1 : 1;
-	/* release: the versions (and everything sealed into them) are visible to readers that load the
-	 * new snapshot — all columns of this seal at once. */
-	atomic_store_explicit(&st->snapshot, snap, memory_order_release);
+	ovs_snapshot *prev = ovs_grace_snapshot_owner(&st->grace);
+	snap->seq = prev ? prev->seq + 1 : 1;
+	/* The versions (and everything sealed into them) become visible to readers all at once. */
+	ovs_snapshot *old = ovs_grace_publish(&st->grace, snap);
 	/* Floors move after the snapshot: a reader that sees floor >= N then reads a snapshot that
 	 * holds ordinal N. release: orders the snapshot store before the floor. */
 	for (size_t i = 0; i < ncols; i++) {
@@ -922,15 +877,12 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 		atomic_store_explicit(&st->all_floor, n, memory_order_release);
 	/* Retire the old snapshot and the cut versions: new readers use the other counter from the
 	 * flip on and cannot reach them; the readers of this parity are waited for by the next seal. */
-	unsigned p = atomic_load_explicit(&st->parity, memory_order_relaxed);
-	/* seq_cst: the sealer's half of the Dekker pattern in ovs_snapshot_enter. */
-	atomic_store_explicit(&st->parity, p ^ 1u, memory_order_seq_cst);
 	gy->snap = old;
-	gy->parity = p;
+	gy->parity = ovs_grace_flip(&st->grace);
 	gy->used = true;
-	/* acquire: pairs with the readers' release decrements. Usually nobody is inside: free now;
-	 * otherwise the next seal does (it waits for them then, by which time they have left). */
-	if (atomic_load_explicit(&st->readers[p], memory_order_acquire) == 0)
+	/* Usually nobody is inside: free now; otherwise the next seal does (it waits for them then, by
+	 * which time they have left). */
+	if (ovs_grace_quiet(&st->grace, gy->parity))
 		empty_limbo(gy, true);
 	return OVSTAGE_OK;
 }
@@ -953,7 +905,7 @@ void ovs_store_fini(ovs_stage *st)
 	empty_limbo(&st->limbo, false); /* no readers are left at destroy */
 	free(st->limbo.v);
 	free(st->limbo.c);
-	free_snapshot(atomic_load_explicit(&st->snapshot, memory_order_relaxed));
+	free_snapshot(ovs_grace_snapshot_owner(&st->grace));
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
 	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
 	for (size_t i = 0; i < n; i++) {

@@ -1,0 +1,146 @@
+/* grace.c — the snapshot grace period and version pins (see grace.h for the contract and proof). */
+#include "grace.h"
+
+#include <sched.h>
+
+#include "stage.h"
+
+void ovs_grace_init(ovs_grace *g)
+{
+	atomic_init(&g->snapshot, NULL);
+	atomic_init(&g->parity, 0);
+	atomic_init(&g->readers[0].n, 0);
+	atomic_init(&g->readers[1].n, 0);
+}
+
+/* Enters the section; returns the parity to leave with. */
+static unsigned grace_enter(ovs_grace *g)
+{
+	for (;;) {
+		/* relaxed: only a guess of the counter to use; the seq_cst re-check below decides. */
+		unsigned p = atomic_load_explicit(&g->parity, memory_order_relaxed);
+		/* seq_cst RMW, then seq_cst load: the reader's half of the Dekker pattern (grace.h, 1). */
+		atomic_fetch_add_explicit(&g->readers[p].n, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&g->parity, memory_order_seq_cst) == p)
+			return p;
+		/* relaxed: we read nothing under this count; the sealer waiting on it loses nothing. */
+		atomic_fetch_sub_explicit(&g->readers[p].n, 1, memory_order_relaxed);
+	}
+}
+
+static void grace_leave(ovs_grace *g, unsigned p)
+{
+	/* release: our reads of the snapshot and our reference increments happen-before the sealer's
+	 * load that reads the counter at zero (seq_cst, hence also acquire). */
+	atomic_fetch_sub_explicit(&g->readers[p].n, 1, memory_order_release);
+}
+
+/* The snapshot, inside the section. acquire: pairs with ovs_grace_publish (grace.h, 2). */
+static ovs_snapshot *grace_snapshot_acq(ovs_grace *g)
+{
+	return atomic_load_explicit(&g->snapshot, memory_order_acquire);
+}
+
+ovs_snapshot *ovs_grace_publish(ovs_grace *g, ovs_snapshot *snap)
+{
+	/* relaxed: the sealer alone stores the snapshot. */
+	ovs_snapshot *old = atomic_load_explicit(&g->snapshot, memory_order_relaxed);
+	/* release: the versions and everything sealed into them are visible to readers that load it. */
+	atomic_store_explicit(&g->snapshot, snap, memory_order_release);
+	return old;
+}
+
+unsigned ovs_grace_flip(ovs_grace *g)
+{
+	/* relaxed: the sealer alone stores the parity. */
+	unsigned p = atomic_load_explicit(&g->parity, memory_order_relaxed);
+	/* seq_cst: the sealer's half of the Dekker pattern (grace.h, 1); also a release of the snapshot
+	 * store before it, for readers that see the flip. */
+	atomic_store_explicit(&g->parity, p ^ 1u, memory_order_seq_cst);
+	return p;
+}
+
+bool ovs_grace_quiet(ovs_grace *g, unsigned p)
+{
+	/* seq_cst: must follow the flip in the total order S (grace.h, 1); an acquire load could miss a
+	 * reader's increment that precedes the flip. Also acquires the readers' release decrements. */
+	return atomic_load_explicit(&g->readers[p].n, memory_order_seq_cst) == 0;
+}
+
+void ovs_grace_wait(ovs_grace *g, unsigned p)
+{
+	for (unsigned spins = 0; !ovs_grace_quiet(g, p);)
+		if (++spins > 64)
+			sched_yield();
+}
+
+ovs_snapshot *ovs_grace_snapshot_owner(ovs_grace *g)
+{
+	/* relaxed: called by the sealer (the only writer) or at destroy (after every thread left). */
+	return atomic_load_explicit(&g->snapshot, memory_order_relaxed);
+}
+
+void ovs_pin_latest(ovs_grace *g, ovs_column *const *cols, size_t n, ovs_version **out)
+{
+	unsigned p = grace_enter(g);
+	ovs_snapshot *snap = grace_snapshot_acq(g);
+	for (size_t i = 0; i < n; i++) {
+		out[i] = cols[i] ? ovs_snapshot_version(snap, cols[i]) : NULL;
+		if (out[i])
+			ovs_version_ref(out[i]);
+	}
+	grace_leave(g, p);
+}
+
+/* Pins entry i of snap into cols/vers at *k. */
+static void pin_entry(const ovs_snapshot *snap, size_t i, ovs_column **cols, ovs_version **vers, size_t *k)
+{
+	cols[*k] = snap->cols[i];
+	vers[*k] = snap->versions[i];
+	ovs_version_ref(vers[(*k)++]);
+}
+
+size_t ovs_pin_all_latest(ovs_grace *g, const ovx_token_t *names, size_t nnames, ovs_column **cols,
+			  ovs_version **vers, size_t cap)
+{
+	size_t k = 0;
+	unsigned p = grace_enter(g);
+	ovs_snapshot *snap = grace_snapshot_acq(g);
+	for (size_t j = 0; snap && j < (nnames ? nnames : 1); j++)
+		for (size_t i = 0; i < snap->ncols && k < cap; i++) {
+			if (!snap->versions[i] || (nnames && snap->cols[i]->name != names[j]))
+				continue;
+			pin_entry(snap, i, cols, vers, &k);
+			if (nnames)
+				break;
+		}
+	grace_leave(g, p);
+	return k;
+}
+
+size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool has_start,
+		       ovstage_ordinal_t start, ovs_version **out, size_t cap, bool *had_any)
+{
+	size_t n = 0;
+	unsigned p = grace_enter(g);
+	ovs_version *v = ovs_snapshot_version(grace_snapshot_acq(g), c);
+	*had_any = v != NULL;
+	/* acquire on `older`: pairs with the seal's chain links (published by the snapshot) and with
+	 * trim_retention's release store of NULL (grace.h, 3). */
+	while (v && v->ordinal > end)
+		v = atomic_load_explicit(&v->older, memory_order_acquire);
+	for (; v && n < cap; v = atomic_load_explicit(&v->older, memory_order_acquire)) {
+		ovs_version_ref(v);
+		out[n++] = v;
+		if (!has_start || v->ordinal < start || v->all_changed)
+			break;
+	}
+	grace_leave(g, p);
+	return n;
+}
+
+void ovs_unpin(ovs_version *v)
+{
+	if (v)
+		ovs_version_unref(v);
+}

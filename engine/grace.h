@@ -1,0 +1,107 @@
+/*
+ * grace.h — the snapshot grace period: how readers reach the latest sealed versions without locks,
+ * and when the sealer may free what a seal retired.
+ *
+ * Contract
+ *  - Readers never touch the grace section themselves: they *pin* versions (ovs_pin_latest,
+ *    ovs_pin_all_latest, ovs_pin_history) and later unpin them (ovs_unpin). A pinned version and
+ *    everything it references (chunks, runs, presence, changed rows, blobs) stay valid and unchanged
+ *    until it is unpinned, while later seals publish newer versions.
+ *  - The sealer (one per stage at a time: seals are chained by the op ordering) publishes a snapshot
+ *    (ovs_grace_publish), then retires the previous one and the versions it cut from retention:
+ *    ovs_grace_flip returns the parity that protects them, and they may be freed once
+ *    ovs_grace_quiet(parity) is true (or after ovs_grace_wait(parity)).
+ *
+ * Progress: pins are lock-free (a reader retries only when a seal flipped the parity between its
+ * two loads, which happens at most once per seal); unpin is wait-free; publish and flip are wait-free;
+ * ovs_grace_wait blocks until the readers of one parity have left (each is inside a section of a few
+ * dozen instructions, so it spins, then yields).
+ *
+ * Proof (C11; the orders below are the ones in grace.c, each named at its site)
+ *  Reader R: p = load(parity); RMW readers[p] += 1 (seq_cst); q = load(parity) (seq_cst);
+ *            if q != p { readers[p] -= 1; retry } ; s = load(snapshot) (acquire); take references;
+ *            readers[p] -= 1 (release).
+ *  Sealer S: store(snapshot, new) (release); store(parity, p ^ 1) (seq_cst); ...;
+ *            free the old snapshot and the cut versions only after load(readers[p]) (seq_cst) == 0.
+ *  1. Nothing R can reach is freed under it. The four seq_cst operations lie in one total order S.
+ *     If R's re-check reads p (the old parity), it precedes the flip in S, so R's increment does
+ *     too, and the sealer's seq_cst load of readers[p], after the flip in S, reads R's increment
+ *     or a later value: the sealer sees R inside until R's release decrement, which then
+ *     happens-before the free (the load that reads 0 is also an acquire). If R's re-check reads
+ *     p ^ 1, it read the flip, which is a release store after the snapshot store in the sealer's
+ *     order: R's snapshot load reads the new snapshot or a later one, never the retired one.
+ *     R reaching the retired snapshot after re-checking p would need the load of parity to precede
+ *     the flip — the case above.
+ *  2. R sees complete versions: everything a seal builds is written before the release store of
+ *     the snapshot that R's acquire load reads (or a later one in its release sequence: snapshots
+ *     are published by one thread, each after the previous).
+ *  3. Versions cut from a chain (`older` set to NULL with release) stay alive until the grace period
+ *     of the seal that cut them ends, so a reader that loaded the old link inside its section may
+ *     follow it and take a reference.
+ *  The protocol is model-checked in verify/ (spin), with the two variants that break it.
+ *
+ * Layout: the snapshot pointer (read by every reader, written once per seal), the parity (likewise)
+ * and each reader counter (an RMW by every reader) sit on their own cache lines, so a reader's RMW
+ * does not invalidate the line other readers load the snapshot from.
+ */
+#ifndef OVSTAGE_ENGINE_GRACE_H
+#define OVSTAGE_ENGINE_GRACE_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+#define OVS_CACHE_LINE 64
+
+/* One reader counter on a line of its own. */
+typedef struct ovs_grace_counter {
+	_Alignas(OVS_CACHE_LINE) _Atomic uint64_t n; /* readers inside the section with this parity */
+} ovs_grace_counter;
+
+typedef struct ovs_grace {
+	_Alignas(OVS_CACHE_LINE) _Atomic(ovs_snapshot *) snapshot; /* the latest sealed state */
+	_Alignas(OVS_CACHE_LINE) _Atomic uint32_t parity;         /* which counter new readers use */
+	ovs_grace_counter readers[2];                              /* readers inside, per parity */
+} ovs_grace;
+
+static_assert(offsetof(ovs_grace, parity) == OVS_CACHE_LINE, "parity on its own line");
+static_assert(offsetof(ovs_grace, readers) == 2 * OVS_CACHE_LINE, "reader counters after");
+static_assert(sizeof(ovs_grace_counter) == OVS_CACHE_LINE, "one counter per line");
+static_assert(sizeof(ovs_grace) == 4 * OVS_CACHE_LINE, "four lines");
+
+void ovs_grace_init(ovs_grace *g);
+
+/* Sealer side. */
+/* Publishes a new snapshot (release): every version it holds is complete. Returns the previous. */
+ovs_snapshot *ovs_grace_publish(ovs_grace *g, ovs_snapshot *snap);
+/* Flips the parity; returns the parity whose readers may still reach what was retired before. */
+unsigned ovs_grace_flip(ovs_grace *g);
+/* Whether every reader of parity p has left (then what p protects may be freed). */
+bool ovs_grace_quiet(ovs_grace *g, unsigned p);
+/* Waits until ovs_grace_quiet(g, p). */
+void ovs_grace_wait(ovs_grace *g, unsigned p);
+/* The current snapshot, for the sealer (which alone replaces it) and for destroy. */
+ovs_snapshot *ovs_grace_snapshot_owner(ovs_grace *g);
+
+/* Reader side: pins. Each pinned version holds one reference, dropped by ovs_unpin. */
+/* The latest sealed version of each of n columns, all from one snapshot; out[i] = NULL where a
+ * column has none. */
+void ovs_pin_latest(ovs_grace *g, ovs_column *const *cols, size_t n, ovs_version **out);
+/* Every column of one snapshot that has a version, restricted to `names` when nnames > 0 (in the
+ * order of names), at most cap; returns how many were pinned into cols/vers. */
+size_t ovs_pin_all_latest(ovs_grace *g, const ovx_token_t *names, size_t nnames, ovs_column **cols,
+			  ovs_version **vers, size_t cap);
+/* The history of column c for a read up to ordinal `end`: out[0] = the version as of end (the newest
+ * at or below it), then, when has_start, older versions back to (and including) the first one below
+ * `start` or written in full — at most cap. Returns how many were pinned; *had_any tells whether c
+ * had any sealed version at all (false: a column that was never sealed). */
+size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool has_start,
+		       ovstage_ordinal_t start, ovs_version **out, size_t cap, bool *had_any);
+/* Drops a pin (NULL is ignored). */
+void ovs_unpin(ovs_version *v);
+
+#endif /* OVSTAGE_ENGINE_GRACE_H */
