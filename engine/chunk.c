@@ -15,7 +15,7 @@
 #include "chunk.h"
 #include "copy.h"
 #include "errors.h"
-#include "jobs_forkjoin.h"
+#include "exec.h"
 #include "stage.h"
 
 /* A version fragmented into more runs than this, or whose chunks keep more than this many times its
@@ -43,8 +43,7 @@ ovs_chunk *ovs_chunk_new(ovs_buffer *buf, size_t off, uint32_t cap_rows)
 		return NULL;
 	atomic_init(&k->refs, 1);
 	k->cap_rows = cap_rows;
-	/* relaxed: the caller holds a reference, so the buffer cannot go away meanwhile. */
-	atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
+	ovs_buffer_ref(buf);
 	k->buf = buf;
 	k->off = off;
 	return k;
@@ -114,39 +113,25 @@ static void apply_rows(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t
 	}
 }
 
-/* A share of a scattered delta for one worker of a parallel apply (fork-join frame payload). */
-typedef struct apply_args {
+/* A scattered delta applied by a parallel for (exec.h). The rows of a sorted delta are distinct, so
+ * the ranges write disjoint rows; the stores are plain and the join orders them before the seal
+ * publishes the version. */
+typedef struct apply_ctx {
 	ovs_chunk **t;          /* the version's chunk table */
 	const uint8_t *how;     /* chunk marks, or NULL */
 	const ovs_delta *d;     /* the delta */
 	size_t rb;              /* row bytes */
-	uint32_t lo, hi;        /* its rows [lo, hi) */
 	uint32_t shift;         /* log2 rows per chunk */
 	uint8_t want;           /* the mark to apply to */
-} apply_args;
-JOBS_PAYLOAD_FITS(apply_args);
+} apply_ctx;
 
-/* Splits [lo, hi) in halves down to APPLY_GRAIN rows, each half a stealable frame. The rows of a
- * sorted delta are distinct, so the halves write disjoint rows; the stores are plain and the join
- * (jobs_sync, acquire) orders them before the seal publishes the version. */
-enum { APPLY_GRAIN = 16384 };
-static void apply_frame(jobs_worker *w, void *p)
+static void apply_range(void *p, size_t lo, size_t hi)
 {
-	apply_args *a = p;
-	if (a->hi - a->lo > APPLY_GRAIN) {
-		uint32_t mid = a->lo + (a->hi - a->lo) / 2;
-		apply_args *child = jobs_spawn_args(w);
-		*child = *a;
-		child->lo = mid;
-		jobs_spawn(w, apply_frame);
-		a->hi = mid;
-		apply_frame(w, a);
-		apply_args done;
-		jobs_sync(w, &done, sizeof done);
-		return;
-	}
-	apply_rows(a->t, a->how, a->want, a->shift, a->rb, a->d, a->lo, a->hi);
+	const apply_ctx *a = p;
+	apply_rows(a->t, a->how, a->want, a->shift, a->rb, a->d, (uint32_t)lo, (uint32_t)hi);
 }
+
+enum { APPLY_GRAIN = 16384 }; /* rows per range of a parallel apply */
 
 /* Copies a sparse delta's rows into the chunks of t whose mark in `how` is `want` (how == NULL: every
  * chunk the delta touches, all private to the version being built). Consecutive rows inside one
@@ -170,8 +155,9 @@ static void apply_sparse(jobs_worker *w, ovs_chunk **t, const uint8_t *how, uint
 	if (rb == 4 || rb == 8 || rb == 16) { /* scattered rows of a common size: no call per row */
 		if (w && d->sorted && d->nrows > 2 * APPLY_GRAIN) {
 			/* memory-latency bound (a cache miss per row): split across the workers */
-			apply_args a = { t, how, d, rb, 0, d->nrows, shift, want };
-			apply_frame(w, &a);
+			apply_ctx a = { t, how, d, rb, shift, want };
+			ovs_exec x = ovs_exec_cpu(w);
+			ovs_parallel_for(&x, d->nrows, APPLY_GRAIN, 1, apply_range, &a);
 		} else {
 			apply_rows(t, how, want, shift, rb, d, 0, d->nrows);
 		}

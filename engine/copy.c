@@ -8,7 +8,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "jobs_forkjoin.h"
+#include "exec.h"
 
 #define OVS_STREAM_MIN (256u * 1024u)      /* below this, memcpy (the data stays hot anyway) */
 #define OVS_PARALLEL_MIN (4u * 1024u * 1024u) /* below this, one thread */
@@ -47,32 +47,15 @@ void ovs_copy_stream(void *dst, const void *src, size_t n)
 	memcpy(dst, src, n);
 }
 
-typedef struct copy_args {
-	unsigned char *dst;       /* destination of this range */
-	const unsigned char *src; /* source of this range */
-	size_t n;                 /* bytes */
-	size_t grain;             /* split below this size stops */
-} copy_args;
-JOBS_PAYLOAD_FITS(copy_args);
+typedef struct copy_ctx {
+	unsigned char *dst;       /* destination */
+	const unsigned char *src; /* source */
+} copy_ctx;
 
-static void copy_frame(jobs_worker *w, void *p)
+static void copy_range(void *p, size_t lo, size_t hi)
 {
-	copy_args *a = p;
-	while (a->n > a->grain) {
-		size_t half = (a->n / 2 + 63) & ~(size_t)63;
-		copy_args *child = jobs_spawn_args(w);
-		child->dst = a->dst + half;
-		child->src = a->src + half;
-		child->n = a->n - half;
-		child->grain = a->grain;
-		jobs_spawn(w, copy_frame);
-		a->n = half;
-		copy_frame(w, a);
-		copy_args done;
-		jobs_sync(w, &done, sizeof done);
-		return;
-	}
-	ovs_copy_stream(a->dst, a->src, a->n);
+	copy_ctx *c = p;
+	ovs_copy_stream(c->dst + lo, c->src + lo, hi - lo);
 }
 
 void ovs_copy(jobs_worker *w, void *dst, const void *src, size_t n)
@@ -81,6 +64,8 @@ void ovs_copy(jobs_worker *w, void *dst, const void *src, size_t n)
 		ovs_copy_stream(dst, src, n);
 		return;
 	}
-	copy_args a = { dst, src, n, OVS_PARALLEL_MIN / 2 };
-	copy_frame(w, &a);
+	/* Halves down to OVS_PARALLEL_MIN / 2, split on cache lines (no line is written by two). */
+	copy_ctx c = { dst, src };
+	ovs_exec x = ovs_exec_cpu(w);
+	ovs_parallel_for(&x, n, OVS_PARALLEL_MIN / 2, 64, copy_range, &c);
 }

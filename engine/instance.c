@@ -130,7 +130,9 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->chunk_bytes = (size_t)ovs_runtime_settings()->chunk_kb << 10;
 	atomic_init(&st->unsealed_bytes, 0);
 	pthread_mutex_init(&st->cols_lock, NULL);
-	pthread_mutex_init(&st->pool_lock, NULL);
+	ovs_pool_init(&st->pool);
+	atomic_init(&st->mem.buffer_bytes, 0);
+	atomic_init(&st->mem.buffers, 0);
 	atomic_init(&st->cols, NULL);
 	atomic_init(&st->ncols, 0);
 	ovs_radix_init(&st->prims);
@@ -176,8 +178,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 		f = n;
 	}
 	ovs_store_fini(st);
-	ovs_buffer_pool_fini(st); /* after the store: freed versions return their buffers to the pool */
-	pthread_mutex_destroy(&st->pool_lock);
+	ovs_pool_fini(st); /* after the store: freed versions return their buffers to the pool */
 	ovs_pd_destroy(st->pd);
 	pthread_mutex_destroy(&st->cols_lock);
 	pthread_mutex_destroy(&st->seq_lock);

@@ -33,21 +33,6 @@ const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c)
 	return NULL;
 }
 
-void ovs_rowmap_ref(const ovs_rowmap *m)
-{
-	ovs_rowmap *w = (ovs_rowmap *)(uintptr_t)m; /* the count is the only mutable field */
-	/* relaxed: the caller holds a reference through the query it is writing through. */
-	atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
-}
-
-void ovs_rowmap_unref(const ovs_rowmap *m)
-{
-	ovs_rowmap *w = (ovs_rowmap *)(uintptr_t)m;
-	/* acq_rel: the last holder sees every reader's accesses before the free. */
-	if (w && atomic_fetch_sub_explicit(&w->refs, 1, memory_order_acq_rel) == 1)
-		free(w);
-}
-
 const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m)
 {
 	atomic_init(&m->refs, 1); /* the query's */

@@ -25,16 +25,6 @@
  */
 /* The rows of a query's prims in one column, once every prim has a row. Rows are never reassigned,
  * so a complete map is immutable and valid for the life of the query: no invalidation. */
-typedef struct ovs_rowmap {
-	_Atomic uint32_t refs;        /* the query's, plus deltas that borrow rows (ovs_rowmap_ref) */
-	const struct ovs_column *col; /* the column it maps into */
-	uint32_t n;                   /* prims (= query count) */
-	bool identity;                /* rows[i] == i for all i: the query is the column's row order */
-	bool sorted;                  /* rows strictly increasing (set by ovs_query_rowmap_install) */
-	bool contig;                  /* rows[i] == rows[0] + i: one block of the column (likewise) */
-	uint32_t rows[];              /* row of prim i */
-} ovs_rowmap;
-
 #define OVS_QUERY_ROWMAPS 8 /* columns cached per query (a simulation step writes a handful) */
 
 typedef struct ovs_query {
@@ -58,10 +48,8 @@ const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c);
 /* Caches a complete row map built by the caller (rows of all q->count prims); takes ownership (frees
  * it if there is no room or another thread installed one first). Returns the installed map. */
 const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m);
-/* A delta that borrows an installed map's rows as its own row list holds a reference on it (rows
- * never change once installed; the map outlives the query while borrowed). Any thread. */
-void ovs_rowmap_ref(const ovs_rowmap *m);
-void ovs_rowmap_unref(const ovs_rowmap *m);
+/* Row maps are reference-counted (ovs_rowmap_ref/unref, buffer.h): a delta that borrows an installed
+ * map's rows as its own row list holds a reference (rows never change once installed). */
 
 /* A new query object with one reference (the caller's), no prims, state not finished. */
 ovs_query *ovs_query_new(ovs_stage *st);

@@ -41,6 +41,7 @@
 
 #include <ovstage/ovstage.h>
 
+#include "buffer.h"
 #include "radix.h"
 
 typedef struct ovs_stage ovs_stage;
@@ -53,16 +54,6 @@ typedef struct ovs_schema {
 	DLDevice device;                       /* where the column's storage lives (kDLCPU in this build;
 	                                        * the CUDA backend adds device columns) */
 } ovs_schema;
-
-/* A host buffer holding one version's rows. Reference-counted: versions and read groups hold it. */
-typedef struct ovs_buffer {
-	_Atomic uint32_t refs;          /* holders; freed (or returned to the pool) at zero */
-	uint32_t pad_;                  /* keeps data 8-byte aligned */
-	size_t capacity;                /* bytes available at data */
-	void *data;                     /* the rows */
-	DLManagedTensorVersioned *managed; /* adopted producer tensor (deleter runs at free), or NULL */
-	ovs_stage *stage;               /* for returning pooled buffers */
-} ovs_buffer;
 
 /* One ragged row of an array column: a reference-counted blob shared between versions. */
 typedef struct ovs_blob {
@@ -91,7 +82,7 @@ typedef struct ovs_delta {
 	ovs_blob **blobs;           /* SPARSE array: nrows blobs (references owned) */
 	ovs_buffer *full;           /* FULL fixed: the new buffer (reference owned) */
 	ovs_buffer *rows_buf;       /* rows lives in this pooled buffer (large deltas), else malloc'd */
-	const struct ovs_rowmap *rows_map; /* or rows are this query row map's (a reference held) */
+	const ovs_rowmap *rows_map; /* or rows are this query row map's (a reference held) */
 	ovs_buffer *values_buf;     /* values likewise */
 	size_t bytes;               /* what it holds, counted in the stage's unsealed total until sealed */
 	bool sorted;                /* rows strictly increasing (set at push, by the writer's thread) */

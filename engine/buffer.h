@@ -1,0 +1,139 @@
+/*
+ * buffer.h — column memory: reference-counted buffers on a device, the memory operations each device
+ * provides, the per-stage pool of free buffers, and reference-counted row lists.
+ *
+ * Contract
+ *  - A buffer is `capacity` bytes of memory on one device (`device`, operated on through `ops`),
+ *    shared by the versions, chunks, deltas and read groups that hold a reference. The last
+ *    reference returns it to its stage's pool or frees it (an adopted producer tensor: its deleter
+ *    runs, exactly once).
+ *  - Everything *about* the rows stays host metadata whatever the device: row lists, presence
+ *    bitmaps, chunk tables and runs. Only the bytes of the values live in buffers.
+ *  - The pool is keyed by (device, size class). A request is rounded up to its class (at most 19 %
+ *    more: four classes per doubling), so writes of slightly different sizes share free buffers. The
+ *    pool holds at most OVS_POOL_MAX_BYTES; when a returned buffer would exceed it, the buffers
+ *    returned longest ago are freed first (a pool that only refused newcomers filled up with sizes
+ *    nobody asked for again, and every later request then mapped and faulted fresh memory).
+ *
+ * Thread safety: every function may be called from any thread. Reference counts are atomic; the
+ * pool is guarded by one mutex per stage held for O(1) list operations (the free itself, an munmap,
+ * runs outside it).
+ */
+#ifndef OVSTAGE_ENGINE_BUFFER_H
+#define OVSTAGE_ENGINE_BUFFER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ovstage/ovstage.h>
+
+#include "exec.h"
+
+typedef struct ovs_stage ovs_stage;
+typedef struct ovs_buffer ovs_buffer;
+
+/* What a device must provide for column memory. All sizes in bytes; pointers are device pointers.
+ * Copies and fills may be asynchronous on a device with streams: `record` then returns a fence in
+ * *out (the CPU's operations complete in the call and record nothing). */
+typedef struct ovs_memops {
+	const char *name;                                          /* "cpu", "cuda" */
+	void *(*alloc)(size_t bytes);                              /* fresh memory, or NULL */
+	void (*free)(void *p, size_t bytes);                       /* memory from alloc */
+	void (*copy)(ovs_exec *x, void *dst, const void *src, size_t bytes); /* within the device */
+	void (*fill)(ovs_exec *x, void *dst, int byte, size_t bytes);
+	/* dst row rows[i] = src row i, for i < n, rows of rb bytes */
+	void (*scatter_rows)(ovs_exec *x, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb);
+	/* dst row i = src row rows[i], for i < n */
+	void (*gather_rows)(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb);
+	/* NULL on synchronous devices; else records the completion of the work issued so far on x. */
+	bool (*record)(ovs_exec *x, void **out_fence);
+} ovs_memops;
+
+/* The host's operations (copies split across workers above copy.c's threshold). */
+extern const ovs_memops ovs_memops_cpu;
+
+/* The operations for a device, or NULL if this build has none for it. */
+const ovs_memops *ovs_memops_for(DLDevice dev);
+
+struct ovs_buffer {
+	_Atomic uint32_t refs;             /* holders; at zero, back to the pool or freed */
+	uint32_t size_class;               /* pool class (UINT32_MAX: adopted, never pooled) */
+	size_t capacity;                   /* bytes available at data */
+	void *data;                        /* the memory (a device pointer for non-CPU devices) */
+	DLManagedTensorVersioned *managed; /* adopted producer tensor (deleter runs at free), or NULL */
+	ovs_stage *stage;                  /* whose pool and counters it belongs to */
+	DLDevice device;                   /* where data lives */
+	const ovs_memops *ops;             /* how to operate on it */
+	ovs_buffer *pool_next, *pool_prev; /* pooled: links in its class list (newest first) */
+	ovs_buffer *age_next, *age_prev;   /* pooled: links in the pool's age list (newest first) */
+};
+
+/* Free buffers a stage keeps for reuse. Classes are indexed by ovs_buffer_class. */
+#define OVS_POOL_CLASSES 320
+#define OVS_POOL_MAX_BYTES ((size_t)1 << 30)
+
+typedef struct ovs_pool {
+	pthread_mutex_t lock;                       /* guards everything below */
+	ovs_buffer *classes[OVS_POOL_CLASSES];      /* free buffers per class, newest first (CPU) */
+	ovs_buffer *newest, *oldest;                /* the age list of all pooled buffers */
+	size_t bytes;                               /* their capacity in total (<= OVS_POOL_MAX_BYTES) */
+	size_t count;                               /* entries */
+} ovs_pool;
+
+/* Per-stage memory counters (relaxed: statistics, exact when quiescent). */
+typedef struct ovs_mem_counters {
+	_Atomic int64_t buffer_bytes;  /* live buffers' capacity, pooled ones included */
+	_Atomic int64_t buffers;       /* live buffers, pooled ones included */
+} ovs_mem_counters;
+
+void ovs_pool_init(ovs_pool *p);
+/* Frees every pooled buffer (destroy). */
+void ovs_pool_fini(ovs_stage *st);
+
+/* A buffer of at least `bytes` on the host, one reference: from the pool when its class has one
+ * (no allocator call, no page faults), else fresh (>= 1 MiB: mapped and pre-faulted, because copying
+ * into memory that is not yet faulted runs several times slower, and the faults would land on the
+ * writer). NULL when out of memory. */
+ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes);
+/* A buffer viewing a producer's tensor (zero-copy); its deleter runs when the last holder lets go. */
+ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes);
+void ovs_buffer_ref(ovs_buffer *b);
+void ovs_buffer_unref(ovs_buffer *b);
+
+/* The class of a request and the capacity that class allocates (exposed for tests). */
+uint32_t ovs_buffer_class(size_t bytes);
+size_t ovs_buffer_class_bytes(uint32_t cls);
+
+/* Memory for a delta's rows or values: malloc'd when small, else a pooled buffer (*buf set; large
+ * per-step deltas then reuse already-faulted memory). Release with ovs_delta_array_free, or keep buf
+ * in the delta's rows_buf / values_buf. */
+#define OVS_DELTA_POOLED_MIN ((size_t)64 << 10)
+void *ovs_delta_array(ovs_stage *st, size_t bytes, ovs_buffer **buf);
+void ovs_delta_array_free(void *p, ovs_buffer *buf);
+
+/* Process-wide counts of live versions, buffers and buffer bytes (soak tests, diagnostics). */
+void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
+/* Versions are counted by version.c through this. */
+void ovs_count_version(int sign);
+
+/* ---- row lists ---------------------------------------------------------------------------------
+ * A query's row map for one column: the row of each of its prims. Immutable once built, reference-
+ * counted: the query holds one reference, and every delta that borrows its rows as its row list holds
+ * another, so the rows outlive a query released before the seal. */
+typedef struct ovs_rowmap {
+	_Atomic uint32_t refs;        /* the query's, plus deltas that borrow rows (ovs_rowmap_ref) */
+	const struct ovs_column *col; /* the column it maps into */
+	uint32_t n;                   /* prims (= query count) */
+	bool identity;                /* rows[i] == i for all i: the query is the column's row order */
+	bool sorted;                  /* rows strictly increasing (set by ovs_query_rowmap_install) */
+	bool contig;                  /* rows[i] == rows[0] + i: one block of the column (likewise) */
+	uint32_t rows[];              /* row of prim i */
+} ovs_rowmap;
+
+void ovs_rowmap_ref(const ovs_rowmap *m);
+void ovs_rowmap_unref(const ovs_rowmap *m);
+
+#endif /* OVSTAGE_ENGINE_BUFFER_H */

@@ -1,0 +1,176 @@
+/* column.c — columns: creation and lookup, rows of prims, prim existence, teardown (see column.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "stage.h"
+
+
+ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name)
+{
+	/* acquire: pairs with the release publication of the array and of its count, so the column
+	 * structs and their initialised fields are visible. */
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	for (size_t i = 0; i < n; i++)
+		if (cols[i]->name == name)
+			return cols[i];
+	return NULL;
+}
+
+ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name)
+{
+	ovs_column *c = ovs_column_find(st, name);
+	if (c)
+		return c;
+	pthread_mutex_lock(&st->cols_lock);
+	c = ovs_column_find(st, name);
+	if (c) {
+		pthread_mutex_unlock(&st->cols_lock);
+		return c;
+	}
+	c = calloc(1, sizeof *c);
+	if (!c) {
+		pthread_mutex_unlock(&st->cols_lock);
+		return NULL;
+	}
+	c->name = name;
+	pthread_mutex_init(&c->schema_lock, NULL);
+	ovs_radix_init(&c->rows);
+	uint64_t f = atomic_load_explicit(&st->all_floor, memory_order_acquire);
+	atomic_init(&c->floor, f);
+	atomic_init(&c->floor_requested, f);
+	atomic_init(&c->max_written, 0);
+	atomic_init(&c->dropped_through, 0);
+	atomic_init(&c->nrows, 0);
+	atomic_init(&c->generation, 1);
+	atomic_init(&c->has_schema, false);
+	atomic_init(&c->inbox, NULL);
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
+	if (n == st->cols_cap) {
+		size_t cap = st->cols_cap ? st->cols_cap * 2 : 16;
+		ovs_column **nc = malloc(cap * sizeof *nc);
+		void **old = realloc(st->old_arrays, (st->n_old_arrays + 1) * sizeof *old);
+		if (!nc || !old) {
+			free(nc);
+			if (old)
+				st->old_arrays = old;
+			pthread_mutex_destroy(&c->schema_lock);
+			free(c);
+			pthread_mutex_unlock(&st->cols_lock);
+			return NULL;
+		}
+		if (n)
+			memcpy(nc, cols, n * sizeof *nc);
+		st->old_arrays = old;
+		if (cols)
+			st->old_arrays[st->n_old_arrays++] = cols; /* readers may still scan it: free at destroy */
+		st->cols_cap = cap;
+		cols = nc;
+		/* release: the copied entries are visible before the array pointer. */
+		atomic_store_explicit(&st->cols, nc, memory_order_release);
+	}
+	cols[n] = c;
+	/* release: the new column and its slot are visible before the count that exposes them. A reader
+	 * that loads the count (acquire) and then the array pointer gets an array holding entry n. */
+	atomic_store_explicit(&st->ncols, n + 1, memory_order_release);
+	pthread_mutex_unlock(&st->cols_lock);
+	return c;
+}
+
+uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path)
+{
+	_Atomic uint32_t *slot = ovs_radix_slot(&c->rows, path, false);
+	if (!slot)
+		return UINT32_MAX;
+	/* acquire: pairs with the CAS that assigned the row (the row number is all we read). */
+	uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
+	return v ? v - 1 : UINT32_MAX;
+}
+
+uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created)
+{
+	*created = false;
+	_Atomic uint32_t *slot = ovs_radix_slot(&c->rows, path, true);
+	if (!slot)
+		return UINT32_MAX;
+	uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
+	if (v)
+		return v - 1;
+	/* relaxed: a row number only needs to be unique. */
+	uint32_t row = atomic_fetch_add_explicit(&c->nrows, 1, memory_order_relaxed);
+	uint32_t expected = 0;
+	/* acq_rel: whoever wins, every thread agrees on the row of this path from now on. A loser's
+	 * row number stays unused (a hole that is never present). */
+	if (atomic_compare_exchange_strong_explicit(slot, &expected, row + 1, memory_order_acq_rel,
+						    memory_order_acquire)) {
+		*created = true;
+		atomic_fetch_add_explicit(&c->generation, 1, memory_order_relaxed);
+		return row;
+	}
+	return expected - 1;
+}
+
+bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path)
+{
+	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, false);
+	/* acquire: pairs with ovs_prim_set's release. */
+	return slot && atomic_load_explicit(slot, memory_order_acquire) == 1;
+}
+
+bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state)
+{
+	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, true);
+	if (!slot)
+		return false;
+	/* release: a reader that sees the state sees the writes that created the prim. */
+	atomic_store_explicit(slot, state, memory_order_release);
+	return true;
+}
+
+ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st)
+{
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	uint64_t oldest = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t d = atomic_load_explicit(&cols[i]->dropped_through, memory_order_acquire);
+		if (d + 1 > oldest)
+			oldest = d + 1; /* history below d + 1 is gone in at least this column */
+	}
+	return oldest;
+}
+
+
+void ovs_store_fini(ovs_stage *st)
+{
+	ovs_seal_fini(st);
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
+	for (size_t i = 0; i < n; i++) {
+		ovs_column *c = cols[i];
+		ovs_delta *d = atomic_load_explicit(&c->inbox, memory_order_relaxed);
+		while (d) {
+			ovs_delta *nx = d->next;
+			ovs_delta_free(d);
+			d = nx;
+		}
+		d = c->pending;
+		while (d) {
+			ovs_delta *nx = d->next;
+			ovs_delta_free(d);
+			d = nx;
+		}
+		ovs_version_unref(c->latest);
+		ovs_chunks_drop_spares(c);
+		ovs_radix_fini(&c->rows);
+		pthread_mutex_destroy(&c->schema_lock);
+		free(c);
+	}
+	free(cols);
+	for (size_t i = 0; i < st->n_old_arrays; i++)
+		free(st->old_arrays[i]);
+	free(st->old_arrays);
+	ovs_radix_fini(&st->prims);
+}

@@ -1,0 +1,30 @@
+/*
+ * column.h — columns (one per attribute name): creation and lookup, the row of each prim, prim
+ * existence, and the teardown of everything the store holds.
+ *
+ * Lookups and row creation are lock-free; creating a column takes the stage's cols_lock (once per
+ * attribute name). The column array is published with release stores and never freed before destroy.
+ */
+#ifndef OVSTAGE_ENGINE_COLUMN_H
+#define OVSTAGE_ENGINE_COLUMN_H
+
+#include "store.h"
+
+ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name);
+ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name);
+/* Row of a path in a column, or UINT32_MAX if it has none. Lock-free. */
+uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
+/* Row of a path, creating it (lock-free; a racing creator may waste a row). UINT32_MAX on OOM. */
+uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created);
+
+/* Prim existence (latest state). */
+bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path);
+bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state);
+
+/* The oldest ordinal whose change history every column still has. */
+ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st);
+
+/* Frees all store state (destroy: no other thread is inside the stage). */
+void ovs_store_fini(ovs_stage *st);
+
+#endif /* OVSTAGE_ENGINE_COLUMN_H */

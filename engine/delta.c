@@ -1,0 +1,134 @@
+/* delta.c — deltas: back-pressure, the column inbox, the seal's sorted pending list (see delta.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "stage.h"
+
+ovstage_api_status_t ovs_check_unsealed(ovs_stage *st)
+{
+	/* relaxed: a heuristic bound; a few writes may slip past a concurrent check. */
+	int64_t u = atomic_load_explicit(&st->unsealed_bytes, memory_order_relaxed);
+	if (st->max_unsealed_bytes && u >= st->max_unsealed_bytes)
+		return ovs_err_set(OVSTAGE_ERROR_QUEUE_FULL,
+				   "%lld MiB of written data is waiting for advance_write_floor (limit %lld MiB, "
+				   "OVSTAGE_MAX_UNSEALED_MB): seal, then retry",
+				   (long long)(u >> 20), (long long)(st->max_unsealed_bytes >> 20));
+	return OVSTAGE_OK;
+}
+
+static size_t delta_bytes(const ovs_column *c, const ovs_delta *d)
+{
+	size_t rb = c->row_bytes, b = sizeof *d + (size_t)d->nrows * sizeof(uint32_t);
+	if (d->kind == OVS_DELTA_FULL)
+		b += (size_t)d->nrows * rb;
+	else if (d->values)
+		b += (size_t)d->nrows * rb;
+	if (d->blobs)
+		for (uint32_t i = 0; i < d->nrows; i++)
+			b += sizeof(ovs_blob) + (d->blobs[i] ? (size_t)d->blobs[i]->len * rb : 0);
+	return b;
+}
+
+void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d)
+{
+	d->bytes = delta_bytes(c, d);
+	/* The shape of the row list, found here on the writer's thread (writes run in parallel) so that
+	 * the sealer (one per stage) can copy a block with one memcpy and skip sorting. */
+	if (!d->shape_known)
+		d->sorted = d->contig = d->kind != OVS_DELTA_FULL;
+	for (uint32_t i = 1; !d->shape_known && d->kind != OVS_DELTA_FULL && i < d->nrows && d->sorted; i++) {
+		d->contig = d->contig && d->rows[i] == d->rows[i - 1] + 1;
+		d->sorted = d->rows[i] > d->rows[i - 1];
+	}
+	/* relaxed: statistics for back-pressure. */
+	atomic_fetch_add_explicit(&st->unsealed_bytes, (int64_t)d->bytes, memory_order_relaxed);
+	/* What sealing it may copy, at most (chunk.c): a full write's rows; a block's rows and the two
+	 * chunks at its ends; a scattered write a chunk per row; each with the replays of the retained
+	 * deltas; never more than the column (compaction aside). relaxed: an estimate for choosing
+	 * where the seal runs, read by floor.c under no ordering. */
+	uint64_t nr = atomic_load_explicit(&c->nrows, memory_order_relaxed), col = nr * c->row_bytes;
+	uint64_t rows = (uint64_t)d->nrows * c->row_bytes * (1 + st->retention);
+	uint64_t chunks = d->contig ? 2 * (uint64_t)st->chunk_bytes : (uint64_t)d->nrows * st->chunk_bytes;
+	d->cost = d->kind == OVS_DELTA_FULL	 ? (uint64_t)d->nrows * c->row_bytes
+		  : d->kind == OVS_DELTA_TOMBSTONE ? nr / 8 /* a presence bitmap */
+						   : (rows + chunks < col ? rows + chunks : col);
+	atomic_fetch_add_explicit(&c->seal_cost, d->cost, memory_order_relaxed);
+	ovs_delta *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
+	do {
+		d->next = head;
+		/* release: the delta's contents are visible to the seal that takes the inbox (acquire). */
+	} while (!atomic_compare_exchange_weak_explicit(&c->inbox, &head, d, memory_order_release,
+							memory_order_relaxed));
+}
+
+void ovs_delta_free(ovs_delta *d)
+{
+	if (!d)
+		return;
+	if (d->blobs)
+		for (uint32_t i = 0; i < d->nrows; i++)
+			ovs_blob_unref(d->blobs[i]);
+	free(d->blobs);
+	if (d->rows_map)
+		ovs_rowmap_unref(d->rows_map);
+	else if (d->rows_buf)
+		ovs_buffer_unref(d->rows_buf);
+	else
+		free(d->rows);
+	if (d->values_buf)
+		ovs_buffer_unref(d->values_buf);
+	else
+		free(d->values);
+	ovs_buffer_unref(d->full);
+	free(d);
+}
+
+static int cmp_delta(const void *a, const void *b)
+{
+	const ovs_delta *x = *(ovs_delta *const *)a, *y = *(ovs_delta *const *)b;
+	if (x->ordinal != y->ordinal)
+		return x->ordinal < y->ordinal ? -1 : 1;
+	return x->seq < y->seq ? -1 : (x->seq > y->seq);
+}
+
+/* Drains the inbox into the sorted pending list. Seal-owned state. */
+bool ovs_column_take_inbox(ovs_column *c)
+{
+	/* acquire: pairs with the writers' release pushes. */
+	ovs_delta *in = atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire);
+	if (!in)
+		return true;
+	if (!in->next && !c->pending) {
+		c->pending = in; /* one write since the last seal (the per-step case): nothing to sort */
+		return true;
+	}
+	size_t n = 0;
+	for (ovs_delta *d = in; d; d = d->next)
+		n++;
+	for (ovs_delta *d = c->pending; d; d = d->next)
+		n++;
+	ovs_delta **arr = malloc(n * sizeof *arr);
+	if (!arr) {
+		/* put them back; the next seal retries */
+		ovs_delta *last = in;
+		while (last->next)
+			last = last->next;
+		last->next = c->pending;
+		c->pending = in;
+		return false;
+	}
+	size_t k = 0;
+	for (ovs_delta *d = in; d; d = d->next)
+		arr[k++] = d;
+	for (ovs_delta *d = c->pending; d; d = d->next)
+		arr[k++] = d;
+	qsort(arr, n, sizeof *arr, cmp_delta);
+	for (size_t i = 0; i + 1 < n; i++)
+		arr[i]->next = arr[i + 1];
+	arr[n - 1]->next = NULL;
+	c->pending = arr[0];
+	free(arr);
+	return true;
+}
+

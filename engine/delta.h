@@ -1,0 +1,24 @@
+/*
+ * delta.h — deltas: the effect of one op on one column at one ordinal, on their way from the writer
+ * to a seal. Writers push onto the column's inbox (a Treiber stack: lock-free, any thread); the seal
+ * takes the whole inbox (acquire) and merges it into its sorted pending list (seal-owned).
+ * Back-pressure bounds the bytes waiting in inboxes and pending lists.
+ */
+#ifndef OVSTAGE_ENGINE_DELTA_H
+#define OVSTAGE_ENGINE_DELTA_H
+
+#include "store.h"
+
+/* Hands a delta to its column's inbox (lock-free) and counts its bytes as unsealed. */
+void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d);
+void ovs_delta_free(ovs_delta *d);
+
+/* Seal side: drains the inbox into c->pending, sorted by (ordinal, op id). false when out of memory
+ * (nothing is lost: the deltas stay pending for the next seal). */
+bool ovs_column_take_inbox(ovs_column *c);
+
+/* Back-pressure: OVSTAGE_ERROR_QUEUE_FULL (with a message) when the stage holds more unsealed
+ * written data than its limit; OVSTAGE_OK otherwise. Checked by writes and maps at the call. */
+ovstage_api_status_t ovs_check_unsealed(ovs_stage *st);
+
+#endif /* OVSTAGE_ENGINE_DELTA_H */

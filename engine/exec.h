@@ -1,0 +1,38 @@
+/*
+ * exec.h — the execution context of engine work (copies, applies, seals), and one parallel for.
+ *
+ * On the CPU a context carries the worker that runs the op, for fork-join; it is NULL on a thread
+ * outside the pool (an op running inline on the caller's thread), and then everything runs serially.
+ * A device backend's context also carries the stream its work is issued on and the event recorded
+ * when it ends: readers wait on that event before they touch the data (a version's readiness).
+ *
+ * Thread safety: a context belongs to the thread running the op; it is passed down, never shared.
+ */
+#ifndef OVSTAGE_ENGINE_EXEC_H
+#define OVSTAGE_ENGINE_EXEC_H
+
+#include <stddef.h>
+
+#include "jobs.h"
+
+typedef struct ovs_exec {
+	jobs_worker *w; /* the worker running the op (fork-join), or NULL: serial on this thread */
+	void *stream;   /* device backends: the stream work is issued on (NULL on the CPU) */
+	void *event;    /* device backends: the completion recorded last (NULL on the CPU) */
+} ovs_exec;
+
+/* A CPU context for worker w (may be NULL). */
+static inline ovs_exec ovs_exec_cpu(jobs_worker *w)
+{
+	return (ovs_exec){ .w = w, .stream = NULL, .event = NULL };
+}
+
+/* Calls fn(ctx, lo, hi) over disjoint ranges covering [0, n), each at most `grain` long (a larger
+ * grain for serial contexts is fine: fn sees one range), with range boundaries multiples of `align`
+ * (a power of two; 1 for rows). On a worker the ranges are halves split by fork-join (stealable); the
+ * join orders every range's plain stores before the call returns. Serial when x->w is NULL or
+ * n <= grain. fn must tolerate running on any worker. */
+typedef void (*ovs_range_fn)(void *ctx, size_t lo, size_t hi);
+void ovs_parallel_for(const ovs_exec *x, size_t n, size_t grain, size_t align, ovs_range_fn fn, void *ctx);
+
+#endif /* OVSTAGE_ENGINE_EXEC_H */

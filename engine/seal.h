@@ -1,0 +1,25 @@
+/*
+ * seal.h — one floor advance: seal the deltas at or below the new floor into versions, trim each
+ * column's retention, publish one snapshot for all of them, and retire what left retention through
+ * the grace period (grace.h).
+ *
+ * Seals of one stage run one after another (each seal op depends on the previous one); everything
+ * else may run concurrently with them.
+ */
+#ifndef OVSTAGE_ENGINE_SEAL_H
+#define OVSTAGE_ENGINE_SEAL_H
+
+#include "store.h"
+
+/* Seals `cols` (ncols columns) through ordinal n and publishes one snapshot. Runs as a job; w is
+ * the worker (for parallel work). Returns OVSTAGE_OK or a status with a message in err. */
+ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen);
+
+/* The latest version of a column in a snapshot, or NULL. */
+ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c);
+
+/* Frees the limbo and the current snapshot (destroy). */
+void ovs_seal_fini(ovs_stage *st);
+
+#endif /* OVSTAGE_ENGINE_SEAL_H */

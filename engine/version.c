@@ -1,0 +1,270 @@
+/* version.c — sealed versions: blobs, reference counts, and building one ordinal's version (see version.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunk.h"
+#include "errors.h"
+#include "stage.h"
+
+
+ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes)
+{
+	if (elem_bytes && len > (SIZE_MAX - sizeof(ovs_blob)) / elem_bytes)
+		return NULL;
+	ovs_blob *b = malloc(sizeof *b + (size_t)len * elem_bytes);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	b->shape = (int64_t)len;
+	return b;
+}
+
+void ovs_blob_ref(ovs_blob *b)
+{
+	if (b)
+		atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+void ovs_blob_unref(ovs_blob *b)
+{
+	/* acq_rel: the last holder sees every reader's accesses before the free. */
+	if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+		free(b);
+}
+
+
+void ovs_version_ref(ovs_version *v)
+{
+	atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+}
+
+static void version_free(ovs_version *v)
+{
+	while (v) {
+		/* acq_rel: the last holder sees every reader's accesses before freeing. */
+		if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
+			return;
+		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
+		ovs_count_version(-1);
+		if (v->blobs)
+			for (uint32_t r = 0; r < v->rows; r++)
+				ovs_blob_unref(v->blobs[r]);
+		free(v->blobs);
+		ovs_version_chunks_free(v);
+		free(v->present);
+		if (v->changed_owned)
+			free(v->changed);
+		ovs_delta *d = v->deltas;
+		while (d) {
+			ovs_delta *n = d->next;
+			ovs_delta_free(d);
+			d = n;
+		}
+		free(v);
+		v = older; /* drop the reference this version held on the older one */
+	}
+}
+
+void ovs_version_unref(ovs_version *v)
+{
+	version_free(v);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : (x > y);
+}
+
+static inline void bit_set(uint64_t *bm, uint32_t r)
+{
+	bm[r / 64] |= (uint64_t)1 << (r % 64);
+}
+
+static inline void bit_clear(uint64_t *bm, uint32_t r)
+{
+	bm[r / 64] &= ~((uint64_t)1 << (r % 64));
+}
+
+/* Sets bits [0, n) (whole words at once). */
+static void bits_set_prefix(uint64_t *bm, uint32_t n)
+{
+	memset(bm, 0xff, (size_t)(n / 64) * sizeof *bm);
+	if (n % 64)
+		bm[n / 64] |= ((uint64_t)1 << (n % 64)) - 1;
+}
+
+/* Whether bits [0, n) are all set. */
+static bool bits_all_prefix(const uint64_t *bm, uint32_t n)
+{
+	for (uint32_t w = 0; w < n / 64; w++)
+		if (bm[w] != ~(uint64_t)0)
+			return false;
+	return !(n % 64) || (bm[n / 64] | ~(((uint64_t)1 << (n % 64)) - 1)) == ~(uint64_t)0;
+}
+
+/* The presence bitmap of a version being built (NULL when every row holds a value): a column whose
+ * rows were all present stays so under value updates without touching a bitmap. */
+static bool build_presence(ovs_version *v, const ovs_version *prev, const ovs_delta *ds, const ovs_delta *last_full,
+			   bool has_tomb)
+{
+	uint32_t rows = v->rows;
+	if (!has_tomb && ((last_full && last_full->nrows == rows) || (prev && !prev->present && prev->rows == rows))) {
+		v->present = NULL; /* every row present */
+		return true;
+	}
+	size_t words = ((size_t)rows + 63) / 64;
+	uint64_t *present = calloc(words ? words : 1, sizeof *present);
+	if (!present)
+		return false;
+	if (prev && prev->present)
+		memcpy(present, prev->present, ((size_t)prev->rows + 63) / 64 * sizeof *present);
+	else if (prev)
+		bits_set_prefix(present, prev->rows);
+	for (const ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL)
+			bits_set_prefix(present, d->nrows);
+		else if (d->kind == OVS_DELTA_SPARSE)
+			for (uint32_t i = 0; i < d->nrows; i++)
+				bit_set(present, d->rows[i]);
+		else
+			for (uint32_t i = 0; i < d->nrows; i++)
+				bit_clear(present, d->rows[i]);
+	}
+	if (bits_all_prefix(present, rows)) {
+		free(present);
+		present = NULL;
+	}
+	v->present = present;
+	return true;
+}
+
+/* The rows changed at this ordinal (sorted, unique) for range reads; all_changed when a full write
+ * covered every row. One delta whose rows are already sorted lends its array. */
+static bool build_changed(ovs_version *v, ovs_delta *ds, const ovs_delta *last_full)
+{
+	if (last_full && last_full->nrows == v->rows) {
+		v->all_changed = true;
+		return true;
+	}
+	size_t n = 0, ndeltas = 0;
+	ovs_delta *only = NULL;
+	for (ovs_delta *d = ds; d; d = d->next) {
+		n += d->nrows;
+		ndeltas++;
+		only = d;
+	}
+	if (!n)
+		return true;
+	if (ndeltas == 1 && only->kind != OVS_DELTA_FULL && only->sorted) {
+		v->changed = only->rows;
+		v->nchanged = only->nrows;
+		v->changed_owned = false;
+		return true;
+	}
+	uint32_t *chg = malloc(n * sizeof *chg);
+	if (!chg)
+		return false;
+	size_t k = 0;
+	for (ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL)
+			for (uint32_t r = 0; r < d->nrows; r++)
+				chg[k++] = r;
+		else
+			memcpy(chg + k, d->rows, (size_t)d->nrows * sizeof *chg), k += d->nrows;
+	}
+	qsort(chg, k, sizeof *chg, cmp_u32);
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		if (u == 0 || chg[u - 1] != chg[i])
+			chg[u++] = chg[i];
+	v->changed = chg;
+	v->nchanged = (uint32_t)u;
+	v->changed_owned = true;
+	return true;
+}
+
+/* Whether two versions split reads into the same runs. */
+static bool same_runs(const ovs_version *a, const ovs_version *b)
+{
+	if (a->nruns != b->nruns)
+		return false;
+	for (uint32_t i = 0; i < a->nruns; i++)
+		if (a->runs[i].row0 != b->runs[i].row0 || a->runs[i].nrows != b->runs[i].nrows)
+			return false;
+	return true;
+}
+
+/* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
+ovs_version *ovs_version_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
+				  char *err, size_t errlen)
+{
+	uint32_t rows = prev ? prev->rows : 0;
+	ovs_delta *last_full = NULL;
+	bool has_tomb = false;
+	for (ovs_delta *d = ds; d; d = d->next) {
+		if (d->kind == OVS_DELTA_FULL) {
+			last_full = d;
+			if (d->nrows > rows)
+				rows = d->nrows;
+		} else {
+			has_tomb |= d->kind == OVS_DELTA_TOMBSTONE;
+			if (d->sorted && d->nrows) /* the last row is the highest */
+				rows = d->rows[d->nrows - 1] + 1 > rows ? d->rows[d->nrows - 1] + 1 : rows;
+			else
+				for (uint32_t i = 0; i < d->nrows; i++)
+					if (d->rows[i] + 1 > rows)
+						rows = d->rows[i] + 1;
+		}
+	}
+	ovs_version *v = calloc(1, sizeof *v);
+	if (!v) {
+		ovs_err_format(err, errlen, "out of memory sealing column");
+		return NULL;
+	}
+	atomic_init(&v->refs, 1);
+	ovs_count_version(1);
+	v->rows = rows;
+	v->ordinal = ds->ordinal;
+	v->base_ordinal = prev ? prev->ordinal : 0;
+	if (!build_presence(v, prev, ds, last_full, has_tomb) || !build_changed(v, ds, last_full)) {
+		ovs_version_unref(v);
+		ovs_err_format(err, errlen, "out of memory recording presence and changed rows");
+		return NULL;
+	}
+	if (c->schema.is_array) {
+		/* Array columns: a table of blob pointers. Shared blobs are referenced, not copied: the
+		 * version costs one pointer per row plus the rows the deltas bring. */
+		v->blobs = calloc(rows ? rows : 1, sizeof *v->blobs);
+		if (!v->blobs) {
+			ovs_version_unref(v);
+			ovs_err_format(err, errlen, "out of memory sealing an array column");
+			return NULL;
+		}
+		if (prev)
+			for (uint32_t r = 0; r < prev->rows; r++) {
+				v->blobs[r] = prev->blobs[r];
+				ovs_blob_ref(v->blobs[r]);
+			}
+		for (ovs_delta *d = ds; d; d = d->next)
+			for (uint32_t i = 0; i < d->nrows; i++) {
+				uint32_t r = d->rows[i];
+				ovs_blob_unref(v->blobs[r]);
+				v->blobs[r] = NULL;
+				if (d->kind == OVS_DELTA_SPARSE) {
+					v->blobs[r] = d->blobs[i];
+					ovs_blob_ref(v->blobs[r]);
+				}
+			}
+	} else if (!ovs_chunks_build(st, w, c, v, prev, ds, err, errlen)) {
+		ovs_version_unref(v);
+		return NULL;
+	} else if (prev && !prev->blobs && !same_runs(v, prev)) {
+		c->run_changes++; /* reads split differently: a layout change for consumers */
+	}
+	v->generation = atomic_load_explicit(&c->generation, memory_order_relaxed) + c->run_changes;
+	v->deltas = ds;
+	return v;
+}
+

@@ -1,0 +1,27 @@
+/*
+ * version.h — sealed versions of a column and the blobs of array columns.
+ *
+ * A version is immutable once published; it is freed when its last reference goes (the column's
+ * chain, snapshots, pinned read groups), from any thread. Building one is the sealer's alone.
+ */
+#ifndef OVSTAGE_ENGINE_VERSION_H
+#define OVSTAGE_ENGINE_VERSION_H
+
+#include "exec.h"
+#include "store.h"
+
+void ovs_version_ref(ovs_version *v);
+void ovs_version_unref(ovs_version *v);
+
+/* Builds the version sealing the deltas `ds` (one ordinal, sorted by op id) on top of `prev` (the
+ * column's latest, or NULL). Sealer only. NULL with a message in err when out of memory (the deltas
+ * are not consumed). */
+ovs_version *ovs_version_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
+			       char *err, size_t errlen);
+
+/* Blobs: rows of array columns (len elements of elem_bytes), one reference on return. */
+ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes);
+void ovs_blob_ref(ovs_blob *b);
+void ovs_blob_unref(ovs_blob *b);
+
+#endif /* OVSTAGE_ENGINE_VERSION_H */
