@@ -1,7 +1,18 @@
 /* handles.c — sharded handle tables with reference-counted objects. */
 #include "handles.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
+
+/* The process-wide handle sequence (see handles.h): every table draws from it, so no two handles
+ * of the process share a sequence number, whichever instances issued them. */
+static _Atomic uint64_t g_handle_seq = 1;
+
+/* Did this table's space issue `id`? (0 and values of other spaces: no.) */
+static inline bool in_space(const ovs_handles *h, uint64_t id)
+{
+	return (id >> OVS_HANDLE_SPACE_SHIFT) == h->space;
+}
 
 static inline ovs_handle_shard *shard_of(ovs_handles *h, uint64_t id)
 {
@@ -13,9 +24,9 @@ static inline unsigned bucket_of(uint64_t id)
 	return (unsigned)((id / OVS_HANDLE_SHARDS) % OVS_HANDLE_BUCKETS);
 }
 
-void ovs_handles_init(ovs_handles *h)
+void ovs_handles_init(ovs_handles *h, uint64_t serial)
 {
-	atomic_init(&h->next_id, 1);
+	h->space = 1 + (serial - 1) % OVS_HANDLE_SPACES; /* 1..65535: a handle is never 0 */
 	for (int k = 0; k < 8; k++)
 		atomic_init(&h->live[k], 0);
 	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
@@ -65,11 +76,14 @@ void ovs_hobj_unref(ovs_hobj *o)
 
 uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
 {
+	/* relaxed: uniqueness needs only atomicity. */
+	uint64_t seq = atomic_fetch_add_explicit(&g_handle_seq, 1, memory_order_relaxed);
+	if (seq > OVS_HANDLE_SEQ_MAX)
+		return 0; /* exhausted: never wrap (that would reissue live or stale handles) */
 	ovs_handle_node *n = malloc(sizeof *n);
 	if (!n)
 		return 0;
-	/* relaxed: uniqueness needs only atomicity. */
-	uint64_t id = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
+	uint64_t id = h->space << OVS_HANDLE_SPACE_SHIFT | seq;
 	o->id = id;
 	ovs_hobj_ref(o);
 	n->id = id;
@@ -85,7 +99,7 @@ uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
 
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 {
-	if (id == 0)
+	if (!in_space(h, id)) /* 0, another instance's, forged: not in this table */
 		return NULL;
 	ovs_handle_shard *s = shard_of(h, id);
 	ovs_hobj *found = NULL;
@@ -104,7 +118,7 @@ ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 
 ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 {
-	if (id == 0)
+	if (!in_space(h, id)) /* 0, another instance's, forged: not in this table */
 		return NULL;
 	ovs_handle_shard *s = shard_of(h, id);
 	ovs_hobj *found = NULL;
