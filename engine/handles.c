@@ -1,6 +1,8 @@
 /* handles.c — sharded handle tables with reference-counted objects. */
 #include "handles.h"
 
+#include "errors.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -143,4 +145,48 @@ ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 int64_t ovs_handles_live(ovs_handles *h, ovs_handle_kind kind)
 {
 	return atomic_load_explicit(&h->live[kind], memory_order_relaxed);
+}
+
+/* The kind of this table's live entry `id`, or 0 if it has none (a diagnostic: may be stale at once). */
+static ovs_handle_kind kind_of(ovs_handles *h, uint64_t id)
+{
+	ovs_handle_shard *s = shard_of(h, id);
+	ovs_handle_kind kind = 0;
+	pthread_mutex_lock(&s->lock);
+	for (ovs_handle_node *n = s->buckets[bucket_of(id)]; n; n = n->next)
+		if (n->id == id) {
+			kind = n->obj->kind;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	return kind;
+}
+
+static const char *kind_name(ovs_handle_kind kind)
+{
+	switch (kind) {
+	case OVS_H_QUERY: return "query handle";
+	case OVS_H_READ: return "read handle";
+	case OVS_H_ORDQ: return "ordinal query handle";
+	case OVS_H_MAP: return "map handle";
+	case OVS_H_GROUP: return "read group";
+	case OVS_H_QRESULT: return "query result";
+	}
+	return "handle";
+}
+
+ovstage_api_status_t ovs_handle_invalid(ovs_handles *h, uint64_t id, const char *what)
+{
+	unsigned long long v = (unsigned long long)id;
+	if (id == 0)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s 0 is the invalid handle", what);
+	if (!in_space(h, id))
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu was not issued by this instance (a "
+				   "handle of another instance, or not a handle)", what, v);
+	ovs_handle_kind kind = kind_of(h, id);
+	if (kind)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu is a %s of this instance, not a %s", what, v,
+				   kind_name(kind), what);
+	return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu is not live on this instance (already released?)",
+			   what, v);
 }

@@ -27,6 +27,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include <ovstage/ovstage.h>
+
 typedef enum ovs_handle_kind {
 	OVS_H_QUERY = 1,
 	OVS_H_READ = 2,
@@ -86,5 +88,9 @@ void ovs_hobj_ref(ovs_hobj *o);
 void ovs_hobj_unref(ovs_hobj *o);
 /* Live handles of a kind. */
 int64_t ovs_handles_live(ovs_handles *h, ovs_handle_kind kind);
+/* For a handle that get/remove did not find: sets the thread's last error to INVALID_HANDLE with a
+ * message naming `what` ("read handle") and the value and saying why (0; not issued by this
+ * instance; a handle of another kind; not live) and returns OVSTAGE_ERROR_INVALID_HANDLE. */
+ovstage_api_status_t ovs_handle_invalid(ovs_handles *h, uint64_t id, const char *what);
 
 #endif /* OVSTAGE_ENGINE_HANDLES_H */

@@ -234,6 +234,7 @@ START_TEST(test_foreign_release_group_keeps_group)
 	ovstage_api_status_t s = ovstage_release_group(b.st, &a.g);
 	check_group(&b, &b.g);
 	ck_invalid(s, a.g.read_group_id);
+	ck_assert_msg(strstr(tst_last_error(), "not issued by this instance"), "%s", tst_last_error());
 	check_intact_and_close(&b, true);
 	check_intact_and_close(&a, true);
 }
@@ -307,6 +308,7 @@ START_TEST(test_stale_handles_rejected)
 	ck_invalid(ovstage_release_query_result(st, &qr), qr.query_result_id);
 	tst_wait_ok(st, ovstage_release_query(st, q2));
 	ck_invalid(ovstage_release_query(st, q2).status, q2);
+	ck_assert_msg(strstr(tst_last_error(), "not live"), "%s", tst_last_error());
 	path_dictionary_release_path_list_reference(s.pd, list2);
 	path_dictionary_release_path_list_reference(s.pd, s.list);
 	ck_assert_msg(ovstage_destroy_instance(st) == OVSTAGE_OK, "destroy: %s", tst_last_error());
@@ -400,6 +402,9 @@ START_TEST(test_wrong_kind_rejected)
 		if (v != s.q)
 			ck_invalid(ovstage_release_query(s.st, v).status, v);
 	}
+	ck_invalid(ovstage_release_read(s.st, s.q).status, s.q);
+	ck_assert_msg(strstr(tst_last_error(), "is a query handle of this instance, not a read handle"), "%s",
+		      tst_last_error());
 	/* op ids of this instance are not handles (a plausible mix-up: both are uint64) */
 	ovstage_ordinal_query_handle_t o2;
 	ovstage_enqueue_result_t e = ovstage_get_oldest_preserved_ordinal(s.st, &o2);
