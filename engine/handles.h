@@ -18,7 +18,8 @@
  *
  * Thread safety: all functions may be called concurrently. The table is sharded (16 shards, each a
  * chained hash map under its own mutex held for a few instructions); object reference counts are
- * atomic. A handle of the wrong kind is reported as not found, like a stale one.
+ * atomic. A handle of the wrong kind or of another instance is reported as not found, like a stale
+ * one (ovs_handle_invalid then says which).
  */
 #ifndef OVSTAGE_ENGINE_HANDLES_H
 #define OVSTAGE_ENGINE_HANDLES_H
@@ -82,7 +83,7 @@ uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o);
 /* Looks up and takes a reference (NULL if absent, of another kind or of another instance). */
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind);
 /* Removes the entry and returns the object with the table's reference transferred to the caller
- * (NULL if absent or of another kind): exactly one remover succeeds. */
+ * (NULL if absent, of another kind or of another instance): exactly one remover succeeds. */
 ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind);
 void ovs_hobj_ref(ovs_hobj *o);
 void ovs_hobj_unref(ovs_hobj *o);
