@@ -306,8 +306,7 @@ ovstage_api_status_t ovs_fetch_ordinal(ovstage_context_t *ctx, ovstage_ordinal_q
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_ordinal");
 	ovs_hobj *h = ovs_handle_get(&st->handles, handle, OVS_H_ORDQ);
 	if (!h)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "ordinal query handle %llu is not live",
-				   (unsigned long long)handle);
+		return ovs_handle_invalid(&st->handles, handle, "ordinal query handle");
 	ovs_ordq *q = (ovs_ordq *)h;
 	ovstage_api_status_t s = ovs_opstate_wait(st, &q->state, q->op, timeout);
 	if (s == OVSTAGE_OK)

@@ -1,7 +1,20 @@
 /* handles.c — sharded handle tables with reference-counted objects. */
 #include "handles.h"
 
+#include "errors.h"
+
+#include <stdbool.h>
 #include <stdlib.h>
+
+/* The process-wide handle sequence (see handles.h): every table draws from it, so no two handles
+ * of the process share a sequence number, whichever instances issued them. */
+static _Atomic uint64_t g_handle_seq = 1;
+
+/* Did this table's space issue `id`? (0 and values of other spaces: no.) */
+static inline bool in_space(const ovs_handles *h, uint64_t id)
+{
+	return (id >> OVS_HANDLE_SPACE_SHIFT) == h->space;
+}
 
 static inline ovs_handle_shard *shard_of(ovs_handles *h, uint64_t id)
 {
@@ -13,9 +26,9 @@ static inline unsigned bucket_of(uint64_t id)
 	return (unsigned)((id / OVS_HANDLE_SHARDS) % OVS_HANDLE_BUCKETS);
 }
 
-void ovs_handles_init(ovs_handles *h)
+void ovs_handles_init(ovs_handles *h, uint64_t serial)
 {
-	atomic_init(&h->next_id, 1);
+	h->space = 1 + (serial - 1) % OVS_HANDLE_SPACES; /* 1..65535: a handle is never 0 */
 	for (int k = 0; k < 8; k++)
 		atomic_init(&h->live[k], 0);
 	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
@@ -65,11 +78,14 @@ void ovs_hobj_unref(ovs_hobj *o)
 
 uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
 {
+	/* relaxed: uniqueness needs only atomicity. */
+	uint64_t seq = atomic_fetch_add_explicit(&g_handle_seq, 1, memory_order_relaxed);
+	if (seq > OVS_HANDLE_SEQ_MAX)
+		return 0; /* exhausted: never wrap (that would reissue live or stale handles) */
 	ovs_handle_node *n = malloc(sizeof *n);
 	if (!n)
 		return 0;
-	/* relaxed: uniqueness needs only atomicity. */
-	uint64_t id = atomic_fetch_add_explicit(&h->next_id, 1, memory_order_relaxed);
+	uint64_t id = h->space << OVS_HANDLE_SPACE_SHIFT | seq;
 	o->id = id;
 	ovs_hobj_ref(o);
 	n->id = id;
@@ -85,7 +101,7 @@ uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
 
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 {
-	if (id == 0)
+	if (!in_space(h, id)) /* 0, another instance's, forged: not in this table */
 		return NULL;
 	ovs_handle_shard *s = shard_of(h, id);
 	ovs_hobj *found = NULL;
@@ -104,7 +120,7 @@ ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 
 ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 {
-	if (id == 0)
+	if (!in_space(h, id)) /* 0, another instance's, forged: not in this table */
 		return NULL;
 	ovs_handle_shard *s = shard_of(h, id);
 	ovs_hobj *found = NULL;
@@ -129,4 +145,48 @@ ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 int64_t ovs_handles_live(ovs_handles *h, ovs_handle_kind kind)
 {
 	return atomic_load_explicit(&h->live[kind], memory_order_relaxed);
+}
+
+/* The kind of this table's live entry `id`, or 0 if it has none (a diagnostic: may be stale at once). */
+static ovs_handle_kind kind_of(ovs_handles *h, uint64_t id)
+{
+	ovs_handle_shard *s = shard_of(h, id);
+	ovs_handle_kind kind = 0;
+	pthread_mutex_lock(&s->lock);
+	for (ovs_handle_node *n = s->buckets[bucket_of(id)]; n; n = n->next)
+		if (n->id == id) {
+			kind = n->obj->kind;
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+	return kind;
+}
+
+static const char *kind_name(ovs_handle_kind kind)
+{
+	switch (kind) {
+	case OVS_H_QUERY: return "query handle";
+	case OVS_H_READ: return "read handle";
+	case OVS_H_ORDQ: return "ordinal query handle";
+	case OVS_H_MAP: return "map handle";
+	case OVS_H_GROUP: return "read group";
+	case OVS_H_QRESULT: return "query result";
+	}
+	return "handle";
+}
+
+ovstage_api_status_t ovs_handle_invalid(ovs_handles *h, uint64_t id, const char *what)
+{
+	unsigned long long v = (unsigned long long)id;
+	if (id == 0)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s 0 is the invalid handle", what);
+	if (!in_space(h, id))
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu was not issued by this instance (a "
+				   "handle of another instance, or not a handle)", what, v);
+	ovs_handle_kind kind = kind_of(h, id);
+	if (kind)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu is a %s of this instance, not a %s", what, v,
+				   kind_name(kind), what);
+	return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu is not live on this instance (already released?)",
+			   what, v);
 }

@@ -1,12 +1,25 @@
 /*
  * handles.h — per-stage tables of the handles the API hands out (queries, reads, ordinal queries,
- * maps, read groups, query results). A handle is a monotonic 64-bit number (0 = invalid); the
- * object behind it is reference-counted, so a lookup that races with a release keeps the object
- * alive until the caller drops its reference.
+ * maps, read groups, query results). The object behind a handle is reference-counted, so a lookup
+ * that races with a release keeps the object alive until the caller drops its reference.
+ *
+ * Handle values (0 = invalid, as the API says for every kind) are instance-scoped, like op ids:
+ *
+ *     bits 63..48  the table's space: 1 + (stage serial - 1) % 65535, never 0
+ *     bits 47..0   a sequence number from one process-wide counter (from 1, never reused)
+ *
+ * The sequence alone makes every handle of the process distinct, so a handle of another instance,
+ * live or destroyed, is never found in this table, and a released one is never reissued; the
+ * space makes the value say which stage issued it: a lookup rejects a value of another space
+ * before touching the table (an op id or a small forged number has space 0 and is never a handle).
+ * Spaces repeat after 65535 instances; that only weakens the early rejection, not correctness (the
+ * sequence is still distinct, so the table lookup still fails).
+ * After 2^48 - 1 handles in one process, insertion fails (returns 0, as on OOM).
  *
  * Thread safety: all functions may be called concurrently. The table is sharded (16 shards, each a
  * chained hash map under its own mutex held for a few instructions); object reference counts are
- * atomic. A handle of the wrong kind is reported as not found, like a stale one.
+ * atomic. A handle of the wrong kind or of another instance is reported as not found, like a stale
+ * one (ovs_handle_invalid then says which).
  */
 #ifndef OVSTAGE_ENGINE_HANDLES_H
 #define OVSTAGE_ENGINE_HANDLES_H
@@ -14,6 +27,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+
+#include <ovstage/ovstage.h>
 
 typedef enum ovs_handle_kind {
 	OVS_H_QUERY = 1,
@@ -38,6 +53,10 @@ typedef struct ovs_handle_node {
 	struct ovs_handle_node *next;    /* chain */
 } ovs_handle_node;
 
+#define OVS_HANDLE_SPACE_SHIFT 48                                     /* space above, sequence below */
+#define OVS_HANDLE_SEQ_MAX ((UINT64_C(1) << OVS_HANDLE_SPACE_SHIFT) - 1) /* last sequence number */
+#define OVS_HANDLE_SPACES UINT64_C(65535)                             /* spaces 1..65535 */
+
 #define OVS_HANDLE_SHARDS 16
 #define OVS_HANDLE_BUCKETS 256
 
@@ -47,26 +66,32 @@ typedef struct ovs_handle_shard {
 } ovs_handle_shard;
 
 typedef struct ovs_handles {
-	_Atomic uint64_t next_id;                 /* next handle (monotonic, starts at 1) */
+	uint64_t space;                           /* this table's space (bits 63..48 of its handles) */
 	_Atomic int64_t live[8];                  /* live handles per kind (destroy reports them) */
 	ovs_handle_shard shards[OVS_HANDLE_SHARDS];
 } ovs_handles;
 
-void ovs_handles_init(ovs_handles *h);
+/* serial: the stage's serial (tags its op ids too); it picks the table's space. */
+void ovs_handles_init(ovs_handles *h, uint64_t serial);
 /* Frees every remaining entry (dropping the table's references). */
 void ovs_handles_fini(ovs_handles *h);
 /* Initialises an object with one reference (the caller's). */
 void ovs_hobj_init(ovs_hobj *o, ovs_handle_kind kind, void (*destroy)(ovs_hobj *));
-/* Inserts: the table takes its own reference. Returns the new handle, 0 on OOM. */
+/* Inserts: the table takes its own reference. Returns the new handle, 0 on OOM (or once the
+ * process-wide sequence is exhausted). */
 uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o);
-/* Looks up and takes a reference (NULL if absent or of another kind). */
+/* Looks up and takes a reference (NULL if absent, of another kind or of another instance). */
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind);
 /* Removes the entry and returns the object with the table's reference transferred to the caller
- * (NULL if absent or of another kind): exactly one remover succeeds. */
+ * (NULL if absent, of another kind or of another instance): exactly one remover succeeds. */
 ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind);
 void ovs_hobj_ref(ovs_hobj *o);
 void ovs_hobj_unref(ovs_hobj *o);
 /* Live handles of a kind. */
 int64_t ovs_handles_live(ovs_handles *h, ovs_handle_kind kind);
+/* For a handle that get/remove did not find: sets the thread's last error to INVALID_HANDLE with a
+ * message naming `what` ("read handle") and the value and saying why (0; not issued by this
+ * instance; a handle of another kind; not live) and returns OVSTAGE_ERROR_INVALID_HANDLE. */
+ovstage_api_status_t ovs_handle_invalid(ovs_handles *h, uint64_t id, const char *what);
 
 #endif /* OVSTAGE_ENGINE_HANDLES_H */

@@ -139,7 +139,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	ovs_grace_init(&st->grace);
 	pthread_mutex_init(&st->seq_lock, NULL);
 	atomic_init(&st->all_floor, 0);
-	ovs_handles_init(&st->handles);
+	ovs_handles_init(&st->handles, st->serial);
 	atomic_init(&st->live_ops, 0);
 	atomic_init(&st->prim_deletes, 0);
 	st->derived[0] = ovs_pd_intern_token(pd, "usd-path", 8);

@@ -340,8 +340,7 @@ ovstage_api_status_t ovs_fetch_map_next(ovstage_context_t *ctx, ovstage_map_hand
 	memset(out_group, 0, sizeof *out_group);
 	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
 	if (!h)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "map handle %llu is not live",
-				   (unsigned long long)map_handle);
+		return ovs_handle_invalid(&st->handles, map_handle, "map handle");
 	ovs_map *m = (ovs_map *)h;
 	ovstage_api_status_t s = ovs_opstate_wait(st, &m->state, m->map_op, timeout);
 	if (s == OVSTAGE_OK) {
@@ -377,8 +376,7 @@ ovstage_enqueue_result_t ovs_unmap_group(ovstage_context_t *ctx, ovstage_map_han
 		return ovs_rejected(s);
 	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
 	if (!h)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "map handle %llu is not live",
-						(unsigned long long)map_handle));
+		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
 	ovs_map *m = (ovs_map *)h;
 	bool ours = group->data.tensors == &m->tensor;
 	ovs_hobj_unref(h);
@@ -402,8 +400,7 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 		return ovs_rejected(s);
 	ovs_hobj *h = ovs_handle_remove(&st->handles, map_handle, OVS_H_MAP);
 	if (!h)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "map handle %llu is not live (already "
-						"unmapped?)", (unsigned long long)map_handle));
+		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
 	ovs_map *m = (ovs_map *)h;
 	/* The caller's op runs after the commit; its failure (a failed map, say) reaches wait_op. */
 	jobs_id commit = m->commit_op;

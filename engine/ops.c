@@ -97,8 +97,7 @@ ovstage_enqueue_result_t ovs_release_handle_op(ovs_stage *st, uint64_t handle, o
 {
 	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, kind);
 	if (!h)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu is not live (already released?)",
-						what, (unsigned long long)handle));
+		return ovs_rejected(ovs_handle_invalid(&st->handles, handle, what));
 	ovs_hobj_unref(h);
 	/* Nothing to run: complete it here rather than waking a worker for it. */
 	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true, .run_inline = true };

@@ -72,8 +72,7 @@ ovs_query *ovs_query_get(ovs_stage *st, ovstage_query_handle_t handle)
 {
 	ovs_hobj *h = ovs_handle_get(&st->handles, handle, OVS_H_QUERY);
 	if (!h) {
-		ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "query handle %llu is not a live query of this instance",
-			    (unsigned long long)handle);
+		ovs_handle_invalid(&st->handles, handle, "query handle");
 		return NULL;
 	}
 	return (ovs_query *)h;
@@ -278,8 +277,7 @@ ovstage_api_status_t ovs_release_query_result(ovstage_context_t *ctx, const ovst
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "result");
 	ovs_hobj *h = ovs_handle_remove(&st->handles, result->query_result_id, OVS_H_QRESULT);
 	if (!h)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "query result %llu is not live (already released?)",
-				   (unsigned long long)result->query_result_id);
+		return ovs_handle_invalid(&st->handles, result->query_result_id, "query result");
 	ovs_hobj_unref(h);
 	return OVSTAGE_OK;
 }

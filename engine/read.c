@@ -758,8 +758,7 @@ ovstage_api_status_t ovs_fetch_read_next(ovstage_context_t *ctx, ovstage_read_ha
 	memset(out_group, 0, sizeof *out_group);
 	ovs_hobj *h = ovs_handle_get(&st->handles, read_handle, OVS_H_READ);
 	if (!h)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "read handle %llu is not live",
-				   (unsigned long long)read_handle);
+		return ovs_handle_invalid(&st->handles, read_handle, "read handle");
 	ovs_read *r = (ovs_read *)h;
 	ovstage_api_status_t s = ovs_opstate_wait(st, &r->state, r->op, timeout);
 	if (s != OVSTAGE_OK) {
@@ -795,8 +794,7 @@ ovstage_api_status_t ovs_release_group(ovstage_context_t *ctx, const ovstage_rea
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "group");
 	ovs_hobj *h = ovs_handle_remove(&st->handles, group->read_group_id, OVS_H_GROUP);
 	if (!h)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "read group %llu is not live (already released?)",
-				   (unsigned long long)group->read_group_id);
+		return ovs_handle_invalid(&st->handles, group->read_group_id, "read group");
 	ovs_hobj_unref(h);
 	return OVSTAGE_OK;
 }
