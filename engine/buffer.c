@@ -124,6 +124,14 @@ void ovs_pool_init(ovs_pool *p)
 	pthread_mutex_init(&p->lock, NULL);
 }
 
+size_t ovs_pool_bytes(ovs_pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	size_t b = p->bytes;
+	pthread_mutex_unlock(&p->lock);
+	return b;
+}
+
 /* Unlinks b from its class list and the age list. Caller holds the lock. */
 static void pool_unlink_locked(ovs_pool *p, ovs_buffer *b)
 {

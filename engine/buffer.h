@@ -90,6 +90,8 @@ typedef struct ovs_mem_counters {
 } ovs_mem_counters;
 
 void ovs_pool_init(ovs_pool *p);
+/* Bytes of free buffers pooled now. */
+size_t ovs_pool_bytes(ovs_pool *p);
 /* Frees every pooled buffer (destroy). */
 void ovs_pool_fini(ovs_stage *st);
 

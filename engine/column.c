@@ -46,6 +46,7 @@ ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name)
 	atomic_init(&c->generation, 1);
 	atomic_init(&c->has_schema, false);
 	atomic_init(&c->inbox, NULL);
+	atomic_init(&c->min_unsealed, UINT64_MAX);
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
 	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
 	if (n == st->cols_cap) {

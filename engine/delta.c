@@ -5,16 +5,64 @@
 #include "errors.h"
 #include "stage.h"
 
-ovstage_api_status_t ovs_check_unsealed(ovs_stage *st)
+/* Whether a write at `ordinal` fills a gap of column c: it is at most the column's lowest writable
+ * ordinal (floor + 1) or at most the lowest ordinal of its unsealed data. relaxed: both are hints
+ * (see delta.h: a stale value over-admits, never refuses what a seal needs). */
+static bool fills_gap(const ovs_column *c, ovstage_ordinal_t ordinal)
+{
+	uint64_t f = atomic_load_explicit(&c->floor, memory_order_relaxed);
+	uint64_t m = atomic_load_explicit(&c->min_unsealed, memory_order_relaxed);
+	return ordinal <= f + 1 || ordinal <= m;
+}
+
+/* Whether every column in cols (every column of the stage when cols is NULL) admits the gap filler. */
+static bool all_fill_gaps(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols, size_t ncols)
+{
+	if (cols) {
+		for (size_t i = 0; i < ncols; i++) {
+			const ovs_column *c = ovs_column_find(st, cols[i]);
+			if (c && !fills_gap(c, ordinal))
+				return false;
+		}
+		return true;
+	}
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **all = atomic_load_explicit(&st->cols, memory_order_acquire);
+	for (size_t i = 0; i < n; i++)
+		if (!fills_gap(all[i], ordinal))
+			return false;
+	return true;
+}
+
+ovstage_api_status_t ovs_check_unsealed(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
+					size_t ncols)
 {
 	/* relaxed: a heuristic bound; a few writes may slip past a concurrent check. */
 	int64_t u = atomic_load_explicit(&st->unsealed_bytes, memory_order_relaxed);
-	if (st->max_unsealed_bytes && u >= st->max_unsealed_bytes)
-		return ovs_err_set(OVSTAGE_ERROR_QUEUE_FULL,
-				   "%lld MiB of written data is waiting for advance_write_floor (limit %lld MiB, "
-				   "OVSTAGE_MAX_UNSEALED_MB): seal, then retry",
-				   (long long)(u >> 20), (long long)(st->max_unsealed_bytes >> 20));
-	return OVSTAGE_OK;
+	if (!st->max_unsealed_bytes || u < st->max_unsealed_bytes || all_fill_gaps(st, ordinal, cols, ncols))
+		return OVSTAGE_OK;
+	return ovs_err_set(OVSTAGE_ERROR_QUEUE_FULL,
+			   "%lld MiB of written data is waiting for advance_write_floor (limit %lld MiB, "
+			   "OVSTAGE_MAX_UNSEALED_MB) and ordinal %llu is above the lowest unsealed ordinal: seal, "
+			   "then retry", (long long)(u >> 20), (long long)(st->max_unsealed_bytes >> 20),
+			   (unsigned long long)ordinal);
+}
+
+/* Lowers c->min_unsealed to o. relaxed: a hint for back-pressure only (delta.h). */
+static void min_unsealed_lower(ovs_column *c, ovstage_ordinal_t o)
+{
+	uint64_t m = atomic_load_explicit(&c->min_unsealed, memory_order_relaxed);
+	while (o < m && !atomic_compare_exchange_weak_explicit(&c->min_unsealed, &m, o, memory_order_relaxed,
+							       memory_order_relaxed))
+		;
+}
+
+void ovs_column_min_unsealed_reset(ovs_column *c)
+{
+	/* relaxed: a hint. A push racing this store may be forgotten (the next push lowers it again): the
+	 * value can only be too high, which admits a write more, never too low, which could refuse the
+	 * write a seal needs. */
+	atomic_store_explicit(&c->min_unsealed, c->pending ? c->pending->ordinal : UINT64_MAX, memory_order_relaxed);
 }
 
 static size_t delta_bytes(const ovs_column *c, const ovs_delta *d)
@@ -54,6 +102,7 @@ void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d)
 		  : d->kind == OVS_DELTA_TOMBSTONE ? nr / 8 /* a presence bitmap */
 						   : (rows + chunks < col ? rows + chunks : col);
 	atomic_fetch_add_explicit(&c->seal_cost, d->cost, memory_order_relaxed);
+	min_unsealed_lower(c, d->ordinal);
 	ovs_delta *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
 	do {
 		d->next = head;

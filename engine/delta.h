@@ -17,8 +17,15 @@ void ovs_delta_free(ovs_delta *d);
  * (nothing is lost: the deltas stay pending for the next seal). */
 bool ovs_column_take_inbox(ovs_column *c);
 
-/* Back-pressure: OVSTAGE_ERROR_QUEUE_FULL (with a message) when the stage holds more unsealed
- * written data than its limit; OVSTAGE_OK otherwise. Checked by writes and maps at the call. */
-ovstage_api_status_t ovs_check_unsealed(ovs_stage *st);
+/* Back-pressure, checked by writes and maps at the call: OVSTAGE_ERROR_QUEUE_FULL (with a message)
+ * when the stage holds more unsealed written data than its limit, unless the write fills a gap in
+ * every column it names (cols NULL: every column of the stage) — its ordinal is at most the column's
+ * floor + 1 or at most the lowest ordinal of the column's unsealed data. Refusing such a write could
+ * leave the seal that frees the budget waiting forever for it (a lagging producer behind a fast one
+ * that filled the budget); admitting it adds at most the gap's writes. OVSTAGE_OK otherwise. */
+ovstage_api_status_t ovs_check_unsealed(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
+					size_t ncols);
+/* Seal side: recomputes c->min_unsealed from the pending list after a seal. */
+void ovs_column_min_unsealed_reset(ovs_column *c);
 
 #endif /* OVSTAGE_ENGINE_DELTA_H */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ovstage/ovstage_ext.h>
+
 #include "api.h"
 #include "errors.h"
 #include "ops.h"
@@ -185,6 +187,26 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 	free(st->name);
 	free(st);
 	ovs_runtime_release();
+	return OVSTAGE_OK;
+}
+
+OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t *instance,
+							      ovstage_ext_memory_stats_t *out)
+{
+	ovs_err_clear();
+	if (!instance || !out)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !instance ? "instance" : "out");
+	ovs_stage *st = ovs_stage_of(instance->context);
+	if (!st || instance->vtable != &g_vtable)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance was not created by ovstage_create_instance");
+	int64_t u = atomic_load_explicit(&st->unsealed_bytes, memory_order_relaxed); /* relaxed: statistics */
+	int64_t b = atomic_load_explicit(&st->mem.buffer_bytes, memory_order_relaxed);
+	int64_t n = atomic_load_explicit(&st->mem.buffers, memory_order_relaxed);
+	out->unsealed_bytes = u > 0 ? (uint64_t)u : 0;
+	out->unsealed_limit = st->max_unsealed_bytes > 0 ? (uint64_t)st->max_unsealed_bytes : 0;
+	out->buffer_bytes = b > 0 ? (uint64_t)b : 0;
+	out->pooled_bytes = ovs_pool_bytes(&st->pool);
+	out->buffers = n > 0 ? (uint64_t)n : 0;
 	return OVSTAGE_OK;
 }
 

@@ -251,7 +251,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		if (s != OVSTAGE_OK)
 			return ovs_rejected(ovs_err_set(s, "%s", err));
 	}
-	s = ovs_check_unsealed(st);
+	s = ovs_check_unsealed(st, ordinal, &t, 1);
 	if (s != OVSTAGE_OK)
 		return ovs_rejected(s);
 	ovs_query *q = ovs_query_get(st, handle);

@@ -93,14 +93,19 @@ static void reclaim_limbo(ovs_stage *st)
 	empty_limbo(g, true);
 }
 
-/* Seals one column through n: builds a version per ordinal, chains it, trims retention. */
+/* acquire/release: the hook and whatever the test prepared for it are published together. */
+static _Atomic(ovs_seal_hook_fn) g_seal_hook;
+
+void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
+{
+	atomic_store_explicit(&g_seal_hook, fn, memory_order_release);
+}
+
+/* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
+ * retention. The inbox was taken by the caller. */
 static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_column *c, ovstage_ordinal_t n,
 					ovs_limbo *gy, char *err, size_t errlen)
 {
-	if (!ovs_column_take_inbox(c)) {
-		ovs_err_format(err, errlen, "out of memory sorting pending writes of a column");
-		return OVSTAGE_ERROR_OUT_OF_MEMORY;
-	}
 	while (c->pending && c->pending->ordinal <= n) {
 		/* cut the run of deltas at this ordinal */
 		ovs_delta *ds = c->pending, *last = ds;
@@ -128,27 +133,39 @@ static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_colum
 		atomic_store_explicit(&v->older, c->latest, memory_order_relaxed);
 		c->latest = v;
 		bury(gy, c, trim_retention(c, v, st->retention));
+		ovs_seal_hook_fn hook = atomic_load_explicit(&g_seal_hook, memory_order_acquire);
+		if (hook)
+			hook();
 	}
 	return OVSTAGE_OK;
 }
 
-ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
-				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
+/* The end of the next batch: the `batch`-th distinct pending ordinal above `from` across the
+ * columns, or n if fewer are pending at or below n. The pending lists are sorted. */
+static ovstage_ordinal_t batch_end(ovs_column **cols, size_t ncols, ovstage_ordinal_t from, ovstage_ordinal_t n,
+				   uint32_t batch)
 {
-	/* The previous seal's retirees first (their spare buffers serve this seal's sparse versions). */
-	reclaim_limbo(st);
-	ovs_limbo *gy = &st->limbo;
-	for (size_t i = 0; i < ncols; i++) {
-		ovstage_api_status_t s = seal_column(st, w, cols[i], n, gy, err, errlen);
-		if (s != OVSTAGE_OK) {
-			/* Versions built so far stay chained (the next seal publishes them); the ones cut from
-			 * retention are dropped after a grace period (rare path: wait for it here). */
-			ovs_grace_wait(&st->grace, ovs_grace_flip(&st->grace));
-			empty_limbo(gy, false);
-			return s;
+	ovstage_ordinal_t cur = from;
+	for (uint32_t k = 0; k < batch; k++) {
+		ovstage_ordinal_t next = n;
+		for (size_t i = 0; i < ncols; i++) {
+			const ovs_delta *d = cols[i]->pending;
+			while (d && d->ordinal <= cur)
+				d = d->next;
+			if (d && d->ordinal < next)
+				next = d->ordinal;
 		}
+		if (next >= n)
+			return n;
+		cur = next;
 	}
-	/* Build the new snapshot: every column known now, with its latest version. */
+	return cur;
+}
+
+/* Publishes a snapshot of every column's latest version and raises the floors of `cols` to m. */
+static ovstage_api_status_t publish(ovs_stage *st, ovs_column **cols, size_t ncols, ovstage_ordinal_t m,
+				    bool advance_stage_floor, char *err, size_t errlen)
+{
 	size_t total = atomic_load_explicit(&st->ncols, memory_order_acquire);
 	ovs_column **all = atomic_load_explicit(&st->cols, memory_order_acquire);
 	ovs_snapshot *snap = calloc(1, sizeof *snap);
@@ -177,25 +194,65 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 	snap->seq = prev ? prev->seq + 1 : 1;
 	/* The versions (and everything sealed into them) become visible to readers all at once. */
 	ovs_snapshot *old = ovs_grace_publish(&st->grace, snap);
-	/* Floors move after the snapshot: a reader that sees floor >= N then reads a snapshot that
-	 * holds ordinal N. release: orders the snapshot store before the floor. */
+	/* Floors move after the snapshot: a reader that sees floor >= m then reads a snapshot that
+	 * holds ordinal m. release: orders the snapshot store before the floor. */
 	for (size_t i = 0; i < ncols; i++) {
 		uint64_t f = atomic_load_explicit(&cols[i]->floor, memory_order_relaxed);
-		if (n > f)
-			atomic_store_explicit(&cols[i]->floor, n, memory_order_release);
+		if (m > f)
+			atomic_store_explicit(&cols[i]->floor, m, memory_order_release);
 	}
-	if (advance_stage_floor && n > atomic_load_explicit(&st->all_floor, memory_order_relaxed))
-		atomic_store_explicit(&st->all_floor, n, memory_order_release);
+	if (advance_stage_floor && m > atomic_load_explicit(&st->all_floor, memory_order_relaxed))
+		atomic_store_explicit(&st->all_floor, m, memory_order_release);
 	/* Retire the old snapshot and the cut versions: new readers use the other counter from the
-	 * flip on and cannot reach them; the readers of this parity are waited for by the next seal. */
+	 * flip on and cannot reach them. */
+	ovs_limbo *gy = &st->limbo;
 	gy->snap = old;
 	gy->parity = ovs_grace_flip(&st->grace);
 	gy->used = true;
-	/* Usually nobody is inside: free now; otherwise the next seal does (it waits for them then, by
-	 * which time they have left). */
+	/* Usually nobody is inside: free now; otherwise the next batch or seal waits for them (by then
+	 * they have left: a pin is a few dozen instructions). */
 	if (ovs_grace_quiet(&st->grace, gy->parity))
 		empty_limbo(gy, true);
 	return OVSTAGE_OK;
+}
+
+ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
+{
+	/* The previous seal's retirees first (their spare buffers serve this seal's sparse versions). */
+	reclaim_limbo(st);
+	ovs_limbo *gy = &st->limbo;
+	for (size_t i = 0; i < ncols; i++)
+		if (!ovs_column_take_inbox(cols[i])) {
+			ovs_err_format(err, errlen, "out of memory sorting pending writes of a column");
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+	/* Publish in batches of at most OVS_SEAL_BATCH ordinals: the versions cut from retention wait in
+	 * the limbo only until their batch is published, so a seal that catches up on many ordinals
+	 * holds a bounded number of retired versions, and readers see its progress. Each publication
+	 * holds every ordinal up to its end, in every column of the scope. */
+	uint32_t batch = st->retention / 2 > OVS_SEAL_BATCH ? OVS_SEAL_BATCH : (st->retention / 2 ? st->retention / 2 : 1);
+	ovstage_ordinal_t done = 0;
+	for (;;) {
+		ovstage_ordinal_t m = batch_end(cols, ncols, done, n, batch);
+		for (size_t i = 0; i < ncols; i++) {
+			ovstage_api_status_t s = seal_column(st, w, cols[i], m, gy, err, errlen);
+			if (s != OVSTAGE_OK) {
+				/* Versions built so far stay chained (the next seal publishes them); the ones cut
+				 * from retention are dropped after a grace period (rare path: wait for it here). */
+				ovs_grace_wait(&st->grace, ovs_grace_flip(&st->grace));
+				empty_limbo(gy, false);
+				return s;
+			}
+		}
+		for (size_t i = 0; i < ncols; i++)
+			ovs_column_min_unsealed_reset(cols[i]);
+		ovstage_api_status_t s = publish(st, cols, ncols, m, advance_stage_floor, err, errlen);
+		if (s != OVSTAGE_OK || m >= n)
+			return s;
+		reclaim_limbo(st); /* the batch's retirees, before the next batch cuts more */
+		done = m;
+	}
 }
 
 void ovs_seal_fini(ovs_stage *st)

@@ -11,6 +11,9 @@
 
 #include "store.h"
 
+/* Most ordinals one publication of a seal covers (also at most half the retention). */
+#define OVS_SEAL_BATCH 32u
+
 /* Seals `cols` (ncols columns) through ordinal n and publishes one snapshot. Runs as a job; w is
  * the worker (for parallel work). Returns OVSTAGE_OK or a status with a message in err. */
 ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
@@ -18,6 +21,11 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 
 /* The latest version of a column in a snapshot, or NULL. */
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c);
+
+/* Test hook: when set, a seal calls it after each version it builds (on the sealing thread), so a
+ * test can observe what a seal in progress holds. */
+typedef void (*ovs_seal_hook_fn)(void);
+void ovs_seal_set_test_hook(ovs_seal_hook_fn fn);
 
 /* Frees the limbo and the current snapshot (destroy). */
 void ovs_seal_fini(ovs_stage *st);

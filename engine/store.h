@@ -150,6 +150,8 @@ typedef struct ovs_column {
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
 	_Atomic(ovs_delta *) inbox;       /* deltas waiting for a seal (Treiber push, take-all) */
+	_Atomic uint64_t min_unsealed;    /* lowest ordinal of unsealed deltas (UINT64_MAX: none); a hint
+	                                   * for back-pressure that may be too high, never too low */
 	_Atomic uint64_t seal_cost;       /* bytes the unsealed deltas may make a seal copy (estimate:
 	                                   * added at push, subtracted when sealed; floor.c runs small
 	                                   * seals in the call) */

@@ -744,7 +744,7 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 				(int)prim_mode);
 		goto reject_all;
 	}
-	s = ovs_check_unsealed(st); /* back-pressure: too much written data waits for a seal */
+	s = ovs_check_unsealed(st, ordinal, NULL, 0); /* back-pressure: too much written data waits for a seal */
 	if (s != OVSTAGE_OK)
 		goto reject_all;
 	/* Managed tensors: non-NULL and unique across the batch. */

@@ -812,8 +812,15 @@ int main(int argc, char **argv)
 	}
 	/* progress: 4 updates a second on a terminal, one a second otherwise */
 	double period = tty ? 0.25 : 1.0, next = now_s() + period;
+	ovstage_ext_memory_stats_t mem, mem_peak = { 0 };
 	while (!atomic_load(&d->done)) {
 		sleep_us(10000);
+		if (ovstage_ext_get_memory_stats(d->st, &mem) == OVSTAGE_OK) {
+			if (mem.buffer_bytes > mem_peak.buffer_bytes)
+				mem_peak.buffer_bytes = mem.buffer_bytes;
+			if (mem.unsealed_bytes > mem_peak.unsealed_bytes)
+				mem_peak.unsealed_bytes = mem.unsealed_bytes;
+		}
 		if (show && now_s() >= next) {
 			progress(d, tty, false);
 			next += period;
@@ -830,6 +837,8 @@ int main(int argc, char **argv)
 	if (show)
 		progress(d, tty, true);
 	long rss_end = proc_status_kb("VmRSS"), hwm = proc_status_kb("VmHWM");
+	if (ovstage_ext_get_memory_stats(d->st, &mem) != OVSTAGE_OK)
+		memset(&mem, 0, sizeof mem);
 
 	double wall = (d->t_sealed > d->t_start ? d->t_sealed : t_end) - d->t_start;
 	uint64_t bytes = atomic_load(&d->bytes_written);
@@ -859,8 +868,11 @@ int main(int argc, char **argv)
 	row("range reads rebased", "%" PRIu64, d->ranges_rebased);
 	row("values checked", "%" PRIu64, atomic_load(&d->values_checked));
 	row("mismatches", "%" PRIu64, mism);
-	row("RSS start / end", "%.1f / %.1f MB", (double)rss_start / 1024.0, (double)rss_end / 1024.0);
-	row("retained memory (RSS delta)", "%.1f MB (peak RSS %.1f MB)", (double)(rss_end - rss_start) / 1024.0,
+	row("engine memory (end / peak)", "%.1f / %.1f MB in buffers (%.1f MB pooled at the end)",
+	    (double)mem.buffer_bytes * 1e-6, (double)mem_peak.buffer_bytes * 1e-6, (double)mem.pooled_bytes * 1e-6);
+	row("unsealed (peak / limit)", "%.1f / %.1f MB", (double)mem_peak.unsealed_bytes * 1e-6,
+	    (double)mem.unsealed_limit * 1e-6);
+	row("process RSS (start/end/peak)", "%.1f / %.1f / %.1f MB", (double)rss_start / 1024.0, (double)rss_end / 1024.0,
 	    (double)hwm / 1024.0);
 	if (failed)
 		printf("\nERROR: %s\n", d->error);

@@ -28,6 +28,7 @@
 #ifndef OVSTAGE_EXT_H
 #define OVSTAGE_EXT_H
 
+#include "ovstage_api/ovstage_api.h"
 #include "ovstage_types.h"
 
 #define OVSTAGE_CONFIG_EXT_WORKER_COUNT ((ovstage_config_uint64_t)0x4f560001)
@@ -36,5 +37,29 @@
 #define OVSTAGE_CONFIG_EXT_PIN_WORKERS ((ovstage_config_bool_t)0x4f560004)
 #define OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB ((ovstage_config_uint64_t)0x4f560005)
 #define OVSTAGE_CONFIG_EXT_CHUNK_KB ((ovstage_config_uint64_t)0x4f560006)
+
+/*
+ * Memory a stage holds, in bytes (an extension: ovstage 0.2.1 has no such call). A racy snapshot of
+ * counters kept with relaxed atomics: exact when the stage is quiescent.
+ *   unsealed_bytes  written data waiting for advance_write_floor: what OVSTAGE_MAX_UNSEALED_MB bounds
+ *   unsealed_limit  that bound (0 = none)
+ *   buffer_bytes    every column buffer the stage holds: retained versions, unsealed deltas' buffers,
+ *                   versions retired by a seal and not yet freed, read and map groups still held by
+ *                   the caller, and free buffers kept for reuse (pooled_bytes); not counted: row lists,
+ *                   presence bitmaps and deltas below 64 KiB, which live in the C allocator
+ *   pooled_bytes    of buffer_bytes, free buffers kept for reuse (at most 1 GiB per stage)
+ *   buffers         buffers live (pooled ones included)
+ */
+typedef struct ovstage_ext_memory_stats_t {
+	uint64_t unsealed_bytes;
+	uint64_t unsealed_limit;
+	uint64_t buffer_bytes;
+	uint64_t pooled_bytes;
+	uint64_t buffers;
+} ovstage_ext_memory_stats_t;
+
+/* OVSTAGE_OK, or OVSTAGE_ERROR_INVALID_ARGUMENT for a NULL or foreign instance or a NULL out. */
+OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t *instance,
+							      ovstage_ext_memory_stats_t *out);
 
 #endif /* OVSTAGE_EXT_H */
