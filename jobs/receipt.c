@@ -44,8 +44,10 @@ static void slot_recycle(jobs_receipts *r, jobs_slot *sl)
 	sl->fn = NULL;
 	sl->arg = NULL;
 	sl->cleanup = NULL;
-	/* relaxed: published by the release store of state below. */
-	atomic_store_explicit(&sl->id, 0, memory_order_relaxed);
+	/* release: a submitter that reads 0 here for a gone dependency (acquire, jobs_slot_pin_or_gone)
+	 * then sees the DONE that our RECYCLING CAS acquired. Allocators read the id only after the
+	 * release store of state below. */
+	atomic_store_explicit(&sl->id, 0, memory_order_release);
 	atomic_fetch_sub_explicit(&r->live, 1, memory_order_relaxed);
 	/* release: the clearing above happens-before the acquiring CAS of the next allocation. */
 	atomic_store_explicit(&sl->state, 0, memory_order_release);
@@ -145,6 +147,27 @@ jobs_slot *jobs_slot_pin(jobs_receipts *r, jobs_id id, bool allow_released)
 		return NULL;
 	}
 	return sl;
+}
+
+jobs_slot *jobs_slot_pin_or_gone(jobs_receipts *r, jobs_id id, bool *gone)
+{
+	*gone = false;
+	jobs_slot *sl = &r->slots[id & r->mask];
+	for (;;) {
+		jobs_slot *p = jobs_slot_pin(r, id, true);
+		if (p)
+			return p;
+		/* relaxed: an id below next_id was handed out at some time; the caller vouches for it. */
+		if (id == JOBS_INVALID_ID || id >= atomic_load_explicit(&r->next_id, memory_order_relaxed))
+			return NULL;
+		/* acquire, acquire: the argument is in receipt.h ("Gone receipts"). */
+		uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+		if (!(st & JOBS_ST_LIVE) || atomic_load_explicit(&sl->id, memory_order_acquire) != id) {
+			*gone = true;
+			return NULL;
+		}
+		/* LIVE with our id: the pin lost a race with a transient state; try again. */
+	}
 }
 
 void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl)

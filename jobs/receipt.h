@@ -12,6 +12,29 @@
  * resolving a fence). The thread whose state transition leaves RELEASED|DONE with no pins recycles
  * the slot: it first moves the state to RECYCLING (no LIVE bit, so no new pin succeeds and no
  * allocation claims it), clears it, and finally stores 0 (free).
+ *
+ * Every modification of the state word is a read-modify-write except slot_recycle's final store
+ * of 0, which is a release store made after an acquiring RMW (the transition to RECYCLING). Every
+ * store to the id word (publish, recycle's clearing, submit's unpublishing) is a release store.
+ *
+ * Gone receipts (JOBS_AFTER_MAY_BE_RELEASED). A submitter that issued id d (so d's publication
+ * happens-before it) may find d's slot recycled. jobs_slot_pin_or_gone then reports d gone only
+ * after an acquire load that makes d's completion happen-before the caller:
+ *  - state read with acquire and not LIVE: the value lies after d's allocation in the state's
+ *    modification order (coherence: the allocation happens-before us), and the occupancy of d only
+ *    leaves LIVE through RECYCLING, which needs DONE. So the value is d's RECYCLING or a later one.
+ *    Everything between d's DONE (a release RMW) and its recycle's store of 0 is an RMW, so a value
+ *    up to that store lies in DONE's release sequence; a later value lies in the release sequence
+ *    of some recycle's store of 0, and each such store happens-after the previous one (its
+ *    RECYCLING CAS acquires from that release sequence), the first one after d's DONE. Either way
+ *    the acquire load synchronises with a release that happens-after d's DONE.
+ *  - id read with acquire and != d: every id store after d's publication is a release store made
+ *    by a thread that happens-after d's DONE (d's recycle clears it after its RECYCLING CAS; a later
+ *    occupant publishes or unpublishes it after an allocation CAS that acquired a store of 0 that
+ *    happens-after d's DONE, as above), so the load synchronises with it.
+ *  - otherwise (LIVE and id == d) d still occupies the slot: pin again.
+ * Since the body of d is sequenced before its DONE, the body's writes happen-before the caller,
+ * and through the submission's acq_rel decrement of `pending`, before the dependent's body.
  */
 #ifndef OVSTAGE_JOBS_RECEIPT_H
 #define OVSTAGE_JOBS_RECEIPT_H
@@ -96,6 +119,10 @@ void jobs_slot_abandon(jobs_receipts *r, jobs_slot *sl);
 
 /* Pins the slot holding `id`; NULL if the id is not live (or released, unless allow_released). */
 jobs_slot *jobs_slot_pin(jobs_receipts *r, jobs_id id, bool allow_released);
+/* Pins `id` (released or not) for a caller that knows it was issued. NULL with *gone = true if the
+ * receipt was recycled: then its completion happens-before the return (see "Gone receipts" above).
+ * NULL with *gone = false if the id was never issued (0 or not yet handed out). */
+jobs_slot *jobs_slot_pin_or_gone(jobs_receipts *r, jobs_id id, bool *gone);
 void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl);
 
 /* Adds an edge "dependent waits for sl". Returns false if sl is already done (then *failed tells

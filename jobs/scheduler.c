@@ -244,10 +244,16 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	bool may_be_gone = (d->flags & JOBS_AFTER_MAY_BE_RELEASED) != 0;
 	for (; pinned < d->after_count; pinned++) {
 		edges[pinned] = malloc(sizeof(jobs_edge));
-		deps[pinned] = edges[pinned] ? jobs_slot_pin(&s->receipts, d->after[pinned], may_be_gone) : NULL;
-		if (!deps[pinned] && edges[pinned] && may_be_gone && d->after[pinned] != JOBS_INVALID_ID &&
-		    d->after[pinned] < atomic_load_explicit(&s->receipts.next_id, memory_order_relaxed)) {
-			/* Recycled: it completed (recycling needs DONE). Keep a NULL entry: no edge. */
+		bool gone = false;
+		if (!edges[pinned])
+			deps[pinned] = NULL;
+		else if (may_be_gone)
+			deps[pinned] = jobs_slot_pin_or_gone(&s->receipts, d->after[pinned], &gone);
+		else
+			deps[pinned] = jobs_slot_pin(&s->receipts, d->after[pinned], false);
+		if (gone) {
+			/* Recycled: it completed, and its completion happens-before this point (the acquire
+			 * in jobs_slot_pin_or_gone). Keep a NULL entry: no edge. */
 			continue;
 		}
 		if (!deps[pinned]) {
@@ -307,7 +313,8 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 			/* Full. No edge points at us (all dependencies were complete) and the id has not been
 			 * returned: unpublish it and give the slot back. Not accepted: the caller keeps `arg`;
 			 * cleanup does not run. */
-			atomic_store_explicit(&sl->id, 0, memory_order_relaxed);
+			/* release: every id store is one (receipt.h, "Gone receipts"). */
+			atomic_store_explicit(&sl->id, 0, memory_order_release);
 			jobs_slot_abandon(&s->receipts, sl);
 			return JOBS_FULL;
 		} else {
