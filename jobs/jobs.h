@@ -175,6 +175,33 @@ void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)
 bool jobs_run_failed(const jobs_run *run);
 const char *jobs_run_message(const jobs_run *run);
 
+/* Deferred completion. Inside a job body: the job does not complete when the body returns; its
+ * receipt stays pending until jobs_complete() is called with the returned id, from any thread
+ * (another job, a thread outside the pool, a CUDA host callback). Dependents run only then.
+ *  - Returns the job's id (the token for jobs_complete), or JOBS_INVALID_ID if the body already
+ *    called jobs_job_fail (the failure completes the job when the body returns). Calling it again
+ *    returns the same id. Call it before handing the id to the completer.
+ *  - The cleanup still runs when the body returns (ran = true): state that the completer needs
+ *    must live elsewhere.
+ *  - The completion may come before the body returns: the job then completes when the body
+ *    returns, on the body's thread. A jobs_job_fail after jobs_job_defer completes the job failed
+ *    at the body's return unless jobs_complete came first (the first result wins).
+ *  - Ordering: the body and its cleanup, and whatever the completing thread did before
+ *    jobs_complete, happen-before the dependents and any wait or poll that sees the completion.
+ *  - A deferred job still pending at jobs_sched_destroy completes as JOBS_CANCELLED (dependents
+ *    follow); jobs_complete must not race with jobs_sched_destroy. */
+jobs_id jobs_job_defer(jobs_run *run);
+
+/* Completes a job that deferred its completion (jobs_job_defer): code 0 = success (msg ignored);
+ * any other code = failure with that code and a copy of msg (NULL: a generic message), which
+ * propagates to dependents as for a failed body. Callable from any thread, also after the receipt
+ * was released. It runs no job body and no cleanup on the calling thread: the dependents that
+ * become ready go to the shared ready stack and a worker is woken (JOBS_RUN_INLINE dependents
+ * included; in a 0-worker pool they run in a waiting thread). It does not block; it allocates
+ * only the copy of msg (a failure without a message if that allocation fails). Returns
+ * JOBS_INVALID if the id is unknown, its job did not defer, or it was already completed. */
+jobs_status jobs_complete(jobs_sched *s, jobs_id id, int code, const char *msg);
+
 /* Inside a job body: the receipt of the job being run. */
 jobs_id jobs_run_id(const jobs_run *run);
 

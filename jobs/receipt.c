@@ -88,6 +88,7 @@ jobs_slot *jobs_slot_alloc(jobs_receipts *r, jobs_id *out_id)
 			continue; /* occupied by an older receipt: skip this id */
 		atomic_store_explicit(&sl->pending, 1, memory_order_relaxed);
 		atomic_store_explicit(&sl->fences_left, 0, memory_order_relaxed);
+		atomic_store_explicit(&sl->defer, 0, memory_order_relaxed);
 		atomic_store_explicit(&sl->failed_dep, 0, memory_order_relaxed);
 		atomic_store_explicit(&sl->succ, NULL, memory_order_relaxed);
 		atomic_store_explicit(&sl->next, NULL, memory_order_relaxed);

@@ -58,6 +58,17 @@ enum {
 #define JOBS_ST_PIN_ONE (1u << JOBS_ST_PIN_SHIFT)
 #define JOBS_ST_PINS(st) ((st) >> JOBS_ST_PIN_SHIFT)
 
+/* Bits of jobs_slot.defer: the handshake between a body that deferred its completion and the one
+ * jobs_complete call that completes it. Whichever of the body's return (RETURNED) and the
+ * completer's result (GIVEN) comes second in the word's modification order completes the receipt;
+ * both are acq_rel RMWs, so the second one has acquired the first one's effects. */
+enum {
+	JOBS_DEFER_ARMED = 1u << 0,    /* the body called jobs_job_defer */
+	JOBS_DEFER_CLAIMED = 1u << 1,  /* a completer (or the body's own failure) owns the result */
+	JOBS_DEFER_GIVEN = 1u << 2,    /* the completer stored code and message in the slot */
+	JOBS_DEFER_RETURNED = 1u << 3, /* the body returned and its cleanup ran */
+};
+
 /* Codes the jobs layer itself puts into a receipt (application codes are positive). */
 #define JOBS_CODE_DEPENDENCY_FAILED (-1)
 #define JOBS_CODE_CANCELLED (-2)
@@ -79,6 +90,7 @@ struct jobs_slot {
 	_Atomic uint32_t state;       /* JOBS_ST_* flags | pins << 8 */
 	_Atomic int32_t pending;      /* unresolved dependencies + fences (+1 while being submitted) */
 	_Atomic uint32_t fences_left; /* fences not yet resolved (guards over-resolution) */
+	_Atomic uint32_t defer;       /* JOBS_DEFER_* bits; 0 unless the body deferred completion */
 	uint32_t flags;               /* jobs_job_desc.flags */
 	uint64_t tag;                 /* jobs_job_desc.tag */
 	_Atomic uint64_t failed_dep;  /* first failed dependency's id, 0 if none */
@@ -87,8 +99,8 @@ struct jobs_slot {
 	jobs_job_fn fn;               /* the body */
 	void *arg;                    /* its argument */
 	jobs_cleanup_fn cleanup;      /* optional; runs once */
-	int code;                     /* result code, published by the DONE release */
-	char *message;                /* failure message (malloc'd) or NULL, published by DONE */
+	int code;                     /* result code, published by the DONE release (deferred: by GIVEN) */
+	char *message;                /* failure message (malloc'd) or NULL, published by DONE (or GIVEN) */
 };
 
 /* What a running body sees (jobs_run is opaque in jobs.h). */
@@ -98,6 +110,8 @@ struct jobs_run {
 	int code;            /* set by jobs_job_fail */
 	char *message;       /* set by jobs_job_fail */
 	bool failed;         /* jobs_job_fail was called */
+	bool deferred;       /* jobs_job_defer was called */
+	jobs_slot *slot;     /* the slot being run (jobs_job_defer arms its defer word) */
 };
 
 typedef struct jobs_receipts {

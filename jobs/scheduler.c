@@ -155,6 +155,8 @@ static void drain_on_helper(jobs_sched *s)
 	jobs_tls_set(prev);
 }
 
+static bool cancel_deferred(jobs_sched *s, jobs_slot *sl); /* "Deferred completion" below */
+
 void jobs_sched_destroy(jobs_sched *s)
 {
 	if (!s)
@@ -187,6 +189,10 @@ void jobs_sched_destroy(jobs_sched *s)
 			uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
 			if (!(st & JOBS_ST_LIVE) || (st & JOBS_ST_DONE))
 				continue;
+			if (cancel_deferred(s, sl)) {
+				any = true;
+				continue;
+			}
 			/* Resolve the fences nobody resolved; jobs that still wait for dependencies are
 			 * cancelled when those complete (every chain ends in a fence or runnable work). */
 			uint32_t f = atomic_exchange_explicit(&sl->fences_left, 0, memory_order_relaxed);
@@ -349,6 +355,76 @@ jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
 	else if (ready)
 		jobs_schedule_ready(s, sl); /* cannot be recycled: not DONE until it runs */
 	return JOBS_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Deferred completion
+ */
+
+/* The message of a failed deferred completion: a copy of msg, or a generic one. */
+static char *defer_message(jobs_id id, int code, const char *msg)
+{
+	char *m = NULL;
+	if (msg)
+		return strdup(msg);
+	if (asprintf(&m, "op %llu failed (code %d)", (unsigned long long)id, code) < 0)
+		return NULL;
+	return m;
+}
+
+/* Claims the completion of a deferred job: false unless it deferred and nobody claimed it yet. */
+static bool defer_claim(jobs_slot *sl)
+{
+	uint32_t v = atomic_load_explicit(&sl->defer, memory_order_relaxed);
+	do {
+		if (!(v & JOBS_DEFER_ARMED) || (v & JOBS_DEFER_CLAIMED))
+			return false;
+		/* relaxed: the claim only excludes other completers; GIVEN (acq_rel) orders the data. */
+	} while (!atomic_compare_exchange_weak_explicit(&sl->defer, &v, v | JOBS_DEFER_CLAIMED,
+							memory_order_relaxed, memory_order_relaxed));
+	return true;
+}
+
+jobs_status jobs_complete(jobs_sched *s, jobs_id id, int code, const char *msg)
+{
+	if (!s)
+		return JOBS_INVALID;
+	jobs_slot *sl = jobs_slot_pin(&s->receipts, id, true);
+	if (!sl)
+		return JOBS_INVALID;
+	if (!defer_claim(sl)) {
+		jobs_slot_unpin(&s->receipts, sl);
+		return JOBS_INVALID;
+	}
+	/* Plain writes: we own the result fields now; the body's return reads them only after
+	 * acquiring GIVEN, and the DONE release publishes them to everyone else. */
+	sl->code = code;
+	sl->message = code ? defer_message(id, code, msg) : NULL;
+	/* Not DONE, and only we (after GIVEN) or the body's return (after seeing GIVEN) complete it:
+	 * it cannot be recycled under us without the pin. */
+	jobs_slot_unpin(&s->receipts, sl);
+	/* acq_rel: release — our result (and what we did before this call) happens-before the body's
+	 * return if it completes; acquire — if it returned first, its effects happen-before ours. */
+	uint32_t old = atomic_fetch_or_explicit(&sl->defer, JOBS_DEFER_GIVEN, memory_order_acq_rel);
+	if (old & JOBS_DEFER_RETURNED)
+		jobs_complete_slot(s, sl, id, code ? JOBS_ST_FAILED : 0, sl->code, sl->message, true);
+	return JOBS_OK;
+}
+
+/* Destroy: a deferred job whose completion never came completes as cancelled (the caller of
+ * destroy guarantees that no jobs_complete races with it). True if sl was one. */
+static bool cancel_deferred(jobs_sched *s, jobs_slot *sl)
+{
+	uint32_t v = atomic_load_explicit(&sl->defer, memory_order_relaxed);
+	if (!(v & JOBS_DEFER_RETURNED) || !defer_claim(sl))
+		return false;
+	jobs_id id = atomic_load_explicit(&sl->id, memory_order_relaxed);
+	char *m = NULL;
+	if (asprintf(&m, "op %llu cancelled: the scheduler was destroyed before its deferred completion",
+		     (unsigned long long)id) < 0)
+		m = NULL;
+	jobs_complete_slot(s, sl, id, JOBS_ST_FAILED | JOBS_ST_CANCELLED, JOBS_CODE_CANCELLED, m, true);
+	return true;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -60,8 +60,19 @@ void jobs_notify_work(jobs_sched *s);
 /* Makes a job whose pending count reached zero runnable. */
 void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl);
 
-/* Runs (or cancels) a job and completes its receipt; propagates to dependents. */
+/* Makes a ready job runnable through the shared ready stack (never the caller's deque) and wakes a
+ * worker: nothing runs on the calling thread. */
+void jobs_schedule_ready_shared(jobs_sched *s, jobs_slot *sl);
+
+/* Runs (or cancels) a job and completes its receipt; propagates to dependents (unless the body
+ * deferred its completion, which jobs_complete then finishes). */
 void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl);
+
+/* Completes sl (id `id`) with result flags, code and message (ownership taken) and makes the
+ * dependents that become ready runnable: with jobs_schedule_ready, or, if `shared`, with
+ * jobs_schedule_ready_shared. sl may be recycled once this returns. */
+void jobs_complete_slot(jobs_sched *s, jobs_slot *sl, jobs_id id, uint32_t result, int code,
+			char *message, bool shared);
 
 /* Finds one unit of work for w (its own detached frames, the injection queue, the ready stack,
  * stealing) and runs it, returning to the same deque top. False if there was none. */

@@ -111,9 +111,50 @@ static char *dup_printf(const char *fmt, unsigned long long v)
 	return m;
 }
 
+jobs_id jobs_job_defer(jobs_run *run)
+{
+	if (run->failed)
+		return JOBS_INVALID_ID; /* the failure completes the job when the body returns */
+	if (!run->deferred) {
+		run->deferred = true;
+		/* relaxed: only this thread writes the word before the id leaves it; whatever hands the id
+		 * to the completer orders this store before the completer's claim (coherence). */
+		atomic_store_explicit(&run->slot->defer, JOBS_DEFER_ARMED, memory_order_relaxed);
+	}
+	return run->id;
+}
+
+/* After a deferring body returned (and its cleanup ran): true if this thread completes the job now
+ * (with *result and run's code/message), false if the completer will. */
+static bool deferred_returned(jobs_slot *sl, jobs_run *run, uint32_t *result)
+{
+	if (run->failed) {
+		uint32_t armed = JOBS_DEFER_ARMED;
+		/* relaxed: the body's own failure claims the result unless a completer did; nothing is
+		 * read from the completer either way. */
+		if (atomic_compare_exchange_strong_explicit(&sl->defer, &armed,
+							    armed | JOBS_DEFER_CLAIMED | JOBS_DEFER_RETURNED,
+							    memory_order_relaxed, memory_order_relaxed))
+			return true;
+		free(run->message); /* a completer claimed first: its result stands */
+		run->message = NULL;
+		run->failed = false;
+	}
+	/* acq_rel: release — if the completer comes second, the body's effects and cleanup
+	 * happen-before its completion; acquire — if it came first, we read its code and message. */
+	uint32_t old = atomic_fetch_or_explicit(&sl->defer, JOBS_DEFER_RETURNED, memory_order_acq_rel);
+	if (!(old & JOBS_DEFER_GIVEN))
+		return false; /* sl may be completed and recycled from here on */
+	run->code = sl->code;
+	run->message = sl->message;
+	*result = run->code ? JOBS_ST_FAILED : 0;
+	return true;
+}
+
 void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
 {
 	jobs_run run = {0};
+	run.slot = sl;
 	/* relaxed: the slot was handed to us through a release/acquire chain (deque, queue, ready stack,
 	 * or the pending count reaching zero with acq_rel), which ordered these writes before. */
 	run.id = atomic_load_explicit(&sl->id, memory_order_relaxed);
@@ -139,8 +180,16 @@ void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
 	}
 	if (sl->cleanup)
 		sl->cleanup(sl->arg, ran);
-	jobs_edge *e = jobs_slot_complete(&s->receipts, sl, result, run.code, run.message);
-	/* sl may be recycled from here on: use only run.id. */
+	if (run.deferred && !deferred_returned(sl, &run, &result))
+		return; /* jobs_complete completes it */
+	jobs_complete_slot(s, sl, run.id, result, run.code, run.message, false);
+}
+
+void jobs_complete_slot(jobs_sched *s, jobs_slot *sl, jobs_id id, uint32_t result, int code,
+			char *message, bool shared)
+{
+	jobs_edge *e = jobs_slot_complete(&s->receipts, sl, result, code, message);
+	/* sl may be recycled from here on: use only id. */
 	while (e) {
 		jobs_edge *next = e->next;
 		jobs_slot *d = e->dependent;
@@ -148,13 +197,17 @@ void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
 			jobs_id zero = 0;
 			/* relaxed: read by the dependent only after its pending count hits zero, which the
 			 * acq_rel decrement below orders after this store. */
-			atomic_compare_exchange_strong_explicit(&d->failed_dep, &zero, run.id,
+			atomic_compare_exchange_strong_explicit(&d->failed_dep, &zero, id,
 								memory_order_relaxed, memory_order_relaxed);
 		}
 		/* acq_rel: the last decrement acquires every earlier one (each released its
 		 * predecessor's effects), so the job that becomes ready sees all of its dependencies. */
-		if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1)
-			jobs_schedule_ready(s, d);
+		if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1) {
+			if (shared)
+				jobs_schedule_ready_shared(s, d);
+			else
+				jobs_schedule_ready(s, d);
+		}
 		free(e);
 		e = next;
 	}
@@ -193,6 +246,12 @@ void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl)
 			jobs_publish_all_owner(w);
 		return;
 	}
+	ready_push(s, sl);
+	jobs_notify_work(s);
+}
+
+void jobs_schedule_ready_shared(jobs_sched *s, jobs_slot *sl)
+{
 	ready_push(s, sl);
 	jobs_notify_work(s);
 }
