@@ -142,6 +142,13 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *desc, jobs_id *out_i
  * unknown, the job already ran, or no fence is unresolved. */
 jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id);
 
+/* As jobs_fence_resolve, but never runs anything on the calling thread: a job whose last fence
+ * this is — JOBS_RUN_INLINE or not — goes to the shared ready stack and a worker is woken (in a
+ * 0-worker pool a waiting thread runs it). For foreign threads (CUDA host callbacks, I/O
+ * completion threads) that must return quickly, and for code on a worker that must not have a
+ * job pushed onto its own deque. Never blocks, never allocates. Same status codes. */
+jobs_status jobs_fence_resolve_async(jobs_sched *s, jobs_id id);
+
 /* One look at a receipt: JOBS_PENDING, JOBS_OK, JOBS_FAILED, JOBS_CANCELLED or JOBS_INVALID. */
 jobs_status jobs_poll(jobs_sched *s, jobs_id id);
 

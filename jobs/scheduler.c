@@ -331,7 +331,9 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	return JOBS_OK;
 }
 
-jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
+/* Resolves one fence of `id`; if it was the last, runs the job here (JOBS_RUN_INLINE and `inline_ok`)
+ * or schedules it (on our deque if we are a worker and `inline_ok`, else on the shared ready stack). */
+static jobs_status fence_resolve(jobs_sched *s, jobs_id id, bool inline_ok)
 {
 	if (!s)
 		return JOBS_INVALID;
@@ -350,11 +352,26 @@ jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
 	/* acq_rel: as for dependency edges — the resolver's writes happen-before the job. */
 	bool ready = atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_acq_rel) == 1;
 	jobs_slot_unpin(&s->receipts, sl);
-	if (ready && (sl->flags & JOBS_RUN_INLINE))
-		jobs_run_slot(jobs_tls_worker(s), s, sl); /* cannot be recycled: not DONE until it runs */
-	else if (ready)
-		jobs_schedule_ready(s, sl); /* cannot be recycled: not DONE until it runs */
+	/* sl cannot be recycled below: it is not DONE until it runs. */
+	if (!ready)
+		return JOBS_OK;
+	if (!inline_ok)
+		jobs_schedule_ready_shared(s, sl);
+	else if (sl->flags & JOBS_RUN_INLINE)
+		jobs_run_slot(jobs_tls_worker(s), s, sl);
+	else
+		jobs_schedule_ready(s, sl);
 	return JOBS_OK;
+}
+
+jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
+{
+	return fence_resolve(s, id, true);
+}
+
+jobs_status jobs_fence_resolve_async(jobs_sched *s, jobs_id id)
+{
+	return fence_resolve(s, id, false);
 }
 
 /* ---------------------------------------------------------------------------------------------
