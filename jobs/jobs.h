@@ -216,8 +216,28 @@ jobs_id jobs_run_id(const jobs_run *run);
  * the first failed dependency, else 0. */
 jobs_id jobs_run_failed_dependency(const jobs_run *run);
 
-/* Registers an idle-time poll hook (at most 8 per scheduler). Returns JOBS_FULL if no room. */
+/* A registered poll hook (for jobs_remove_poll_hook); 0 is never one. */
+typedef uint64_t jobs_hook_id;
+
+/* Registers an idle-time poll hook without a rate limit: every searching worker calls it, several
+ * at once, as often as it searches (at most 8 hooks per scheduler, rate-limited ones included).
+ * JOBS_FULL if no room. Not removable (use jobs_add_poll_hook_rate for that). */
 jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx);
+
+/* Registers a poll hook for one source, called by idle workers with a minimum interval: if
+ * min_interval_ns > 0, at most one thread calls it at a time (so consecutive calls are ordered:
+ * each happens-before the next) and consecutive calls start at least min_interval_ns apart;
+ * workers that find it busy or not yet due count its last report as its outstanding sources.
+ * min_interval_ns = 0 behaves as jobs_add_poll_hook. *out (if not NULL) receives the id for
+ * jobs_remove_poll_hook. JOBS_FULL if 8 hooks are registered; JOBS_INVALID for a NULL fn. */
+jobs_status jobs_add_poll_hook_rate(jobs_sched *s, jobs_poll_fn fn, void *ctx, uint64_t min_interval_ns,
+				    jobs_hook_id *out);
+
+/* Unregisters a hook. When it returns JOBS_OK, no call of the hook is in progress and none will
+ * start, so ctx may be freed. Blocks (yielding) until the calls in progress return. JOBS_INVALID for
+ * an unknown or already removed id, and when called from inside any poll hook (it could wait for
+ * itself, or for a hook that waits for it). */
+jobs_status jobs_remove_poll_hook(jobs_sched *s, jobs_hook_id id);
 
 /* Wakes idle workers so that they call the poll hooks soon (for example after a CUDA event was
  * recorded). Cheap when nobody sleeps. */

@@ -124,7 +124,12 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 	atomic_init(&s->cancelling, 0);
 	atomic_init(&s->helper_busy, 0);
 	atomic_init(&s->n_hooks, 0);
-	atomic_init(&s->hooks_reserved, 0);
+	for (int i = 0; i < JOBS_MAX_POLL_HOOKS; i++) {
+		atomic_init(&s->hooks[i].ref, 0);
+		atomic_init(&s->hooks[i].busy, 0);
+		atomic_init(&s->hooks[i].outstanding, 0);
+		atomic_init(&s->hooks[i].last_ns, 0);
+	}
 	for (int i = 0; i < s->n_workers; i++) {
 		if (pthread_create(&s->threads[i], NULL, jobs_worker_main, s->ctx[i]) != 0) {
 			/* stop the ones already started */
@@ -611,22 +616,82 @@ jobs_status jobs_release(jobs_sched *s, jobs_id id)
 	return jobs_slot_release(&s->receipts, id);
 }
 
-jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx)
+/* Claims a free hook entry with a new generation; returns its index or -1 if none is free. */
+static int hook_claim(jobs_sched *s, uint64_t *gen)
 {
+	for (int i = 0; i < JOBS_MAX_POLL_HOOKS; i++) {
+		jobs_poll_hook *h = &s->hooks[i];
+		uint64_t v = atomic_load_explicit(&h->ref, memory_order_relaxed);
+		while (!(v & (JOBS_HOOK_CLAIMED | JOBS_HOOK_ACTIVE))) {
+			uint64_t g = (JOBS_HOOK_GEN(v) + 1) & JOBS_HOOK_GEN_MASK;
+			g = g ? g : 1;
+			uint64_t nv = (v & 0xffffffffu) | JOBS_HOOK_CLAIMED | (g << JOBS_HOOK_GEN_SHIFT);
+			/* acquire: pairs with the release that freed the entry: the previous registration's
+			 * callers have finished reading fn/ctx before we overwrite them. */
+			if (atomic_compare_exchange_weak_explicit(&h->ref, &v, nv, memory_order_acquire,
+								  memory_order_relaxed)) {
+				*gen = g;
+				return i;
+			}
+		}
+	}
+	return -1;
+}
+
+jobs_status jobs_add_poll_hook_rate(jobs_sched *s, jobs_poll_fn fn, void *ctx, uint64_t min_interval_ns,
+				    jobs_hook_id *out)
+{
+	if (out)
+		*out = 0;
 	if (!s || !fn)
 		return JOBS_INVALID;
-	/* relaxed: reserving an index needs only atomicity. */
-	uint32_t n = atomic_fetch_add_explicit(&s->hooks_reserved, 1, memory_order_relaxed);
-	if (n >= JOBS_MAX_POLL_HOOKS)
-		return JOBS_FULL; /* hooks_reserved stays past the end: later calls fail too */
-	s->hooks[n].fn = fn;
-	s->hooks[n].ctx = ctx;
-	/* Publish in index order: wait for the registrations before ours (a few instructions each),
-	 * then release: the entry is visible to workers that acquire the count. */
-	while (atomic_load_explicit(&s->n_hooks, memory_order_acquire) != n)
-		sched_yield();
-	atomic_store_explicit(&s->n_hooks, n + 1, memory_order_release);
+	uint64_t gen;
+	int i = hook_claim(s, &gen);
+	if (i < 0)
+		return JOBS_FULL;
+	jobs_poll_hook *h = &s->hooks[i];
+	h->fn = fn;
+	h->ctx = ctx;
+	h->interval_ns = min_interval_ns;
+	/* relaxed: published by the release of ACTIVE below (busy is 0: the last holder released it). */
+	atomic_store_explicit(&h->last_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->outstanding, 0, memory_order_relaxed);
+	/* release: the fields above are visible to callers whose acquiring increment sees ACTIVE. */
+	atomic_fetch_or_explicit(&h->ref, JOBS_HOOK_ACTIVE, memory_order_release);
+	/* relaxed: a hint for pollers; the kick's seq_cst fence orders it for sleepers. */
+	atomic_fetch_add_explicit(&s->n_hooks, 1, memory_order_relaxed);
 	jobs_kick(s);
+	if (out)
+		*out = (gen << 8) | (uint64_t)i;
+	return JOBS_OK;
+}
+
+jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx)
+{
+	return jobs_add_poll_hook_rate(s, fn, ctx, 0, NULL);
+}
+
+jobs_status jobs_remove_poll_hook(jobs_sched *s, jobs_hook_id id)
+{
+	uint64_t idx = id & 0xffu, gen = id >> 8;
+	if (!s || idx >= JOBS_MAX_POLL_HOOKS || gen == 0 || gen > JOBS_HOOK_GEN_MASK || jobs_in_poll_hook())
+		return JOBS_INVALID;
+	jobs_poll_hook *h = &s->hooks[idx];
+	uint64_t v = atomic_load_explicit(&h->ref, memory_order_relaxed);
+	do {
+		if (!(v & JOBS_HOOK_ACTIVE) || JOBS_HOOK_GEN(v) != gen)
+			return JOBS_INVALID; /* never registered, removed already, or a later registration */
+		/* relaxed: this CAS only decides between removers; the wait below orders the calls. */
+	} while (!atomic_compare_exchange_weak_explicit(&h->ref, &v, v & ~JOBS_HOOK_ACTIVE,
+							memory_order_relaxed, memory_order_relaxed));
+	atomic_fetch_sub_explicit(&s->n_hooks, 1, memory_order_relaxed); /* relaxed: a hint */
+	/* acquire: the value read lies in the release sequence of every caller's decrement, so every
+	 * call that saw ACTIVE has returned and happens-before our return. Callers that arrive now see
+	 * ACTIVE clear and touch nothing but the count. */
+	while (JOBS_HOOK_CALLS(atomic_load_explicit(&h->ref, memory_order_acquire)) != 0)
+		sched_yield();
+	/* release: pairs with the next registrar's acquiring claim. */
+	atomic_fetch_and_explicit(&h->ref, ~JOBS_HOOK_CLAIMED, memory_order_release);
 	return JOBS_OK;
 }
 

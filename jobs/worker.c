@@ -380,13 +380,73 @@ void jobs_kick(jobs_sched *s)
 		wake_one(s);
 }
 
+static _Thread_local unsigned tls_hook_depth; /* poll hook calls on this thread's stack */
+
+bool jobs_in_poll_hook(void)
+{
+	return tls_hook_depth > 0;
+}
+
+static unsigned hook_invoke(jobs_poll_hook *h)
+{
+	tls_hook_depth++;
+	unsigned r = h->fn(h->ctx);
+	tls_hook_depth--;
+	return r;
+}
+
+/* A rate-limited hook: one caller at a time (try-lock), call starts at least interval_ns apart.
+ * Callers that skip return the last report. */
+static unsigned hook_call_limited(jobs_poll_hook *h)
+{
+	/* relaxed: the report is a hint for the sleep timeout, as the hook's result itself is. */
+	unsigned r = atomic_load_explicit(&h->outstanding, memory_order_relaxed);
+	/* relaxed: a pre-check that spares the lock's line; decided again under the lock. */
+	if (jobs_now_ns() - atomic_load_explicit(&h->last_ns, memory_order_relaxed) < h->interval_ns)
+		return r;
+	/* acquire: pairs with the previous holder's release: its call (and its last_ns) happen-before
+	 * ours, so calls are serialised and the hook needs no synchronisation between its calls. */
+	if (atomic_exchange_explicit(&h->busy, 1, memory_order_acquire))
+		return r;
+	/* The clock is read under the lock: after the previous holder's read, so the difference is
+	 * exact (CLOCK_MONOTONIC) and consecutive call starts lie at least interval_ns apart. */
+	uint64_t now = jobs_now_ns();
+	uint64_t last = atomic_load_explicit(&h->last_ns, memory_order_relaxed);
+	if (now >= last && now - last >= h->interval_ns) {
+		atomic_store_explicit(&h->last_ns, now, memory_order_relaxed); /* relaxed: under busy */
+		r = hook_invoke(h);
+		atomic_store_explicit(&h->outstanding, r, memory_order_relaxed); /* relaxed: a hint */
+	}
+	/* release: see the acquire above. */
+	atomic_store_explicit(&h->busy, 0, memory_order_release);
+	return r;
+}
+
+static unsigned hook_call(jobs_poll_hook *h)
+{
+	/* relaxed: a pre-check that leaves free entries' lines shared; the RMW below decides. */
+	if (!(atomic_load_explicit(&h->ref, memory_order_relaxed) & JOBS_HOOK_ACTIVE))
+		return 0;
+	/* acquire: pairs with the registrar's release of ACTIVE (fn, ctx, interval_ns visible). While
+	 * we are counted, removal waits for us. */
+	uint64_t v = atomic_fetch_add_explicit(&h->ref, 1, memory_order_acquire);
+	unsigned r = 0;
+	if (v & JOBS_HOOK_ACTIVE)
+		r = h->interval_ns ? hook_call_limited(h) : hook_invoke(h);
+	/* release: our reads of the entry and the call happen-before the remover's acquire. */
+	atomic_fetch_sub_explicit(&h->ref, 1, memory_order_release);
+	return r;
+}
+
 unsigned jobs_poll_hooks(jobs_sched *s)
 {
-	/* acquire: pairs with the release increment in jobs_add_poll_hook (hook fields visible). */
-	uint32_t n = atomic_load_explicit(&s->n_hooks, memory_order_acquire);
+	/* relaxed: a hint. A registration that we miss was followed by a jobs_kick, whose seq_cst
+	 * fence pairs with the sleeper's (docs/jobs.md, "Sleeping and waking"). */
+	if (atomic_load_explicit(&s->n_hooks, memory_order_relaxed) == 0)
+		return 0;
 	unsigned outstanding = 0;
-	for (uint32_t i = 0; i < n; i++)
-		outstanding += s->hooks[i].fn(s->hooks[i].ctx);
+	for (uint32_t i = 0; i < JOBS_MAX_POLL_HOOKS; i++)
+		outstanding += hook_call(&s->hooks[i]);
 	return outstanding;
 }
 
