@@ -181,6 +181,8 @@ void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl)
 
 bool jobs_slot_add_edge(jobs_slot *sl, jobs_slot *dependent, jobs_edge *edge, bool *failed)
 {
+	/* Progress: blocking in one case — a completion that closed the list but has not set DONE
+	 * yet is waited out with sched_yield (a few instructions, unless that thread is preempted). */
 	edge->dependent = dependent;
 	/* acquire on failure path: if we see CLOSED we read the final state below. */
 	jobs_edge *head = atomic_load_explicit(&sl->succ, memory_order_acquire);
@@ -203,8 +205,9 @@ bool jobs_slot_add_edge(jobs_slot *sl, jobs_slot *dependent, jobs_edge *edge, bo
 
 jobs_edge *jobs_slot_complete(jobs_receipts *r, jobs_slot *sl, uint32_t result, int code, char *message)
 {
-	/* acq_rel: acquire to read the edges pushed with release; release so that a racing
-	 * add_edge that sees CLOSED also sees... nothing else is needed, it waits for DONE below. */
+	/* acq_rel: the acquire half reads the edges pushed with release. The release half orders
+	 * nothing that is needed: an add_edge that sees CLOSED waits for DONE (acquire) and takes the
+	 * result from the state word, which the DONE transition below publishes. */
 	jobs_edge *edges = atomic_exchange_explicit(&sl->succ, JOBS_EDGES_CLOSED, memory_order_acq_rel);
 	sl->code = code;
 	sl->message = message;

@@ -140,7 +140,8 @@ jobs_slot *jobs_slot_pin_or_gone(jobs_receipts *r, jobs_id id, bool *gone);
 void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl);
 
 /* Adds an edge "dependent waits for sl". Returns false if sl is already done (then *failed tells
- * whether it failed). */
+ * whether it failed). Not lock-free: if sl's completion closed its edge list but has not set DONE
+ * yet, it yields until it does. */
 bool jobs_slot_add_edge(jobs_slot *sl, jobs_slot *dependent, jobs_edge *edge, bool *failed);
 
 /* Marks sl done with result flags (0, FAILED, FAILED|CANCELLED), code and message (ownership

@@ -266,7 +266,10 @@ static void start_searching(jobs_worker *w)
 {
 	if (!w->searching) {
 		w->searching = true;
-		/* relaxed: the count is read after a seq_cst fence by notifiers (see jobs_notify_work). */
+		/* seq_cst, more than the argument needs: notifiers read the count after their seq_cst
+		 * fence, and one that sees us searching and skips the wake-up relies on our pre-sleep
+		 * re-check, which follows our own fence (docs/jobs.md, "Sleeping and waking"), so relaxed
+		 * would do. Kept seq_cst like the count's other updates; an x86 RMW is a full barrier. */
 		atomic_fetch_add_explicit(&w->sched->searching, 1, memory_order_seq_cst);
 	}
 }
