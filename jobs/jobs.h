@@ -15,9 +15,37 @@
  * Contract
  *  - Thread safety: every function here may be called from any thread concurrently, workers
  *    included, except jobs_sched_destroy (which must not race with other calls on that scheduler).
- *  - Progress: submission is lock-free (bounded MPMC queue; it fails with JOBS_FULL rather than
- *    block or grow). Polling is wait-free. Waiting from a worker helps run other work (bounded
- *    nesting); waiting from any other thread spins briefly, then parks on a futex.
+ *  - Progress, call by call. "Lock-free" below means: CAS loops that retry only when another
+ *    thread made progress, no lock of ours, nothing that waits for another thread; a call may
+ *    still make one FUTEX_WAKE system call (never FUTEX_WAIT) to wake a sleeping worker or waiter.
+ *    The injection queue is lock-free except that a producer stalled between claiming a cell and
+ *    filling it (a few instructions) makes that cell look empty until it resumes (inject.h).
+ *    - jobs_poll, jobs_job_defer, jobs_run_*, jobs_sched_workers, jobs_current_worker: wait-free.
+ *      jobs_kick: wait-free plus at most one FUTEX_WAKE.
+ *    - jobs_submit without dependencies (after_count 0): lock-free, no allocation (bounded slot
+ *      search, then the injection queue, which fails with JOBS_FULL rather than block or grow;
+ *      on a worker, a push onto its own deque). With JOBS_RUN_INLINE and nothing to wait for, it
+ *      also runs the body and completes the job in the call (see below).
+ *    - jobs_submit with dependencies: NOT lock-free. It mallocs one edge per dependency (and an
+ *      array when after_count > 8), so it is as blocking as malloc; and for a dependency that is
+ *      completing at that moment (its edge list already closed, DONE not yet set) it yields in a
+ *      loop until the completing thread sets DONE — a few instructions later unless that thread
+ *      is preempted there (jobs_slot_add_edge).
+ *    - jobs_fence_resolve: lock-free, no allocation — unless it resolves the last fence of a
+ *      JOBS_RUN_INLINE job, which then runs in the call. jobs_fence_resolve_async: lock-free, no
+ *      allocation, never runs a job.
+ *    - jobs_complete: lock-free; allocates a copy of the message for a failure; completing frees
+ *      the job's edges (free()).
+ *    - jobs_release, jobs_receipt_result, jobs_receipt_failed_dependency, jobs_receipt_tag:
+ *      lock-free (a pin, a CAS loop); the call that recycles a slot frees its message (free()).
+ *    - jobs_add_poll_hook, jobs_add_poll_hook_rate: lock-free. jobs_remove_poll_hook: blocking
+ *      (yields until the calls of that hook in progress return).
+ *    - jobs_wait: blocking by design. From a worker it helps run other work (bounded nesting);
+ *      from any other thread it spins briefly, then parks on a futex.
+ *    - jobs_sched_create, jobs_sched_destroy: blocking (thread creation, joins).
+ *    A call that runs or completes a job (inline submission or resolution, a helping wait, a
+ *    0-worker waiter) also runs the body and cleanup, may allocate the failure message of a
+ *    failed dependency and frees the job's edges; such work has the progress of the body.
  *  - Ordering: a job runs after every receipt it was submitted after has completed, and after all of
  *    its fences were resolved; everything the dependencies wrote happens-before the job's start.
  *    Completion of a job happens-before a wait or poll that observes it.
@@ -57,7 +85,7 @@ typedef uint64_t jobs_id;               /* a receipt id; 0 is never a valid rece
 typedef enum jobs_status {
 	JOBS_OK = 0,        /* done and succeeded (poll/wait), or accepted (submit, release, resolve) */
 	JOBS_PENDING = 1,   /* not complete yet: poll found it running, or wait timed out */
-	JOBS_FAILED = 2,    /* the job failed (or a dependency did); see jobs_receipt_message() */
+	JOBS_FAILED = 2,    /* the job failed (or a dependency did); see jobs_receipt_result() */
 	JOBS_CANCELLED = 3, /* the scheduler shut down before the job could run */
 	JOBS_INVALID = 4,   /* unknown, released or never-issued id; bad argument */
 	JOBS_FULL = 5,      /* the injection queue or the receipt table is full; retry later */
@@ -86,7 +114,8 @@ enum {
 	 * returns, instead of handing it to a worker: no wake-up, no queue, no second thread. The body
 	 * then receives that thread's worker context, or NULL on a thread outside the pool (so it
 	 * must not fork-join without checking). Meant for short bodies whose submitter waits anyway.
-	 * A job made runnable by a completing dependency is scheduled as usual. */
+	 * A job made runnable by a completing dependency is scheduled as usual, and so is one made
+	 * runnable by jobs_fence_resolve_async or jobs_complete (they never run a job inline). */
 	JOBS_RUN_INLINE = 1u << 2,
 };
 
@@ -97,7 +126,7 @@ typedef struct jobs_job_desc {
 	const jobs_id *after;     /* receipts that must complete first (may be NULL if after_count 0) */
 	size_t after_count;       /* number of entries in `after` */
 	uint32_t fences;          /* extra dependencies resolved by jobs_fence_resolve() */
-	uint32_t flags;           /* JOBS_RUN_AFTER_FAILED_DEPENDENCY */
+	uint32_t flags;           /* JOBS_RUN_AFTER_FAILED_DEPENDENCY, JOBS_AFTER_MAY_BE_RELEASED, JOBS_RUN_INLINE */
 	uint64_t tag;             /* opaque owner tag kept with the receipt (jobs_receipt_tag) */
 } jobs_job_desc;
 
@@ -134,13 +163,23 @@ int jobs_sched_workers(const jobs_sched *s);
  * for a NULL fn, or an `after` id that is unknown or released; JOBS_FULL when the receipt table or
  * (for a job runnable at once, from a thread that is not a worker) the injection queue is full. */
 jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *desc, jobs_id *out_id);
+/* (Progress: see the contract above — lock-free without dependencies, malloc and a possible
+ * yield loop with them.) */
 
-/* Resolves one of the job's `fences`. Callable from any thread, including CUDA host callbacks (it
- * never blocks and never allocates; except that a JOBS_RUN_INLINE job whose last fence this is
- * runs in this call). Works until the job has run even if its receipt was already
+/* Resolves one of the job's `fences`. Callable from any thread. It never blocks and never
+ * allocates, except that a JOBS_RUN_INLINE job whose last fence this is runs in this call, on this
+ * thread — threads that must not run job bodies (CUDA host callbacks) use jobs_fence_resolve_async.
+ * Works until the job has run even if its receipt was already
  * released (the resolver usually got the id when the job was created). JOBS_INVALID if the id is
  * unknown, the job already ran, or no fence is unresolved. */
 jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id);
+
+/* As jobs_fence_resolve, but never runs anything on the calling thread: a job whose last fence
+ * this is — JOBS_RUN_INLINE or not — goes to the shared ready stack and a worker is woken (in a
+ * 0-worker pool a waiting thread runs it). For foreign threads (CUDA host callbacks, I/O
+ * completion threads) that must return quickly, and for code on a worker that must not have a
+ * job pushed onto its own deque. Never blocks, never allocates. Same status codes. */
+jobs_status jobs_fence_resolve_async(jobs_sched *s, jobs_id id);
 
 /* One look at a receipt: JOBS_PENDING, JOBS_OK, JOBS_FAILED, JOBS_CANCELLED or JOBS_INVALID. */
 jobs_status jobs_poll(jobs_sched *s, jobs_id id);
@@ -175,6 +214,33 @@ void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)
 bool jobs_run_failed(const jobs_run *run);
 const char *jobs_run_message(const jobs_run *run);
 
+/* Deferred completion. Inside a job body: the job does not complete when the body returns; its
+ * receipt stays pending until jobs_complete() is called with the returned id, from any thread
+ * (another job, a thread outside the pool, a CUDA host callback). Dependents run only then.
+ *  - Returns the job's id (the token for jobs_complete), or JOBS_INVALID_ID if the body already
+ *    called jobs_job_fail (the failure completes the job when the body returns). Calling it again
+ *    returns the same id. Call it before handing the id to the completer.
+ *  - The cleanup still runs when the body returns (ran = true): state that the completer needs
+ *    must live elsewhere.
+ *  - The completion may come before the body returns: the job then completes when the body
+ *    returns, on the body's thread. A jobs_job_fail after jobs_job_defer completes the job failed
+ *    at the body's return unless jobs_complete came first (the first result wins).
+ *  - Ordering: the body and its cleanup, and whatever the completing thread did before
+ *    jobs_complete, happen-before the dependents and any wait or poll that sees the completion.
+ *  - A deferred job still pending at jobs_sched_destroy completes as JOBS_CANCELLED (dependents
+ *    follow); jobs_complete must not race with jobs_sched_destroy. */
+jobs_id jobs_job_defer(jobs_run *run);
+
+/* Completes a job that deferred its completion (jobs_job_defer): code 0 = success (msg ignored);
+ * any other code = failure with that code and a copy of msg (NULL: a generic message), which
+ * propagates to dependents as for a failed body. Callable from any thread, also after the receipt
+ * was released. It runs no job body and no cleanup on the calling thread: the dependents that
+ * become ready go to the shared ready stack and a worker is woken (JOBS_RUN_INLINE dependents
+ * included; in a 0-worker pool they run in a waiting thread). It does not block; it allocates
+ * only the copy of msg (a failure without a message if that allocation fails). Returns
+ * JOBS_INVALID if the id is unknown, its job did not defer, or it was already completed. */
+jobs_status jobs_complete(jobs_sched *s, jobs_id id, int code, const char *msg);
+
 /* Inside a job body: the receipt of the job being run. */
 jobs_id jobs_run_id(const jobs_run *run);
 
@@ -182,8 +248,28 @@ jobs_id jobs_run_id(const jobs_run *run);
  * the first failed dependency, else 0. */
 jobs_id jobs_run_failed_dependency(const jobs_run *run);
 
-/* Registers an idle-time poll hook (at most 8 per scheduler). Returns JOBS_FULL if no room. */
+/* A registered poll hook (for jobs_remove_poll_hook); 0 is never one. */
+typedef uint64_t jobs_hook_id;
+
+/* Registers an idle-time poll hook without a rate limit: every searching worker calls it, several
+ * at once, as often as it searches (at most 8 hooks per scheduler, rate-limited ones included).
+ * JOBS_FULL if no room. Not removable (use jobs_add_poll_hook_rate for that). */
 jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx);
+
+/* Registers a poll hook for one source, called by idle workers with a minimum interval: if
+ * min_interval_ns > 0, at most one thread calls it at a time (so consecutive calls are ordered:
+ * each happens-before the next) and consecutive calls start at least min_interval_ns apart;
+ * workers that find it busy or not yet due count its last report as its outstanding sources.
+ * min_interval_ns = 0 behaves as jobs_add_poll_hook. *out (if not NULL) receives the id for
+ * jobs_remove_poll_hook. JOBS_FULL if 8 hooks are registered; JOBS_INVALID for a NULL fn. */
+jobs_status jobs_add_poll_hook_rate(jobs_sched *s, jobs_poll_fn fn, void *ctx, uint64_t min_interval_ns,
+				    jobs_hook_id *out);
+
+/* Unregisters a hook. When it returns JOBS_OK, no call of the hook is in progress and none will
+ * start, so ctx may be freed. Blocks (yielding) until the calls in progress return. JOBS_INVALID for
+ * an unknown or already removed id, and when called from inside any poll hook (it could wait for
+ * itself, or for a hook that waits for it). */
+jobs_status jobs_remove_poll_hook(jobs_sched *s, jobs_hook_id id);
 
 /* Wakes idle workers so that they call the poll hooks soon (for example after a CUDA event was
  * recorded). Cheap when nobody sleeps. */

@@ -44,8 +44,10 @@ static void slot_recycle(jobs_receipts *r, jobs_slot *sl)
 	sl->fn = NULL;
 	sl->arg = NULL;
 	sl->cleanup = NULL;
-	/* relaxed: published by the release store of state below. */
-	atomic_store_explicit(&sl->id, 0, memory_order_relaxed);
+	/* release: a submitter that reads 0 here for a gone dependency (acquire, jobs_slot_pin_or_gone)
+	 * then sees the DONE that our RECYCLING CAS acquired. Allocators read the id only after the
+	 * release store of state below. */
+	atomic_store_explicit(&sl->id, 0, memory_order_release);
 	atomic_fetch_sub_explicit(&r->live, 1, memory_order_relaxed);
 	/* release: the clearing above happens-before the acquiring CAS of the next allocation. */
 	atomic_store_explicit(&sl->state, 0, memory_order_release);
@@ -86,6 +88,7 @@ jobs_slot *jobs_slot_alloc(jobs_receipts *r, jobs_id *out_id)
 			continue; /* occupied by an older receipt: skip this id */
 		atomic_store_explicit(&sl->pending, 1, memory_order_relaxed);
 		atomic_store_explicit(&sl->fences_left, 0, memory_order_relaxed);
+		atomic_store_explicit(&sl->defer, 0, memory_order_relaxed);
 		atomic_store_explicit(&sl->failed_dep, 0, memory_order_relaxed);
 		atomic_store_explicit(&sl->succ, NULL, memory_order_relaxed);
 		atomic_store_explicit(&sl->next, NULL, memory_order_relaxed);
@@ -147,6 +150,27 @@ jobs_slot *jobs_slot_pin(jobs_receipts *r, jobs_id id, bool allow_released)
 	return sl;
 }
 
+jobs_slot *jobs_slot_pin_or_gone(jobs_receipts *r, jobs_id id, bool *gone)
+{
+	*gone = false;
+	jobs_slot *sl = &r->slots[id & r->mask];
+	for (;;) {
+		jobs_slot *p = jobs_slot_pin(r, id, true);
+		if (p)
+			return p;
+		/* relaxed: an id below next_id was handed out at some time; the caller vouches for it. */
+		if (id == JOBS_INVALID_ID || id >= atomic_load_explicit(&r->next_id, memory_order_relaxed))
+			return NULL;
+		/* acquire, acquire: the argument is in receipt.h ("Gone receipts"). */
+		uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
+		if (!(st & JOBS_ST_LIVE) || atomic_load_explicit(&sl->id, memory_order_acquire) != id) {
+			*gone = true;
+			return NULL;
+		}
+		/* LIVE with our id: the pin lost a race with a transient state; try again. */
+	}
+}
+
 void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl)
 {
 	uint32_t old;
@@ -157,6 +181,8 @@ void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl)
 
 bool jobs_slot_add_edge(jobs_slot *sl, jobs_slot *dependent, jobs_edge *edge, bool *failed)
 {
+	/* Progress: blocking in one case — a completion that closed the list but has not set DONE
+	 * yet is waited out with sched_yield (a few instructions, unless that thread is preempted). */
 	edge->dependent = dependent;
 	/* acquire on failure path: if we see CLOSED we read the final state below. */
 	jobs_edge *head = atomic_load_explicit(&sl->succ, memory_order_acquire);
@@ -179,8 +205,9 @@ bool jobs_slot_add_edge(jobs_slot *sl, jobs_slot *dependent, jobs_edge *edge, bo
 
 jobs_edge *jobs_slot_complete(jobs_receipts *r, jobs_slot *sl, uint32_t result, int code, char *message)
 {
-	/* acq_rel: acquire to read the edges pushed with release; release so that a racing
-	 * add_edge that sees CLOSED also sees... nothing else is needed, it waits for DONE below. */
+	/* acq_rel: the acquire half reads the edges pushed with release. The release half orders
+	 * nothing that is needed: an add_edge that sees CLOSED waits for DONE (acquire) and takes the
+	 * result from the state word, which the DONE transition below publishes. */
 	jobs_edge *edges = atomic_exchange_explicit(&sl->succ, JOBS_EDGES_CLOSED, memory_order_acq_rel);
 	sl->code = code;
 	sl->message = message;

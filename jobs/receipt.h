@@ -12,6 +12,29 @@
  * resolving a fence). The thread whose state transition leaves RELEASED|DONE with no pins recycles
  * the slot: it first moves the state to RECYCLING (no LIVE bit, so no new pin succeeds and no
  * allocation claims it), clears it, and finally stores 0 (free).
+ *
+ * Every modification of the state word is a read-modify-write except slot_recycle's final store
+ * of 0, which is a release store made after an acquiring RMW (the transition to RECYCLING). Every
+ * store to the id word (publish, recycle's clearing, submit's unpublishing) is a release store.
+ *
+ * Gone receipts (JOBS_AFTER_MAY_BE_RELEASED). A submitter that issued id d (so d's publication
+ * happens-before it) may find d's slot recycled. jobs_slot_pin_or_gone then reports d gone only
+ * after an acquire load that makes d's completion happen-before the caller:
+ *  - state read with acquire and not LIVE: the value lies after d's allocation in the state's
+ *    modification order (coherence: the allocation happens-before us), and the occupancy of d only
+ *    leaves LIVE through RECYCLING, which needs DONE. So the value is d's RECYCLING or a later one.
+ *    Everything between d's DONE (a release RMW) and its recycle's store of 0 is an RMW, so a value
+ *    up to that store lies in DONE's release sequence; a later value lies in the release sequence
+ *    of some recycle's store of 0, and each such store happens-after the previous one (its
+ *    RECYCLING CAS acquires from that release sequence), the first one after d's DONE. Either way
+ *    the acquire load synchronises with a release that happens-after d's DONE.
+ *  - id read with acquire and != d: every id store after d's publication is a release store made
+ *    by a thread that happens-after d's DONE (d's recycle clears it after its RECYCLING CAS; a later
+ *    occupant publishes or unpublishes it after an allocation CAS that acquired a store of 0 that
+ *    happens-after d's DONE, as above), so the load synchronises with it.
+ *  - otherwise (LIVE and id == d) d still occupies the slot: pin again.
+ * Since the body of d is sequenced before its DONE, the body's writes happen-before the caller,
+ * and through the submission's acq_rel decrement of `pending`, before the dependent's body.
  */
 #ifndef OVSTAGE_JOBS_RECEIPT_H
 #define OVSTAGE_JOBS_RECEIPT_H
@@ -35,6 +58,17 @@ enum {
 #define JOBS_ST_PIN_ONE (1u << JOBS_ST_PIN_SHIFT)
 #define JOBS_ST_PINS(st) ((st) >> JOBS_ST_PIN_SHIFT)
 
+/* Bits of jobs_slot.defer: the handshake between a body that deferred its completion and the one
+ * jobs_complete call that completes it. Whichever of the body's return (RETURNED) and the
+ * completer's result (GIVEN) comes second in the word's modification order completes the receipt;
+ * both are acq_rel RMWs, so the second one has acquired the first one's effects. */
+enum {
+	JOBS_DEFER_ARMED = 1u << 0,    /* the body called jobs_job_defer */
+	JOBS_DEFER_CLAIMED = 1u << 1,  /* a completer (or the body's own failure) owns the result */
+	JOBS_DEFER_GIVEN = 1u << 2,    /* the completer stored code and message in the slot */
+	JOBS_DEFER_RETURNED = 1u << 3, /* the body returned and its cleanup ran */
+};
+
 /* Codes the jobs layer itself puts into a receipt (application codes are positive). */
 #define JOBS_CODE_DEPENDENCY_FAILED (-1)
 #define JOBS_CODE_CANCELLED (-2)
@@ -56,6 +90,7 @@ struct jobs_slot {
 	_Atomic uint32_t state;       /* JOBS_ST_* flags | pins << 8 */
 	_Atomic int32_t pending;      /* unresolved dependencies + fences (+1 while being submitted) */
 	_Atomic uint32_t fences_left; /* fences not yet resolved (guards over-resolution) */
+	_Atomic uint32_t defer;       /* JOBS_DEFER_* bits; 0 unless the body deferred completion */
 	uint32_t flags;               /* jobs_job_desc.flags */
 	uint64_t tag;                 /* jobs_job_desc.tag */
 	_Atomic uint64_t failed_dep;  /* first failed dependency's id, 0 if none */
@@ -64,8 +99,8 @@ struct jobs_slot {
 	jobs_job_fn fn;               /* the body */
 	void *arg;                    /* its argument */
 	jobs_cleanup_fn cleanup;      /* optional; runs once */
-	int code;                     /* result code, published by the DONE release */
-	char *message;                /* failure message (malloc'd) or NULL, published by DONE */
+	int code;                     /* result code, published by the DONE release (deferred: by GIVEN) */
+	char *message;                /* failure message (malloc'd) or NULL, published by DONE (or GIVEN) */
 };
 
 /* What a running body sees (jobs_run is opaque in jobs.h). */
@@ -75,6 +110,8 @@ struct jobs_run {
 	int code;            /* set by jobs_job_fail */
 	char *message;       /* set by jobs_job_fail */
 	bool failed;         /* jobs_job_fail was called */
+	bool deferred;       /* jobs_job_defer was called */
+	jobs_slot *slot;     /* the slot being run (jobs_job_defer arms its defer word) */
 };
 
 typedef struct jobs_receipts {
@@ -96,10 +133,15 @@ void jobs_slot_abandon(jobs_receipts *r, jobs_slot *sl);
 
 /* Pins the slot holding `id`; NULL if the id is not live (or released, unless allow_released). */
 jobs_slot *jobs_slot_pin(jobs_receipts *r, jobs_id id, bool allow_released);
+/* Pins `id` (released or not) for a caller that knows it was issued. NULL with *gone = true if the
+ * receipt was recycled: then its completion happens-before the return (see "Gone receipts" above).
+ * NULL with *gone = false if the id was never issued (0 or not yet handed out). */
+jobs_slot *jobs_slot_pin_or_gone(jobs_receipts *r, jobs_id id, bool *gone);
 void jobs_slot_unpin(jobs_receipts *r, jobs_slot *sl);
 
 /* Adds an edge "dependent waits for sl". Returns false if sl is already done (then *failed tells
- * whether it failed). */
+ * whether it failed). Not lock-free: if sl's completion closed its edge list but has not set DONE
+ * yet, it yields until it does. */
 bool jobs_slot_add_edge(jobs_slot *sl, jobs_slot *dependent, jobs_edge *edge, bool *failed);
 
 /* Marks sl done with result flags (0, FAILED, FAILED|CANCELLED), code and message (ownership

@@ -124,7 +124,12 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 	atomic_init(&s->cancelling, 0);
 	atomic_init(&s->helper_busy, 0);
 	atomic_init(&s->n_hooks, 0);
-	atomic_init(&s->hooks_reserved, 0);
+	for (int i = 0; i < JOBS_MAX_POLL_HOOKS; i++) {
+		atomic_init(&s->hooks[i].ref, 0);
+		atomic_init(&s->hooks[i].busy, 0);
+		atomic_init(&s->hooks[i].outstanding, 0);
+		atomic_init(&s->hooks[i].last_ns, 0);
+	}
 	for (int i = 0; i < s->n_workers; i++) {
 		if (pthread_create(&s->threads[i], NULL, jobs_worker_main, s->ctx[i]) != 0) {
 			/* stop the ones already started */
@@ -154,6 +159,8 @@ static void drain_on_helper(jobs_sched *s)
 		;
 	jobs_tls_set(prev);
 }
+
+static bool cancel_deferred(jobs_sched *s, jobs_slot *sl); /* "Deferred completion" below */
 
 void jobs_sched_destroy(jobs_sched *s)
 {
@@ -187,6 +194,10 @@ void jobs_sched_destroy(jobs_sched *s)
 			uint32_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
 			if (!(st & JOBS_ST_LIVE) || (st & JOBS_ST_DONE))
 				continue;
+			if (cancel_deferred(s, sl)) {
+				any = true;
+				continue;
+			}
 			/* Resolve the fences nobody resolved; jobs that still wait for dependencies are
 			 * cancelled when those complete (every chain ends in a fence or runnable work). */
 			uint32_t f = atomic_exchange_explicit(&sl->fences_left, 0, memory_order_relaxed);
@@ -244,10 +255,16 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	bool may_be_gone = (d->flags & JOBS_AFTER_MAY_BE_RELEASED) != 0;
 	for (; pinned < d->after_count; pinned++) {
 		edges[pinned] = malloc(sizeof(jobs_edge));
-		deps[pinned] = edges[pinned] ? jobs_slot_pin(&s->receipts, d->after[pinned], may_be_gone) : NULL;
-		if (!deps[pinned] && edges[pinned] && may_be_gone && d->after[pinned] != JOBS_INVALID_ID &&
-		    d->after[pinned] < atomic_load_explicit(&s->receipts.next_id, memory_order_relaxed)) {
-			/* Recycled: it completed (recycling needs DONE). Keep a NULL entry: no edge. */
+		bool gone = false;
+		if (!edges[pinned])
+			deps[pinned] = NULL;
+		else if (may_be_gone)
+			deps[pinned] = jobs_slot_pin_or_gone(&s->receipts, d->after[pinned], &gone);
+		else
+			deps[pinned] = jobs_slot_pin(&s->receipts, d->after[pinned], false);
+		if (gone) {
+			/* Recycled: it completed, and its completion happens-before this point (the acquire
+			 * in jobs_slot_pin_or_gone). Keep a NULL entry: no edge. */
 			continue;
 		}
 		if (!deps[pinned]) {
@@ -307,7 +324,8 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 			/* Full. No edge points at us (all dependencies were complete) and the id has not been
 			 * returned: unpublish it and give the slot back. Not accepted: the caller keeps `arg`;
 			 * cleanup does not run. */
-			atomic_store_explicit(&sl->id, 0, memory_order_relaxed);
+			/* release: every id store is one (receipt.h, "Gone receipts"). */
+			atomic_store_explicit(&sl->id, 0, memory_order_release);
 			jobs_slot_abandon(&s->receipts, sl);
 			return JOBS_FULL;
 		} else {
@@ -318,7 +336,9 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	return JOBS_OK;
 }
 
-jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
+/* Resolves one fence of `id`; if it was the last, runs the job here (JOBS_RUN_INLINE and `inline_ok`)
+ * or schedules it (on our deque if we are a worker and `inline_ok`, else on the shared ready stack). */
+static jobs_status fence_resolve(jobs_sched *s, jobs_id id, bool inline_ok)
 {
 	if (!s)
 		return JOBS_INVALID;
@@ -337,11 +357,96 @@ jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
 	/* acq_rel: as for dependency edges — the resolver's writes happen-before the job. */
 	bool ready = atomic_fetch_sub_explicit(&sl->pending, 1, memory_order_acq_rel) == 1;
 	jobs_slot_unpin(&s->receipts, sl);
-	if (ready && (sl->flags & JOBS_RUN_INLINE))
-		jobs_run_slot(jobs_tls_worker(s), s, sl); /* cannot be recycled: not DONE until it runs */
-	else if (ready)
-		jobs_schedule_ready(s, sl); /* cannot be recycled: not DONE until it runs */
+	/* sl cannot be recycled below: it is not DONE until it runs. */
+	if (!ready)
+		return JOBS_OK;
+	if (!inline_ok)
+		jobs_schedule_ready_shared(s, sl);
+	else if (sl->flags & JOBS_RUN_INLINE)
+		jobs_run_slot(jobs_tls_worker(s), s, sl);
+	else
+		jobs_schedule_ready(s, sl);
 	return JOBS_OK;
+}
+
+jobs_status jobs_fence_resolve(jobs_sched *s, jobs_id id)
+{
+	return fence_resolve(s, id, true);
+}
+
+jobs_status jobs_fence_resolve_async(jobs_sched *s, jobs_id id)
+{
+	return fence_resolve(s, id, false);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Deferred completion
+ */
+
+/* The message of a failed deferred completion: a copy of msg, or a generic one. */
+static char *defer_message(jobs_id id, int code, const char *msg)
+{
+	char *m = NULL;
+	if (msg)
+		return strdup(msg);
+	if (asprintf(&m, "op %llu failed (code %d)", (unsigned long long)id, code) < 0)
+		return NULL;
+	return m;
+}
+
+/* Claims the completion of a deferred job: false unless it deferred and nobody claimed it yet. */
+static bool defer_claim(jobs_slot *sl)
+{
+	uint32_t v = atomic_load_explicit(&sl->defer, memory_order_relaxed);
+	do {
+		if (!(v & JOBS_DEFER_ARMED) || (v & JOBS_DEFER_CLAIMED))
+			return false;
+		/* relaxed: the claim only excludes other completers; GIVEN (acq_rel) orders the data. */
+	} while (!atomic_compare_exchange_weak_explicit(&sl->defer, &v, v | JOBS_DEFER_CLAIMED,
+							memory_order_relaxed, memory_order_relaxed));
+	return true;
+}
+
+jobs_status jobs_complete(jobs_sched *s, jobs_id id, int code, const char *msg)
+{
+	if (!s)
+		return JOBS_INVALID;
+	jobs_slot *sl = jobs_slot_pin(&s->receipts, id, true);
+	if (!sl)
+		return JOBS_INVALID;
+	if (!defer_claim(sl)) {
+		jobs_slot_unpin(&s->receipts, sl);
+		return JOBS_INVALID;
+	}
+	/* Plain writes: we own the result fields now; the body's return reads them only after
+	 * acquiring GIVEN, and the DONE release publishes them to everyone else. */
+	sl->code = code;
+	sl->message = code ? defer_message(id, code, msg) : NULL;
+	/* Not DONE, and only we (after GIVEN) or the body's return (after seeing GIVEN) complete it:
+	 * it cannot be recycled under us without the pin. */
+	jobs_slot_unpin(&s->receipts, sl);
+	/* acq_rel: release — our result (and what we did before this call) happens-before the body's
+	 * return if it completes; acquire — if it returned first, its effects happen-before ours. */
+	uint32_t old = atomic_fetch_or_explicit(&sl->defer, JOBS_DEFER_GIVEN, memory_order_acq_rel);
+	if (old & JOBS_DEFER_RETURNED)
+		jobs_complete_slot(s, sl, id, code ? JOBS_ST_FAILED : 0, sl->code, sl->message, true);
+	return JOBS_OK;
+}
+
+/* Destroy: a deferred job whose completion never came completes as cancelled (the caller of
+ * destroy guarantees that no jobs_complete races with it). True if sl was one. */
+static bool cancel_deferred(jobs_sched *s, jobs_slot *sl)
+{
+	uint32_t v = atomic_load_explicit(&sl->defer, memory_order_relaxed);
+	if (!(v & JOBS_DEFER_RETURNED) || !defer_claim(sl))
+		return false;
+	jobs_id id = atomic_load_explicit(&sl->id, memory_order_relaxed);
+	char *m = NULL;
+	if (asprintf(&m, "op %llu cancelled: the scheduler was destroyed before its deferred completion",
+		     (unsigned long long)id) < 0)
+		m = NULL;
+	jobs_complete_slot(s, sl, id, JOBS_ST_FAILED | JOBS_ST_CANCELLED, JOBS_CODE_CANCELLED, m, true);
+	return true;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -511,22 +616,82 @@ jobs_status jobs_release(jobs_sched *s, jobs_id id)
 	return jobs_slot_release(&s->receipts, id);
 }
 
-jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx)
+/* Claims a free hook entry with a new generation; returns its index or -1 if none is free. */
+static int hook_claim(jobs_sched *s, uint64_t *gen)
 {
+	for (int i = 0; i < JOBS_MAX_POLL_HOOKS; i++) {
+		jobs_poll_hook *h = &s->hooks[i];
+		uint64_t v = atomic_load_explicit(&h->ref, memory_order_relaxed);
+		while (!(v & (JOBS_HOOK_CLAIMED | JOBS_HOOK_ACTIVE))) {
+			uint64_t g = (JOBS_HOOK_GEN(v) + 1) & JOBS_HOOK_GEN_MASK;
+			g = g ? g : 1;
+			uint64_t nv = (v & 0xffffffffu) | JOBS_HOOK_CLAIMED | (g << JOBS_HOOK_GEN_SHIFT);
+			/* acquire: pairs with the release that freed the entry: the previous registration's
+			 * callers have finished reading fn/ctx before we overwrite them. */
+			if (atomic_compare_exchange_weak_explicit(&h->ref, &v, nv, memory_order_acquire,
+								  memory_order_relaxed)) {
+				*gen = g;
+				return i;
+			}
+		}
+	}
+	return -1;
+}
+
+jobs_status jobs_add_poll_hook_rate(jobs_sched *s, jobs_poll_fn fn, void *ctx, uint64_t min_interval_ns,
+				    jobs_hook_id *out)
+{
+	if (out)
+		*out = 0;
 	if (!s || !fn)
 		return JOBS_INVALID;
-	/* relaxed: reserving an index needs only atomicity. */
-	uint32_t n = atomic_fetch_add_explicit(&s->hooks_reserved, 1, memory_order_relaxed);
-	if (n >= JOBS_MAX_POLL_HOOKS)
-		return JOBS_FULL; /* hooks_reserved stays past the end: later calls fail too */
-	s->hooks[n].fn = fn;
-	s->hooks[n].ctx = ctx;
-	/* Publish in index order: wait for the registrations before ours (a few instructions each),
-	 * then release: the entry is visible to workers that acquire the count. */
-	while (atomic_load_explicit(&s->n_hooks, memory_order_acquire) != n)
-		sched_yield();
-	atomic_store_explicit(&s->n_hooks, n + 1, memory_order_release);
+	uint64_t gen;
+	int i = hook_claim(s, &gen);
+	if (i < 0)
+		return JOBS_FULL;
+	jobs_poll_hook *h = &s->hooks[i];
+	h->fn = fn;
+	h->ctx = ctx;
+	h->interval_ns = min_interval_ns;
+	/* relaxed: published by the release of ACTIVE below (busy is 0: the last holder released it). */
+	atomic_store_explicit(&h->last_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&h->outstanding, 0, memory_order_relaxed);
+	/* release: the fields above are visible to callers whose acquiring increment sees ACTIVE. */
+	atomic_fetch_or_explicit(&h->ref, JOBS_HOOK_ACTIVE, memory_order_release);
+	/* relaxed: a hint for pollers; the kick's seq_cst fence orders it for sleepers. */
+	atomic_fetch_add_explicit(&s->n_hooks, 1, memory_order_relaxed);
 	jobs_kick(s);
+	if (out)
+		*out = (gen << 8) | (uint64_t)i;
+	return JOBS_OK;
+}
+
+jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx)
+{
+	return jobs_add_poll_hook_rate(s, fn, ctx, 0, NULL);
+}
+
+jobs_status jobs_remove_poll_hook(jobs_sched *s, jobs_hook_id id)
+{
+	uint64_t idx = id & 0xffu, gen = id >> 8;
+	if (!s || idx >= JOBS_MAX_POLL_HOOKS || gen == 0 || gen > JOBS_HOOK_GEN_MASK || jobs_in_poll_hook())
+		return JOBS_INVALID;
+	jobs_poll_hook *h = &s->hooks[idx];
+	uint64_t v = atomic_load_explicit(&h->ref, memory_order_relaxed);
+	do {
+		if (!(v & JOBS_HOOK_ACTIVE) || JOBS_HOOK_GEN(v) != gen)
+			return JOBS_INVALID; /* never registered, removed already, or a later registration */
+		/* relaxed: this CAS only decides between removers; the wait below orders the calls. */
+	} while (!atomic_compare_exchange_weak_explicit(&h->ref, &v, v & ~JOBS_HOOK_ACTIVE,
+							memory_order_relaxed, memory_order_relaxed));
+	atomic_fetch_sub_explicit(&s->n_hooks, 1, memory_order_relaxed); /* relaxed: a hint */
+	/* acquire: the value read lies in the release sequence of every caller's decrement, so every
+	 * call that saw ACTIVE has returned and happens-before our return. Callers that arrive now see
+	 * ACTIVE clear and touch nothing but the count. */
+	while (JOBS_HOOK_CALLS(atomic_load_explicit(&h->ref, memory_order_acquire)) != 0)
+		sched_yield();
+	/* release: pairs with the next registrar's acquiring claim. */
+	atomic_fetch_and_explicit(&h->ref, ~JOBS_HOOK_CLAIMED, memory_order_release);
 	return JOBS_OK;
 }
 

@@ -17,9 +17,24 @@
 #define JOBS_MAX_POLL_HOOKS 8
 #define JOBS_MAX_HELP_DEPTH 32 /* nesting of help loops on one worker's stack */
 
+/* jobs_poll_hook.ref: ACTIVE (callable) | CLAIMED (entry in use) | generation << 32 | calls in
+ * flight. Only ever modified by read-modify-writes, so every value lies in the release sequence of
+ * every earlier release RMW on it. */
+#define JOBS_HOOK_ACTIVE (1ull << 63)
+#define JOBS_HOOK_CLAIMED (1ull << 62)
+#define JOBS_HOOK_GEN_SHIFT 32
+#define JOBS_HOOK_GEN_MASK ((1ull << 30) - 1)
+#define JOBS_HOOK_GEN(v) (((v) >> JOBS_HOOK_GEN_SHIFT) & JOBS_HOOK_GEN_MASK)
+#define JOBS_HOOK_CALLS(v) ((uint32_t)(v))
+
 typedef struct jobs_poll_hook {
-	jobs_poll_fn fn; /* called by idle workers */
-	void *ctx;       /* its argument */
+	_Atomic uint64_t ref;         /* JOBS_HOOK_* state, generation and calls in flight */
+	_Atomic uint32_t busy;        /* rate-limited hooks: 1 while one thread calls fn (try-lock) */
+	_Atomic uint32_t outstanding; /* rate-limited hooks: what the last call reported */
+	_Atomic uint64_t last_ns;     /* rate-limited hooks: when the last call started (under busy) */
+	jobs_poll_fn fn;              /* written by the registrar, published by the release of ACTIVE */
+	void *ctx;                    /* its argument (likewise) */
+	uint64_t interval_ns;         /* minimum time between call starts; 0 = no limit (likewise) */
 } jobs_poll_hook;
 
 struct jobs_sched {
@@ -45,9 +60,8 @@ struct jobs_sched {
 	_Alignas(JOBS_CACHE_LINE) _Atomic uint32_t stopping;   /* destroy requested: exit when idle */
 	_Atomic uint32_t cancelling; /* destroy's second phase: jobs complete as CANCELLED */
 	_Atomic uint32_t helper_busy;/* 0-worker pools: a waiting thread owns ctx[0] while 1 */
-	_Atomic uint32_t n_hooks;    /* poll hooks published (entries below are complete) */
-	_Atomic uint32_t hooks_reserved; /* poll hook indices handed out */
-	jobs_poll_hook hooks[JOBS_MAX_POLL_HOOKS]; /* published by the release increment of n_hooks */
+	_Atomic uint32_t n_hooks;    /* active poll hooks (a hint: 0 lets pollers skip the table) */
+	jobs_poll_hook hooks[JOBS_MAX_POLL_HOOKS]; /* each entry publishes itself (its ref word) */
 };
 
 /* The calling thread's worker context in `s`, or NULL. */
@@ -60,8 +74,19 @@ void jobs_notify_work(jobs_sched *s);
 /* Makes a job whose pending count reached zero runnable. */
 void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl);
 
-/* Runs (or cancels) a job and completes its receipt; propagates to dependents. */
+/* Makes a ready job runnable through the shared ready stack (never the caller's deque) and wakes a
+ * worker: nothing runs on the calling thread. */
+void jobs_schedule_ready_shared(jobs_sched *s, jobs_slot *sl);
+
+/* Runs (or cancels) a job and completes its receipt; propagates to dependents (unless the body
+ * deferred its completion, which jobs_complete then finishes). */
 void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl);
+
+/* Completes sl (id `id`) with result flags, code and message (ownership taken) and makes the
+ * dependents that become ready runnable: with jobs_schedule_ready, or, if `shared`, with
+ * jobs_schedule_ready_shared. sl may be recycled once this returns. */
+void jobs_complete_slot(jobs_sched *s, jobs_slot *sl, jobs_id id, uint32_t result, int code,
+			char *message, bool shared);
 
 /* Finds one unit of work for w (its own detached frames, the injection queue, the ready stack,
  * stealing) and runs it, returning to the same deque top. False if there was none. */
@@ -72,8 +97,12 @@ bool jobs_find_and_run(jobs_worker *w);
  * searcher while others sleep, it wakes one to keep a thief awake. */
 void jobs_worker_found_work(jobs_worker *w);
 
-/* Calls every registered poll hook once; returns the outstanding sources they report. */
+/* Calls every registered poll hook once (a rate-limited one only when it is due and nobody else
+ * calls it; otherwise its last report counts); returns the outstanding sources they report. */
 unsigned jobs_poll_hooks(jobs_sched *s);
+
+/* Whether the calling thread is inside a poll hook's call (removal is refused there). */
+bool jobs_in_poll_hook(void);
 
 /* Is there anything a sleeping worker could take? (Racy; the sleep protocol orders it.) */
 bool jobs_work_visible(jobs_sched *s);

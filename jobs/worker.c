@@ -111,9 +111,50 @@ static char *dup_printf(const char *fmt, unsigned long long v)
 	return m;
 }
 
+jobs_id jobs_job_defer(jobs_run *run)
+{
+	if (run->failed)
+		return JOBS_INVALID_ID; /* the failure completes the job when the body returns */
+	if (!run->deferred) {
+		run->deferred = true;
+		/* relaxed: only this thread writes the word before the id leaves it; whatever hands the id
+		 * to the completer orders this store before the completer's claim (coherence). */
+		atomic_store_explicit(&run->slot->defer, JOBS_DEFER_ARMED, memory_order_relaxed);
+	}
+	return run->id;
+}
+
+/* After a deferring body returned (and its cleanup ran): true if this thread completes the job now
+ * (with *result and run's code/message), false if the completer will. */
+static bool deferred_returned(jobs_slot *sl, jobs_run *run, uint32_t *result)
+{
+	if (run->failed) {
+		uint32_t armed = JOBS_DEFER_ARMED;
+		/* relaxed: the body's own failure claims the result unless a completer did; nothing is
+		 * read from the completer either way. */
+		if (atomic_compare_exchange_strong_explicit(&sl->defer, &armed,
+							    armed | JOBS_DEFER_CLAIMED | JOBS_DEFER_RETURNED,
+							    memory_order_relaxed, memory_order_relaxed))
+			return true;
+		free(run->message); /* a completer claimed first: its result stands */
+		run->message = NULL;
+		run->failed = false;
+	}
+	/* acq_rel: release — if the completer comes second, the body's effects and cleanup
+	 * happen-before its completion; acquire — if it came first, we read its code and message. */
+	uint32_t old = atomic_fetch_or_explicit(&sl->defer, JOBS_DEFER_RETURNED, memory_order_acq_rel);
+	if (!(old & JOBS_DEFER_GIVEN))
+		return false; /* sl may be completed and recycled from here on */
+	run->code = sl->code;
+	run->message = sl->message;
+	*result = run->code ? JOBS_ST_FAILED : 0;
+	return true;
+}
+
 void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
 {
 	jobs_run run = {0};
+	run.slot = sl;
 	/* relaxed: the slot was handed to us through a release/acquire chain (deque, queue, ready stack,
 	 * or the pending count reaching zero with acq_rel), which ordered these writes before. */
 	run.id = atomic_load_explicit(&sl->id, memory_order_relaxed);
@@ -139,8 +180,16 @@ void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
 	}
 	if (sl->cleanup)
 		sl->cleanup(sl->arg, ran);
-	jobs_edge *e = jobs_slot_complete(&s->receipts, sl, result, run.code, run.message);
-	/* sl may be recycled from here on: use only run.id. */
+	if (run.deferred && !deferred_returned(sl, &run, &result))
+		return; /* jobs_complete completes it */
+	jobs_complete_slot(s, sl, run.id, result, run.code, run.message, false);
+}
+
+void jobs_complete_slot(jobs_sched *s, jobs_slot *sl, jobs_id id, uint32_t result, int code,
+			char *message, bool shared)
+{
+	jobs_edge *e = jobs_slot_complete(&s->receipts, sl, result, code, message);
+	/* sl may be recycled from here on: use only id. */
 	while (e) {
 		jobs_edge *next = e->next;
 		jobs_slot *d = e->dependent;
@@ -148,13 +197,17 @@ void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
 			jobs_id zero = 0;
 			/* relaxed: read by the dependent only after its pending count hits zero, which the
 			 * acq_rel decrement below orders after this store. */
-			atomic_compare_exchange_strong_explicit(&d->failed_dep, &zero, run.id,
+			atomic_compare_exchange_strong_explicit(&d->failed_dep, &zero, id,
 								memory_order_relaxed, memory_order_relaxed);
 		}
 		/* acq_rel: the last decrement acquires every earlier one (each released its
 		 * predecessor's effects), so the job that becomes ready sees all of its dependencies. */
-		if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1)
-			jobs_schedule_ready(s, d);
+		if (atomic_fetch_sub_explicit(&d->pending, 1, memory_order_acq_rel) == 1) {
+			if (shared)
+				jobs_schedule_ready_shared(s, d);
+			else
+				jobs_schedule_ready(s, d);
+		}
 		free(e);
 		e = next;
 	}
@@ -197,6 +250,12 @@ void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl)
 	jobs_notify_work(s);
 }
 
+void jobs_schedule_ready_shared(jobs_sched *s, jobs_slot *sl)
+{
+	ready_push(s, sl);
+	jobs_notify_work(s);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Finding work
  */
@@ -207,7 +266,10 @@ static void start_searching(jobs_worker *w)
 {
 	if (!w->searching) {
 		w->searching = true;
-		/* relaxed: the count is read after a seq_cst fence by notifiers (see jobs_notify_work). */
+		/* seq_cst, more than the argument needs: notifiers read the count after their seq_cst
+		 * fence, and one that sees us searching and skips the wake-up relies on our pre-sleep
+		 * re-check, which follows our own fence (docs/jobs.md, "Sleeping and waking"), so relaxed
+		 * would do. Kept seq_cst like the count's other updates; an x86 RMW is a full barrier. */
 		atomic_fetch_add_explicit(&w->sched->searching, 1, memory_order_seq_cst);
 	}
 }
@@ -321,13 +383,73 @@ void jobs_kick(jobs_sched *s)
 		wake_one(s);
 }
 
+static _Thread_local unsigned tls_hook_depth; /* poll hook calls on this thread's stack */
+
+bool jobs_in_poll_hook(void)
+{
+	return tls_hook_depth > 0;
+}
+
+static unsigned hook_invoke(jobs_poll_hook *h)
+{
+	tls_hook_depth++;
+	unsigned r = h->fn(h->ctx);
+	tls_hook_depth--;
+	return r;
+}
+
+/* A rate-limited hook: one caller at a time (try-lock), call starts at least interval_ns apart.
+ * Callers that skip return the last report. */
+static unsigned hook_call_limited(jobs_poll_hook *h)
+{
+	/* relaxed: the report is a hint for the sleep timeout, as the hook's result itself is. */
+	unsigned r = atomic_load_explicit(&h->outstanding, memory_order_relaxed);
+	/* relaxed: a pre-check that spares the lock's line; decided again under the lock. */
+	if (jobs_now_ns() - atomic_load_explicit(&h->last_ns, memory_order_relaxed) < h->interval_ns)
+		return r;
+	/* acquire: pairs with the previous holder's release: its call (and its last_ns) happen-before
+	 * ours, so calls are serialised and the hook needs no synchronisation between its calls. */
+	if (atomic_exchange_explicit(&h->busy, 1, memory_order_acquire))
+		return r;
+	/* The clock is read under the lock: after the previous holder's read, so the difference is
+	 * exact (CLOCK_MONOTONIC) and consecutive call starts lie at least interval_ns apart. */
+	uint64_t now = jobs_now_ns();
+	uint64_t last = atomic_load_explicit(&h->last_ns, memory_order_relaxed);
+	if (now >= last && now - last >= h->interval_ns) {
+		atomic_store_explicit(&h->last_ns, now, memory_order_relaxed); /* relaxed: under busy */
+		r = hook_invoke(h);
+		atomic_store_explicit(&h->outstanding, r, memory_order_relaxed); /* relaxed: a hint */
+	}
+	/* release: see the acquire above. */
+	atomic_store_explicit(&h->busy, 0, memory_order_release);
+	return r;
+}
+
+static unsigned hook_call(jobs_poll_hook *h)
+{
+	/* relaxed: a pre-check that leaves free entries' lines shared; the RMW below decides. */
+	if (!(atomic_load_explicit(&h->ref, memory_order_relaxed) & JOBS_HOOK_ACTIVE))
+		return 0;
+	/* acquire: pairs with the registrar's release of ACTIVE (fn, ctx, interval_ns visible). While
+	 * we are counted, removal waits for us. */
+	uint64_t v = atomic_fetch_add_explicit(&h->ref, 1, memory_order_acquire);
+	unsigned r = 0;
+	if (v & JOBS_HOOK_ACTIVE)
+		r = h->interval_ns ? hook_call_limited(h) : hook_invoke(h);
+	/* release: our reads of the entry and the call happen-before the remover's acquire. */
+	atomic_fetch_sub_explicit(&h->ref, 1, memory_order_release);
+	return r;
+}
+
 unsigned jobs_poll_hooks(jobs_sched *s)
 {
-	/* acquire: pairs with the release increment in jobs_add_poll_hook (hook fields visible). */
-	uint32_t n = atomic_load_explicit(&s->n_hooks, memory_order_acquire);
+	/* relaxed: a hint. A registration that we miss was followed by a jobs_kick, whose seq_cst
+	 * fence pairs with the sleeper's (docs/jobs.md, "Sleeping and waking"). */
+	if (atomic_load_explicit(&s->n_hooks, memory_order_relaxed) == 0)
+		return 0;
 	unsigned outstanding = 0;
-	for (uint32_t i = 0; i < n; i++)
-		outstanding += s->hooks[i].fn(s->hooks[i].ctx);
+	for (uint32_t i = 0; i < JOBS_MAX_POLL_HOOKS; i++)
+		outstanding += hook_call(&s->hooks[i]);
 	return outstanding;
 }
 

@@ -106,6 +106,74 @@ START_TEST(test_fence_resolver_runs_it)
 }
 END_TEST
 
+/* jobs_fence_resolve_async never runs the job on the resolving thread, JOBS_RUN_INLINE or not. */
+START_TEST(test_async_resolve_from_test_thread)
+{
+	jobs_sched *s = jt_sched(worker_counts[_i]);
+	probe p;
+	memset(&p, 0, sizeof p);
+	jobs_job_desc d = probe_desc(&p, 2, NULL, 0);
+	jobs_id id = 0;
+	jt_assert_status(jobs_submit(s, &d, &id), JOBS_OK, "submit");
+	jt_assert_status(jobs_fence_resolve_async(s, id), JOBS_OK, "resolve 1");
+	jt_assert_status(jobs_fence_resolve_async(s, id), JOBS_OK, "resolve 2");
+	if (worker_counts[_i] == 0) /* nobody else runs jobs: it cannot have run yet */
+		ck_assert_int_eq(atomic_load(&p.ran), 0);
+	jt_assert_status(jobs_fence_resolve_async(s, id), JOBS_INVALID, "over-resolution");
+	jt_assert_status(jobs_wait(s, id, JT_WAIT_NS), JOBS_OK, "wait"); /* 0 workers: runs it here */
+	ck_assert_int_eq(atomic_load(&p.ran), 1);
+	if (worker_counts[_i] > 0)
+		ck_assert_msg(p.w != NULL, "a worker ran it, with its context");
+	jt_assert_status(jobs_release(s, id), JOBS_OK, "release");
+	jt_assert_status(jobs_fence_resolve_async(s, id + 1000000), JOBS_INVALID, "unknown id");
+	jobs_sched_destroy(s);
+	ck_assert_int_eq(atomic_load(&p.cleaned), 1);
+}
+END_TEST
+
+/* A plain pthread (a CUDA host callback's stand-in) resolves the last fences of many inline jobs. */
+typedef struct async_resolver {
+	jobs_sched *s;        /* the pool */
+	const jobs_id *ids;   /* jobs to resolve */
+	int n;                /* how many */
+	pthread_t self;       /* the resolving thread, as it sees itself (before resolving) */
+} async_resolver;
+
+static void *async_resolver_main(void *arg)
+{
+	async_resolver *r = arg;
+	r->self = pthread_self();
+	for (int i = 0; i < r->n; i++)
+		jt_check(jobs_fence_resolve_async(r->s, r->ids[i]) == JOBS_OK, "async resolve %d", i);
+	return NULL;
+}
+
+START_TEST(test_async_resolve_from_pthread)
+{
+	jobs_sched *s = jt_sched(worker_counts[_i]);
+	enum { N = 64 };
+	probe *p = calloc(N, sizeof *p);
+	jobs_id ids[N];
+	for (int i = 0; i < N; i++) {
+		jobs_job_desc d = probe_desc(&p[i], 1, NULL, 0);
+		ids[i] = jt_submit(s, &d, 0);
+	}
+	async_resolver r = { .s = s, .ids = ids, .n = N };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, async_resolver_main, &r), 0);
+	pthread_join(th, NULL);
+	for (int i = 0; i < N; i++) {
+		jt_assert_status(jobs_wait(s, ids[i], JT_WAIT_NS), JOBS_OK, "wait");
+		ck_assert_int_eq(atomic_load(&p[i].ran), 1);
+		ck_assert_msg(!pthread_equal(p[i].ran_on, r.self), "job %d ran on the resolving thread", i);
+		jt_assert_status(jobs_release(s, ids[i]), JOBS_OK, "release");
+	}
+	jobs_sched_destroy(s);
+	jt_assert_no_thread_failures();
+	free(p);
+}
+END_TEST
+
 START_TEST(test_failure_and_failed_dependency)
 {
 	jobs_sched *s = jt_sched(worker_counts[_i]);
@@ -353,6 +421,8 @@ static Suite *inline_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_runs_on_submitter, 0, 4);
 	tcase_add_loop_test(tc, test_fence_resolver_runs_it, 0, 4);
+	tcase_add_loop_test(tc, test_async_resolve_from_test_thread, 0, 4);
+	tcase_add_loop_test(tc, test_async_resolve_from_pthread, 0, 4);
 	tcase_add_loop_test(tc, test_failure_and_failed_dependency, 0, 4);
 	tcase_add_loop_test(tc, test_pending_dependency, 0, 4);
 	suite_add_tcase(su, tc);

@@ -327,6 +327,12 @@ static unsigned nop_hook(void *ctx)
 	return 0;
 }
 
+static unsigned nop_hook_counting(void *ctx)
+{
+	atomic_fetch_add_explicit((_Atomic uint64_t *)ctx, 1, memory_order_relaxed);
+	return 0;
+}
+
 START_TEST(test_hook_limit)
 {
 	jobs_sched *s = jt_sched(1);
@@ -353,6 +359,182 @@ START_TEST(test_hook_limit)
 }
 END_TEST
 
+/* ---- rate-limited hooks and removal ---- */
+
+/* A rate-limited source: always outstanding (so idle workers keep polling), counts its calls and
+ * checks that no two overlap. */
+struct rated {
+	_Atomic uint64_t calls;   /* hook calls */
+	_Atomic int inside;       /* threads inside the hook right now */
+	_Atomic int overlaps;     /* calls that found another one inside */
+	long plain;               /* plain: only ever touched inside the hook (serialised calls) */
+	unsigned report;          /* what the hook returns */
+};
+
+static unsigned rated_hook(void *ctx)
+{
+	struct rated *r = ctx;
+	if (atomic_fetch_add(&r->inside, 1) != 0)
+		atomic_fetch_add(&r->overlaps, 1);
+	r->plain++; /* a data race (TSan) unless calls are ordered one after another */
+	atomic_fetch_add_explicit(&r->calls, 1, memory_order_relaxed);
+	atomic_fetch_sub(&r->inside, 1);
+	return r->report;
+}
+
+/* Many idle workers (4x the cores), one hook limited to one call per 2 ms, polled for ~100 ms:
+ * consecutive call starts lie 2 ms apart, and every call starts between t0 and t1, so there are
+ * at most (t1 - t0) / 2 ms + 1 calls — a bound the code guarantees, not a timing measurement. */
+START_TEST(test_hook_rate_limited)
+{
+	const uint64_t interval = 2000000; /* 2 ms */
+	jobs_sched *s = jt_sched(8);
+	struct rated *r = calloc(1, sizeof *r);
+	struct rated *free_running = calloc(1, sizeof *free_running);
+	r->report = 1;
+	free_running->report = 0;
+	uint64_t t0 = jt_now_ns();
+	jobs_hook_id id = 0, id0 = 0;
+	jt_assert_status(jobs_add_poll_hook_rate(s, rated_hook, r, interval, &id), JOBS_OK, "add rated");
+	ck_assert(id != 0);
+	/* an unlimited hook next to it is still called (and may overlap; not checked) */
+	jt_assert_status(jobs_add_poll_hook_rate(s, nop_hook_counting, &free_running->calls, 0, &id0),
+			 JOBS_OK, "add unlimited");
+	uint64_t start = jt_now_ns();
+	while (jt_now_ns() - start < 100000000u || atomic_load(&r->calls) < 2) {
+		ck_assert_msg(jt_now_ns() - start < JT_SAFETY_NS, "the rated hook was not called twice");
+		jobs_kick(s);
+		jt_sleep_us(500);
+	}
+	jt_assert_status(jobs_remove_poll_hook(s, id), JOBS_OK, "remove rated");
+	uint64_t t1 = jt_now_ns();
+	uint64_t calls = atomic_load(&r->calls);
+	ck_assert_msg(calls <= (t1 - t0) / interval + 1, "%llu calls in %llu ns with a %llu ns interval",
+		      (unsigned long long)calls, (unsigned long long)(t1 - t0),
+		      (unsigned long long)interval);
+	ck_assert_int_eq(atomic_load(&r->overlaps), 0);
+	ck_assert_int_eq(r->plain, (long)calls);
+	jt_assert_status(jobs_remove_poll_hook(s, id0), JOBS_OK, "remove unlimited");
+	ck_assert(atomic_load(&free_running->calls) > 0);
+	jobs_sched_destroy(s);
+	free(r);
+	free(free_running);
+}
+END_TEST
+
+/* After removal returns, the hook is never called again; ids are checked; entries are reused. */
+START_TEST(test_hook_remove)
+{
+	jobs_sched *s = jt_sched(_i + 1);
+	_Atomic int *calls = calloc(1, sizeof *calls);
+	jobs_hook_id id;
+	jt_assert_status(jobs_add_poll_hook_rate(s, nop_hook, calls, 0, &id), JOBS_OK, "add");
+	uint64_t start = jt_now_ns();
+	while (atomic_load(calls) == 0) {
+		ck_assert_msg(jt_now_ns() - start < JT_SAFETY_NS, "hook never called");
+		jobs_kick(s);
+		jt_sleep_us(100);
+	}
+	jt_assert_status(jobs_remove_poll_hook(s, id), JOBS_OK, "remove");
+	int after = atomic_load(calls);
+	for (int k = 0; k < 20; k++) {
+		jobs_kick(s);
+		jt_sleep_us(200);
+	}
+	ck_assert_int_eq(atomic_load(calls), after); /* nothing after removal returned */
+	jt_assert_status(jobs_remove_poll_hook(s, id), JOBS_INVALID, "second remove");
+	jt_assert_status(jobs_remove_poll_hook(s, 0), JOBS_INVALID, "remove 0");
+	jt_assert_status(jobs_remove_poll_hook(s, (id & ~0xffull) | 200), JOBS_INVALID, "bad index");
+	/* all 8 entries are free again; a stale id does not remove the entry's new registration */
+	_Atomic int *more = calloc(8, sizeof *more);
+	jobs_hook_id ids[8];
+	for (int i = 0; i < 8; i++)
+		jt_assert_status(jobs_add_poll_hook_rate(s, nop_hook, &more[i], 0, &ids[i]), JOBS_OK, "re-add");
+	jt_assert_status(jobs_add_poll_hook_rate(s, nop_hook, calls, 0, NULL), JOBS_FULL, "9th");
+	jt_assert_status(jobs_remove_poll_hook(s, id), JOBS_INVALID, "stale id");
+	for (int i = 0; i < 8; i++)
+		jt_assert_status(jobs_remove_poll_hook(s, ids[i]), JOBS_OK, "remove each");
+	jobs_sched_destroy(s);
+	free(more);
+	free(calls);
+}
+END_TEST
+
+/* Removal from inside a hook is refused (it would wait for itself). */
+struct self_remove {
+	jobs_sched *s;
+	_Atomic jobs_hook_id id;
+	_Atomic int tried;
+	_Atomic int refused;
+};
+
+static unsigned self_remove_hook(void *ctx)
+{
+	struct self_remove *x = ctx;
+	jobs_hook_id id = atomic_load(&x->id);
+	if (id && !atomic_exchange(&x->tried, 1))
+		atomic_store(&x->refused, jobs_remove_poll_hook(x->s, id) == JOBS_INVALID);
+	return 0;
+}
+
+START_TEST(test_hook_remove_from_hook)
+{
+	jobs_sched *s = jt_sched(1);
+	struct self_remove *x = calloc(1, sizeof *x);
+	x->s = s;
+	jobs_hook_id id;
+	jt_assert_status(jobs_add_poll_hook_rate(s, self_remove_hook, x, 0, &id), JOBS_OK, "add");
+	atomic_store(&x->id, id);
+	uint64_t start = jt_now_ns();
+	while (!atomic_load(&x->tried)) {
+		ck_assert_msg(jt_now_ns() - start < JT_SAFETY_NS, "hook never called");
+		jobs_kick(s);
+		jt_sleep_us(100);
+	}
+	ck_assert(atomic_load(&x->refused));
+	jt_assert_status(jobs_remove_poll_hook(s, id), JOBS_OK, "remove from outside");
+	jobs_sched_destroy(s);
+	free(x);
+}
+END_TEST
+
+/* Register and remove repeatedly while idle workers poll: the hook's context is freed right after
+ * each removal (ASan/TSan catch a call that outlives it). */
+struct cookie {
+	uint64_t magic;        /* plain: written before registration, read by the hook */
+	_Atomic uint64_t calls; /* hook calls */
+};
+
+static unsigned cookie_hook(void *ctx)
+{
+	struct cookie *c = ctx;
+	jt_check(c->magic == 0xC00C1Eu, "hook called with a dead context");
+	atomic_fetch_add_explicit(&c->calls, 1, memory_order_relaxed);
+	return 1; /* outstanding: keep the workers polling */
+}
+
+START_TEST(test_hook_remove_while_polled)
+{
+	jobs_sched *s = jt_sched(4);
+	int rounds = (int)jt_scaled(300, 30);
+	for (int r = 0; r < rounds; r++) {
+		struct cookie *c = malloc(sizeof *c);
+		c->magic = 0xC00C1Eu;
+		atomic_init(&c->calls, 0);
+		jobs_hook_id id;
+		uint64_t interval = (r % 3) ? 0 : 100000; /* every third one rate-limited (100 us) */
+		jt_assert_status(jobs_add_poll_hook_rate(s, cookie_hook, c, interval, &id), JOBS_OK, "add");
+		if (r % 4 == 0)
+			jt_sleep_us(200);
+		jt_assert_status(jobs_remove_poll_hook(s, id), JOBS_OK, "remove");
+		c->magic = 0;
+		free(c);
+	}
+	jobs_sched_destroy(s);
+	jt_assert_no_thread_failures();
+}
+END_TEST
+
 static Suite *poll_hook_suite(void)
 {
 	Suite *su = suite_create("jobs_poll_hook");
@@ -364,6 +546,10 @@ static Suite *poll_hook_suite(void)
 	tcase_add_test(tc, test_hook_many_sources);
 	tcase_add_test(tc, test_destroy_with_finite_outstanding);
 	tcase_add_test(tc, test_hook_limit);
+	tcase_add_test(tc, test_hook_rate_limited);
+	tcase_add_loop_test(tc, test_hook_remove, 0, 2);
+	tcase_add_test(tc, test_hook_remove_from_hook);
+	tcase_add_test(tc, test_hook_remove_while_polled);
 	suite_add_tcase(su, tc);
 	return su;
 }
