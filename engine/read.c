@@ -301,7 +301,8 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		goto out;
 	}
 	uint64_t dropped = atomic_load_explicit(&c->dropped_through, memory_order_acquire);
-	if (rg->has_start_ordinal && rg->start_ordinal <= dropped) {
+	/* dropped == 0: nothing was reclaimed, so every start (0 included) is still covered. */
+	if (rg->has_start_ordinal && dropped && rg->start_ordinal <= dropped) {
 		ovs_err_format(err, errlen, "\"%s\": range start %llu is not above the retention frontier (history "
 			       "through ordinal %llu was reclaimed; oldest preserved is %llu)",
 			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,

@@ -1634,6 +1634,27 @@ START_TEST(test_stress_writers_sealers_readers)
 }
 END_TEST
 
+/* ---- ordering of map commits, traces of failed ops, errors at the call, range starts -------- */
+
+/* A range from ordinal 0 on a stage that has reclaimed nothing reads every change. */
+START_TEST(test_range_from_zero_nothing_reclaimed)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	seal(&f, 1);
+	read_result r;
+	read_f(&f, f.q, t, span(0, 1), &r);
+	ck_assert_msg(r.status == OVSTAGE_OK, "range [0, 1]: %d %s", r.status, r.msg);
+	ck_assert_int_eq(r.value_groups, 1);
+	for (int i = 0; i < 3; i++)
+		ck_assert_float_eq(r.vals[i], (float)(i + 1));
+	teardown(&f);
+}
+END_TEST
+
 static Suite *stage_suite(void)
 {
 	Suite *su = suite_create("stage");
@@ -1661,6 +1682,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_op_failure_logged);
 	tcase_add_test(tc, test_unsealed_backpressure);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
+	tcase_add_test(tc, test_range_from_zero_nothing_reclaimed);
 	suite_add_tcase(su, tc);
 	return su;
 }
