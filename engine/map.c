@@ -8,7 +8,9 @@
  *                     ordinal waits for the commit.
  *   fetch_map_next -> the group (lane-canonical 1-D tensor over the buffer); END_OF_ITERATION after.
  *   unmap_group    -> marks the group filled (the commit happens with unmap_attribute).
- *   unmap_attribute-> resolves C's fence: C hands the column a delta and the handle is retired.
+ *   unmap_attribute-> resolves C's fence: C hands the column a delta and the handle is retired. The
+ *                     delta is ordered among same-ordinal writes by unmap_attribute's op id (the
+ *                     unmap's submission), not by C's (the map's).
  *
  * Zero copy: when the query's prims are exactly the column's rows in order (a new column, or a
  * producer that maps the whole column each step), the session buffer IS the buffer of the version
@@ -41,6 +43,8 @@ typedef struct ovs_map {
 	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute) */
 	ovs_opstate state;             /* M's outcome */
 	ovs_inflight *inflight;        /* C's sequencer record */
+	uint64_t commit_seq;           /* C's place among same-ordinal writes: the id of unmap_attribute's
+	                                * op (set before C's fence is resolved, which orders it for C) */
 	/* set by M: */
 	uint32_t n;                    /* prims */
 	uint32_t *rows;                /* their rows */
@@ -187,7 +191,7 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		return;
 	}
 	d->ordinal = m->ordinal;
-	d->seq = jobs_run_id(run);
+	d->seq = m->commit_seq; /* the unmap's submission, not the map's (docs/api.md) */
 	d->nrows = m->n;
 	if (m->full) {
 		d->kind = OVS_DELTA_FULL; /* zero copy: the session buffer becomes the version's */
@@ -409,6 +413,12 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	jobs_id commit = m->commit_op;
 	ovs_op_desc d = { .fn = ovs_op_noop, .after = &commit, .after_count = 1 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	/* The commit takes its place among same-ordinal writes here, at the unmap's submission (as in
+	 * 0.2.1, whose one lane applies a write at once and writes the mapped buffer back at the unmap):
+	 * ids are issued in submission order, so a write submitted before this call (between map and
+	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them.
+	 * If the caller's op was refused, C keeps the map's id: it still commits (no cancel). */
+	m->commit_seq = r.status == OVSTAGE_OK ? r.op_index : commit;
 	/* Commit whatever the outcome of the submission: unmap always commits (there is no cancel). */
 	jobs_fence_resolve(st->sched, commit);
 	jobs_release(st->sched, commit);

@@ -1636,6 +1636,88 @@ END_TEST
 
 /* ---- ordering of map commits, traces of failed ops, errors at the call, range starts -------- */
 
+/* Thread payload: one write of `v` (rows values) at `ord`, submitted and waited on another thread. */
+typedef struct bg_write {
+	fixture *f;
+	ovx_token_t t;
+	uint64_t ord;
+	float *v;
+	int64_t rows;
+} bg_write;
+
+static void *bg_write_main(void *arg)
+{
+	bg_write *b = arg;
+	wait_ok(b->f, write_f(b->f, b->f->q, b->t, b->ord, b->v, b->rows));
+	return NULL;
+}
+
+/* The write at the map's ordinal, from another thread; returns once it completed. */
+static void write_from_thread(fixture *f, ovx_token_t t, uint64_t ord, float *v, int64_t rows)
+{
+	bg_write b = { f, t, ord, v, rows };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_write_main, &b), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+}
+
+/* Fills a map session's group with base + i and unmaps it. */
+static void fill_and_unmap(fixture *f, ovstage_map_handle_t m, ovstage_map_group_t *g, float base)
+{
+	ovstage_cuda_sync_t none = { 0, 0 };
+	float *dst = g->data.tensors[0].data;
+	for (int64_t i = 0; i < g->data.tensors[0].shape[0]; i++)
+		dst[i] = base + (float)i;
+	wait_ok(f, ovstage_unmap_attribute(f->st, m, none));
+}
+
+/* A map commit takes its place among same-ordinal writes at unmap_attribute's submission (as in
+ * 0.2.1's serialized lane): a write submitted between map and unmap loses to the mapped values, a
+ * write submitted after the unmap wins over them. */
+START_TEST(test_map_commit_ordered_at_unmap)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "x");
+	float w[4] = { 100, 101, 102, 103 };
+	ovstage_map_group_t g;
+	read_result r;
+	/* write between map and unmap, same thread: the map's values win */
+	ovstage_map_handle_t m = map_open(&f, f.q, t, 5, 1, &g);
+	wait_ok(&f, write_f(&f, f.q, t, 5, w, 4));
+	fill_and_unmap(&f, m, &g, 10);
+	seal(&f, 5);
+	read_f(&f, f.q, t, latest(5), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 10.f + (float)i);
+	/* the same with the write from another thread */
+	m = map_open(&f, f.q, t, 6, 1, &g);
+	write_from_thread(&f, t, 6, w, 4);
+	fill_and_unmap(&f, m, &g, 20);
+	seal(&f, 6);
+	read_f(&f, f.q, t, latest(6), &r);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 20.f + (float)i);
+	/* write after the unmap (this thread, then another thread): the write wins */
+	m = map_open(&f, f.q, t, 7, 1, &g);
+	fill_and_unmap(&f, m, &g, 30);
+	wait_ok(&f, write_f(&f, f.q, t, 7, w, 4));
+	seal(&f, 7);
+	read_f(&f, f.q, t, latest(7), &r);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 100.f + (float)i);
+	m = map_open(&f, f.q, t, 8, 1, &g);
+	fill_and_unmap(&f, m, &g, 40);
+	write_from_thread(&f, t, 8, w, 4);
+	seal(&f, 8);
+	read_f(&f, f.q, t, latest(8), &r);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 100.f + (float)i);
+	teardown(&f);
+}
+END_TEST
+
 /* A range from ordinal 0 on a stage that has reclaimed nothing reads every change. */
 START_TEST(test_range_from_zero_nothing_reclaimed)
 {
@@ -1682,6 +1764,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_op_failure_logged);
 	tcase_add_test(tc, test_unsealed_backpressure);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
+	tcase_add_test(tc, test_map_commit_ordered_at_unmap);
 	tcase_add_test(tc, test_range_from_zero_nothing_reclaimed);
 	suite_add_tcase(su, tc);
 	return su;
