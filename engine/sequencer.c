@@ -6,10 +6,69 @@
 #include "errors.h"
 #include "query.h"
 
-void ovs_inflight_done(ovs_inflight *f)
+void ovs_sequencer_applied(ovs_column *c, ovstage_ordinal_t ordinal)
 {
-	/* release: pruning (under the lock) frees the record after seeing it done. */
+	/* relaxed: ordered before the op's done flag (release), which ovs_inflight_done's recompute
+	 * acquires before it reads this; a CAS loop, as several ops may complete at once. */
+	uint64_t m = atomic_load_explicit(&c->max_applied, memory_order_relaxed);
+	while (ordinal > m && !atomic_compare_exchange_weak_explicit(&c->max_applied, &m, ordinal,
+								     memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+static bool touches(const ovs_inflight *f, ovx_token_t col)
+{
+	for (size_t i = 0; i < f->ncols; i++)
+		if (f->cols[i] == col)
+			return true;
+	return false;
+}
+
+/* The highest ordinal column c is written at: what completed, or what is admitted and in flight.
+ * Caller holds seq_lock (admissions, which raise max_written, are excluded meanwhile). */
+static uint64_t written_through_locked(ovs_stage *st, ovs_column *c)
+{
+	uint64_t m = 0;
+	for (const ovs_inflight *g = st->inflight; g; g = g->next)
+		/* acquire: a done op's ovs_sequencer_applied is visible below. Whole-prim mutations
+		 * (cols NULL) never raise max_written. */
+		if (!atomic_load_explicit(&g->done, memory_order_acquire) && g->cols && g->ordinal > m &&
+		    touches(g, c->name))
+			m = g->ordinal;
+	uint64_t a = atomic_load_explicit(&c->max_applied, memory_order_relaxed);
+	return a > m ? a : m;
+}
+
+/* Whether f left a column it touches unwritten at its ordinal (its op failed or was cancelled). */
+static bool left_unapplied(ovs_stage *st, const ovs_inflight *f)
+{
+	for (size_t i = 0; f->cols && i < f->ncols; i++) {
+		ovs_column *c = ovs_column_find(st, f->cols[i]);
+		if (c && atomic_load_explicit(&c->max_applied, memory_order_relaxed) < f->ordinal)
+			return true;
+	}
+	return false;
+}
+
+void ovs_inflight_done(ovs_stage *st, ovs_inflight *f)
+{
+	if (!left_unapplied(st, f)) {
+		/* release: pruning (under the lock) frees the record after seeing it done. */
+		atomic_store_explicit(&f->done, true, memory_order_release);
+		return;
+	}
+	/* Under the lock, f done first: a concurrent recompute (another failed op) then no longer
+	 * counts f, and no admission interleaves. f may be pruned as soon as we unlock. */
+	pthread_mutex_lock(&st->seq_lock);
 	atomic_store_explicit(&f->done, true, memory_order_release);
+	for (size_t i = 0; i < f->ncols; i++) {
+		ovs_column *c = ovs_column_find(st, f->cols[i]);
+		if (c)
+			/* relaxed: max_written is stored under seq_lock only; readers take it as a hint
+			 * ordered by their own floor load (read.c). */
+			atomic_store_explicit(&c->max_written, written_through_locked(st, c), memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&st->seq_lock);
 }
 
 /* Frees records of finished mutations. Caller holds seq_lock. */

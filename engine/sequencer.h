@@ -21,7 +21,13 @@
 ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
 						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight);
 
-/* Marks a mutation finished (called from its cleanup). */
-void ovs_inflight_done(ovs_inflight *f);
+/* Records that a mutation at `ordinal` completed its part on column c (a write entry, a map
+ * commit, a tombstone): the column then has a write at that ordinal whatever its op's outcome. */
+void ovs_sequencer_applied(ovs_column *c, ovstage_ordinal_t ordinal);
+
+/* Marks a mutation finished (called from its cleanup). A mutation that did not complete on one of
+ * its columns leaves no mark there: that column's max_written falls back to what completed or is
+ * still in flight, so latest reads above the floor are not refused for a write that failed. */
+void ovs_inflight_done(ovs_stage *st, ovs_inflight *f);
 
 #endif /* OVSTAGE_ENGINE_SEQUENCER_H */

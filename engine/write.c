@@ -34,6 +34,8 @@ typedef struct write_entry {
 	DLManagedTensorVersioned **managed;  /* tensors we own (deleter pending), or NULL */
 	uint32_t nmanaged;                   /* entries in managed */
 	ovstage_attribute_semantic_t semantic; /* effective semantic (NONE inherits the column's) */
+	bool created_rows;                   /* the op gave prims rows in the column (a failure after it
+	                                      * leaves rows of prims that do not exist) */
 	ovs_layout layout;                   /* validated layout (borrows data / managed); last: op_alloc
 	                                      * zeroes the fields before it only */
 } write_entry;
@@ -122,8 +124,20 @@ static void write_op_free(void *arg, bool ran)
 		release_managed(&op->e[i]); /* exactly once: adopted tensors were taken out of the list */
 	ovs_query_put(op->q);
 	if (op->inflight)
-		ovs_inflight_done(op->inflight);
+		ovs_inflight_done(op->st, op->inflight);
 	op_release(op);
+}
+
+/* Checks the entry against the column's schema, if it has one (installing waits for publish). */
+static ovstage_api_status_t check_schema(ovs_stage *st, const write_entry *e, char *err, size_t errlen)
+{
+	ovs_column *c = e->col;
+	/* acquire: pairs with settle_schema's release; the schema fields are then stable. */
+	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire))
+		return OVSTAGE_OK;
+	ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic : e->semantic;
+	return ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
+				       ovs_attr_name(st, c->name), err, errlen);
 }
 
 /* Installs the column's schema on first use, or checks the entry against it. */
@@ -364,6 +378,33 @@ static void release_rows(uint32_t *rows, ovs_buffer *buf, bool borrowed)
 		ovs_delta_array_free(rows, buf);
 }
 
+/* Makes a checked entry visible, in one place so that an entry failing before it leaves no trace:
+ * the column's schema (installed here, not when it was checked; a concurrent write may have
+ * installed another, which refuses this one), the existence of the selected prims, the query's new
+ * row map, the column's "written" mark, and the delta d (NULL for an empty write). */
+static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, ovs_delta *d, bool set_prims,
+					  ovs_rowmap *new_map, char *err, size_t errlen)
+{
+	ovs_stage *st = op->st;
+	ovstage_api_status_t s = settle_schema(st, e, err, errlen);
+	if (s != OVSTAGE_OK) {
+		free(new_map);
+		if (d)
+			ovs_delta_free(d);
+		return s;
+	}
+	const ovs_layout *l = &e->layout;
+	for (uint32_t i = 0; set_prims && d && i < l->count; i++)
+		if (ovs_layout_selected(l, i))
+			ovs_prim_set(st, op->q->paths[i], 1);
+	if (new_map)
+		ovs_query_rowmap_install(op->q, new_map);
+	ovs_sequencer_applied(e->col, op->ordinal);
+	if (d)
+		ovs_column_push_delta(st, e->col, d);
+	return OVSTAGE_OK;
+}
+
 /* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
 static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, char *err,
 					size_t errlen)
@@ -388,12 +429,14 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			return ls;
 		}
 	}
-	ovstage_api_status_t s = settle_schema(st, e, err, errlen);
+	/* Every check that can refuse the entry runs before anything changes (the schema is installed
+	 * by publish_entry, after the delta exists): a refused entry leaves no trace. */
+	ovstage_api_status_t s = check_schema(st, e, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
 	const ovs_layout *l = &e->layout;
 	if (l->kind == OVS_LAYOUT_EMPTY)
-		return OVSTAGE_OK;
+		return publish_entry(op, e, NULL, false, NULL, err, errlen);
 	if (!l->host_accessible) {
 		ovs_err_format(err, errlen, "attribute \"%s\": device-resident (CUDA) tensors need the GPU backend, "
 			       "which is not built in", ovs_attr_name(st, c->name));
@@ -447,12 +490,10 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	/* acquire: a whole-prim delete since the prims were created means their existence must be
 	 * re-asserted; without any, every prim with a row exists. */
 	bool reassert = atomic_load_explicit(&st->prim_deletes, memory_order_acquire) != 0;
+	bool set_prims = reassert || !map; /* publish_entry marks the selected prims existing */
+	ovs_rowmap *new_map = NULL;        /* a complete row map publish_entry caches for the query */
 	if (map) {
 		identity = identity && map->identity;
-		if (reassert)
-			for (uint32_t i = 0; i < n; i++)
-				if (ovs_layout_selected(l, i))
-					ovs_prim_set(st, paths[i], 1);
 		if (full_rows) {
 			k = n; /* rows 0..n-1 are every row: the FULL delta below needs no row list */
 		} else if (!l->mask) {
@@ -462,7 +503,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			rows_shape = map;
 		} else if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l)) {
 			/* A contiguous payload under a mask: rows and values in one pass over the mask. */
-			pre_values = ovs_delta_array(st, (size_t)nsel * c->row_bytes, &pre_values_buf);
+			pre_values = ovs_delta_array(st, (size_t)nsel * l->elem_bytes, &pre_values_buf);
 			if (!pre_values) {
 				free(prefix);
 				release_rows(rows, rows_buf, borrowed);
@@ -470,7 +511,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			gather_ctx cx = { l->mask, n, map->identity ? NULL : map->rows, prefix,
-					  ovs_layout_contiguous_base(l), c->row_bytes, rows, pre_values };
+					  ovs_layout_contiguous_base(l), l->elem_bytes, rows, pre_values };
 			gather_masked(w, &cx);
 			k = nsel;
 			identity_rows = map->identity;
@@ -501,25 +542,25 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			}
 			if (r != i)
 				identity = false;
+			e->created_rows = e->created_rows || created;
 			rows[k++] = r;
-			ovs_prim_set(st, paths[i], 1);
 		}
 		if (!l->mask && n == op->q->count && n) {
-			/* every prim of the query has a row now: cache the map */
-			ovs_rowmap *m = malloc(sizeof *m + (size_t)n * sizeof m->rows[0]);
-			if (m) {
-				m->col = c;
-				m->n = n;
-				m->identity = identity;
-				memcpy(m->rows, rows, (size_t)n * sizeof *rows);
-				ovs_query_rowmap_install(op->q, m);
+			/* every prim of the query has a row now: cache the map (when the entry succeeds) */
+			new_map = malloc(sizeof *new_map + (size_t)n * sizeof new_map->rows[0]);
+			if (new_map) {
+				new_map->col = c;
+				new_map->n = n;
+				new_map->identity = identity;
+				memcpy(new_map->rows, rows, (size_t)n * sizeof *rows);
 			}
 		}
 	}
 	free(prefix); /* only the gather above uses it */
-	size_t rb = c->row_bytes;
+	size_t rb = l->elem_bytes; /* = the column's row_bytes, which publish_entry may install */
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
+		free(new_map);
 		ovs_delta_array_free(pre_values, pre_values_buf);
 		release_rows(rows, rows_buf, borrowed);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
@@ -536,6 +577,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		if (!d->blobs) {
 			ovs_delta_free(d);
 			ovs_err_format(err, errlen, "out of memory copying %u array rows", k);
+			free(new_map);
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 		d->nrows = k;
@@ -550,14 +592,14 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				ovs_delta_free(d);
 				ovs_err_format(err, errlen, "out of memory copying array row %u (%llu elements)", src,
 					       (unsigned long long)len);
+				free(new_map);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			if (len)
 				ovs_layout_copy_array_row(l, src, b->data);
 			d->blobs[j++] = b;
 		}
-		ovs_column_push_delta(st, c, d);
-		return OVSTAGE_OK;
+		return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 	}
 	d->ordinal = op->ordinal;
 	d->seq = seq; /* the op id: same-ordinal deltas seal in submission order */
@@ -580,6 +622,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			if (!d->full) {
 				free(d);
 				ovs_err_format(err, errlen, "out of memory allocating %zu bytes", (size_t)k * rb);
+				free(new_map);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			if (base && !l->index_map)
@@ -596,6 +639,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			if (!rows) {
 				free(d);
 				ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", k);
+				free(new_map);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			for (uint32_t i = 0; i < k; i++)
@@ -623,13 +667,13 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				d->sorted = true;
 				d->contig = k == 0 || rows[k - 1] - rows[0] == k - 1;
 			}
-			ovs_column_push_delta(st, c, d);
-			return OVSTAGE_OK;
+			return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 		}
 		d->values = ovs_delta_array(st, (size_t)k * rb, &d->values_buf);
 		if (!d->values) {
 			ovs_delta_free(d);
 			ovs_err_format(err, errlen, "out of memory copying %u rows", k);
+			free(new_map);
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 		uint32_t j = 0;
@@ -642,8 +686,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				j += run - i;
 				i = run;
 			}
-			ovs_column_push_delta(st, c, d);
-			return OVSTAGE_OK;
+			return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 		}
 		/* Visit the selected elements only: with a mask, its set bits (ctz over words), so the cost
 		 * follows the rows written, not the query's size. */
@@ -663,8 +706,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			}
 		}
 	}
-	ovs_column_push_delta(st, c, d);
-	return OVSTAGE_OK;
+	return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 }
 
 static void write_job(jobs_worker *w, void *arg, jobs_run *run)
@@ -674,6 +716,8 @@ static void write_job(jobs_worker *w, void *arg, jobs_run *run)
 	for (size_t i = 0; i < op->n; i++) {
 		ovstage_api_status_t s = apply_entry(w, op, &op->e[i], jobs_run_id(run), err, sizeof err);
 		if (s != OVSTAGE_OK) {
+			if (op->e[i].created_rows)
+				ovs_prims_need_reassert(op->st); /* its rows stay, as holes (never present) */
 			/* Not a transaction (as in the anchor): earlier entries stay applied. */
 			ovs_op_fail(run, s, "write_attributes entry %zu: %s", i, err);
 			return;

@@ -1718,6 +1718,79 @@ START_TEST(test_map_commit_ordered_at_unmap)
 }
 END_TEST
 
+/* A write refused in its op fixes no schema: a later valid write of another dtype is accepted. */
+START_TEST(test_failed_write_fixes_no_schema)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "fresh");
+	char msg[600];
+	float v[] = { 1, 2, 3 };
+	/* INSERT onto existing prims (made by a write to another column), refused in the op */
+	wait_ok(&f, write_f(&f, f.q, tok(&f, "other"), 1, v, 3));
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 3, 1);
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_INSERT), msg,
+				  sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "already exists"), "%s", msg);
+	/* a valid write of another dtype: no schema was fixed by the failed one */
+	int32_t iv[] = { 7, 8, 9 };
+	ovstage_write_data_t wi = tst_wdata(&tt, iv, 3, kDLInt, 32, 1);
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, wi, OVSTAGE_PRIM_MODE_UPSERT));
+	teardown(&f);
+}
+END_TEST
+
+/* A failed write leaves no unsealed mark: latest reads above the floor still succeed. */
+START_TEST(test_failed_write_leaves_no_unsealed_mark)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	char msg[600];
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	seal(&f, 1);
+	/* INSERT on existing prims: admitted at the call, refused in the op */
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 3, 1);
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, f.q, A(t), 2, w, OVSTAGE_PRIM_MODE_INSERT), msg,
+				  sizeof msg), 1);
+	read_result r;
+	read_f(&f, f.q, t, latest(3), &r);
+	ck_assert_msg(r.status == OVSTAGE_OK, "read after a failed write: %d %s", r.status, r.msg);
+	ck_assert_float_eq(r.vals[2], 3.f);
+	/* a failed map (INSERT on existing prims) likewise */
+	ovstage_map_desc_t d;
+	memset(&d, 0, sizeof d);
+	d.attribute = A(t);
+	d.prim_mode = OVSTAGE_PRIM_MODE_INSERT;
+	ovstage_map_handle_t m;
+	ck_assert_uint_eq(wait_op(&f, ovstage_map_attribute(f.st, f.q, &d, 2, NULL, 0, &m), msg, sizeof msg), 1);
+	ovstage_cuda_sync_t none = { 0, 0 };
+	ck_assert_uint_ge(wait_op(&f, ovstage_unmap_attribute(f.st, m, none), msg, sizeof msg), 1);
+	read_f(&f, f.q, t, latest(3), &r);
+	ck_assert_msg(r.status == OVSTAGE_OK, "read after a failed map: %d %s", r.status, r.msg);
+	/* a failed INSERT creates no prim: a new prim refused with its batch stays absent */
+	const char *np[] = { "/World/P0", "/World/New" };
+	ovstage_query_handle_t q2 = query_of(&f, np, 2, NULL);
+	float v2[] = { 5, 6 };
+	w = fdata(&tt, v2, 2, 1);
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, q2, A(tok(&f, "y")), 2, w, OVSTAGE_PRIM_MODE_INSERT),
+				  msg, sizeof msg), 1);
+	ovstage_read_handle_t rh;
+	ovx_token_t path = tok(&f, "usd-path");
+	wait_ok(&f, ovstage_read_attributes(f.st, q2, &path, 1, latest(3), &rh));
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, 0, &g), OVSTAGE_OK);
+	ck_assert_uint_eq(g.prims.count, 1); /* /World/P0 only */
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	wait_ok(&f, ovstage_release_query(f.st, q2));
+	teardown(&f);
+}
+END_TEST
+
 /* A range from ordinal 0 on a stage that has reclaimed nothing reads every change. */
 START_TEST(test_range_from_zero_nothing_reclaimed)
 {
@@ -1765,6 +1838,8 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_unsealed_backpressure);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	tcase_add_test(tc, test_map_commit_ordered_at_unmap);
+	tcase_add_test(tc, test_failed_write_fixes_no_schema);
+	tcase_add_test(tc, test_failed_write_leaves_no_unsealed_mark);
 	tcase_add_test(tc, test_range_from_zero_nothing_reclaimed);
 	suite_add_tcase(su, tc);
 	return su;
