@@ -349,6 +349,26 @@ static void tensor_label(char *buf, size_t n, bool managed, uint32_t i)
 	memcpy(buf + o, tail, tl + 1);
 }
 
+ovstage_api_status_t ovs_layout_check_host(const ovstage_write_data_t *wd, char *err, size_t err_size)
+{
+	const bool managed = wd->managed_tensors != NULL;
+	for (uint32_t i = 0; (managed || wd->tensors) && i < wd->tensor_count; i++) {
+		const DLTensor *t = managed ? (wd->managed_tensors[i] ? &wd->managed_tensors[i]->dl_tensor : NULL)
+					    : &wd->tensors[i];
+		if (!t || t->device.device_id < 0)
+			continue;
+		if (t->device.device_type != kDLCUDA && (int)t->device.device_type != 13 /* kDLCUDAManaged */)
+			continue;
+		char tn[64];
+		tensor_label(tn, sizeof tn, managed, i);
+		return fail(err, err_size, OVSTAGE_ERROR_NOT_SUPPORTED,
+			    "%s.device = %s:%d: device-resident tensors need the GPU backend, which is not built in "
+			    "(no CUDA device_id is in range in this CPU-only build)",
+			    tn, device_name(t->device.device_type), (int)t->device.device_id);
+	}
+	return OVSTAGE_OK;
+}
+
 const DLTensor *ovs_layout_tensor(const ovs_layout *l, uint32_t i)
 {
 	if (l->managed_tensors != NULL)

@@ -871,6 +871,11 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 			goto reject_op;
 		}
 		e->semantic = e->data.semantic;
+		s = ovs_layout_check_host(&e->data, err, sizeof err); /* known without the query's prims */
+		if (s != OVSTAGE_OK) {
+			ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
+			goto reject_op;
+		}
 		if (op->deferred)
 			continue; /* layout and schema need the query's count: checked in the op */
 		s = ovs_layout_from_write(&e->data, (uint32_t)(q->count > UINT32_MAX ? UINT32_MAX : q->count), &e->layout,

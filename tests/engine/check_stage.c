@@ -132,7 +132,12 @@ static void read_f(fixture *f, ovstage_query_handle_t q, ovx_token_t attr, ovsta
 	memset(res, 0, sizeof *res);
 	ovstage_read_handle_t rh;
 	ovstage_enqueue_result_t e = ovstage_read_attributes(f->st, q, &attr, 1, range, &rh);
-	ck_assert_msg(e.status == OVSTAGE_OK, "read rejected: %s", last_error());
+	if (e.status != OVSTAGE_OK) { /* refused at the call (a ready query is validated there) */
+		ck_assert_uint_eq(rh, OVSTAGE_INVALID_READ_HANDLE);
+		res->status = e.status;
+		snprintf(res->msg, sizeof res->msg, "%.*s", (int)sizeof res->msg - 1, last_error());
+		return;
+	}
 	size_t nfail = wait_op(f, e, res->msg, sizeof res->msg);
 	ovstage_read_group_t g;
 	ovstage_api_status_t s;
@@ -1791,6 +1796,53 @@ START_TEST(test_failed_write_leaves_no_unsealed_mark)
 }
 END_TEST
 
+/* CUDA tensors in this CPU-only build are refused at the call, with the device named. */
+START_TEST(test_cuda_tensor_rejected_at_call)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 3, 1);
+	tt.t.device.device_type = kDLCUDA;
+	tt.t.device.device_id = 7;
+	ovstage_enqueue_result_t e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	ck_assert_uint_eq(e.op_index, OVSTAGE_INVALID_OP_ID);
+	ck_assert_msg(strstr(last_error(), "CUDA:7"), "%s", last_error());
+	/* nothing was fixed: a CPU write of another dtype is accepted */
+	int32_t iv[] = { 7, 8, 9 };
+	ovstage_write_data_t wi = tst_wdata(&tt, iv, 3, kDLInt, 32, 1);
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, wi, OVSTAGE_PRIM_MODE_UPSERT));
+	teardown(&f);
+}
+END_TEST
+
+/* A read through a ready query of unsealed data is refused at the call. */
+START_TEST(test_unsealed_read_rejected_at_call)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	ovstage_read_handle_t rh;
+	ovstage_enqueue_result_t e = ovstage_read_attributes(f.st, f.q, &t, 1, latest(1), &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_uint_eq(rh, OVSTAGE_INVALID_READ_HANDLE);
+	ck_assert_msg(strstr(last_error(), "\"x\"") && strstr(last_error(), "end_ordinal 1"), "%s", last_error());
+	/* every column (attr_count 0) likewise */
+	e = ovstage_read_attributes(f.st, f.q, NULL, 0, latest(1), &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	seal(&f, 1);
+	read_result r;
+	read_f(&f, f.q, t, latest(1), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	teardown(&f);
+}
+END_TEST
+
 /* A range from ordinal 0 on a stage that has reclaimed nothing reads every change. */
 START_TEST(test_range_from_zero_nothing_reclaimed)
 {
@@ -1840,6 +1892,8 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_map_commit_ordered_at_unmap);
 	tcase_add_test(tc, test_failed_write_fixes_no_schema);
 	tcase_add_test(tc, test_failed_write_leaves_no_unsealed_mark);
+	tcase_add_test(tc, test_cuda_tensor_rejected_at_call);
+	tcase_add_test(tc, test_unsealed_read_rejected_at_call);
 	tcase_add_test(tc, test_range_from_zero_nothing_reclaimed);
 	suite_add_tcase(su, tc);
 	return su;
