@@ -100,21 +100,8 @@ static ovstage_api_status_t map_check_schema(ovs_map *m, char *err, size_t errle
  * installed another: then it is checked against that). */
 static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errlen)
 {
-	ovs_column *c = m->col;
-	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
-		pthread_mutex_lock(&c->schema_lock);
-		if (!atomic_load_explicit(&c->has_schema, memory_order_relaxed)) {
-			c->schema.is_array = false;
-			c->schema.dtype = m->dtype;
-			c->schema.semantic = m->semantic;
-			c->schema.device.device_type = kDLCPU;
-			c->schema.device.device_id = 0;
-			c->row_bytes = ovs_dtype_bytes(m->dtype);
-			/* release: readers of has_schema see the fields above. */
-			atomic_store_explicit(&c->has_schema, true, memory_order_release);
-		}
-		pthread_mutex_unlock(&c->schema_lock);
-	}
+	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype)))
+		return OVSTAGE_OK;
 	return map_check_schema(m, err, errlen);
 }
 

@@ -343,24 +343,16 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	/* The query's cached rows in this column (built on first use once every prim has a row). */
 	const ovs_rowmap *map = ovs_query_rowmap(r->q, c);
 	if (!map && qn) {
-		ovs_rowmap *m = malloc(sizeof *m + qn * sizeof m->rows[0]);
-		bool complete = m != NULL, identity = true;
+		ovs_rowmap *m = ovs_rowmap_alloc(c, (uint32_t)qn);
+		bool complete = m != NULL;
 		for (size_t i = 0; complete && i < qn; i++) {
-			uint32_t row = ovs_column_row(c, r->q->paths[i]);
-			complete = row != UINT32_MAX;
-			if (complete) {
-				m->rows[i] = row;
-				identity = identity && row == i;
-			}
+			m->rows[i] = ovs_column_row(c, r->q->paths[i]);
+			complete = m->rows[i] != UINT32_MAX;
 		}
-		if (complete) {
-			m->col = c;
-			m->n = (uint32_t)qn;
-			m->identity = identity;
+		if (complete)
 			map = ovs_query_rowmap_install(r->q, m);
-		} else {
+		else
 			free(m);
-		}
 	}
 	if (!rg->has_start_ordinal && map && map->identity && !v->present && qn <= v->rows) {
 		/* The query is rows 0..qn-1 of the column and all hold values: a view, O(1). */

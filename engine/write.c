@@ -143,26 +143,10 @@ static ovstage_api_status_t check_schema(ovs_stage *st, const write_entry *e, ch
 /* Installs the column's schema on first use, or checks the entry against it. */
 static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *err, size_t errlen)
 {
-	ovs_column *c = e->col;
-	/* acquire: pairs with the release below; the schema fields are then stable. */
-	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
-		pthread_mutex_lock(&c->schema_lock);
-		if (!atomic_load_explicit(&c->has_schema, memory_order_relaxed)) {
-			c->schema.is_array = e->layout.is_array;
-			c->schema.dtype = e->layout.dtype;
-			c->schema.semantic = e->semantic;
-			c->schema.device.device_type = kDLCPU; /* host storage (device sources are rejected) */
-			c->schema.device.device_id = 0;
-			c->row_bytes = e->layout.elem_bytes;
-			atomic_store_explicit(&c->has_schema, true, memory_order_release);
-			pthread_mutex_unlock(&c->schema_lock);
-			return OVSTAGE_OK;
-		}
-		pthread_mutex_unlock(&c->schema_lock);
-	}
-	ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic : e->semantic;
-	return ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
-				       ovs_attr_name(st, c->name), err, errlen);
+	const ovs_layout *l = &e->layout;
+	if (ovs_column_install_schema(e->col, l->is_array, l->dtype, e->semantic, l->elem_bytes))
+		return OVSTAGE_OK;
+	return check_schema(st, e, err, errlen);
 }
 
 /* Bits set in mask[0 .. n) (the selected elements). The build targets baseline x86-64, where
@@ -547,13 +531,9 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		}
 		if (!l->mask && n == op->q->count && n) {
 			/* every prim of the query has a row now: cache the map (when the entry succeeds) */
-			new_map = malloc(sizeof *new_map + (size_t)n * sizeof new_map->rows[0]);
-			if (new_map) {
-				new_map->col = c;
-				new_map->n = n;
-				new_map->identity = identity;
+			new_map = ovs_rowmap_alloc(c, n);
+			if (new_map)
 				memcpy(new_map->rows, rows, (size_t)n * sizeof *rows);
-			}
 		}
 	}
 	free(prefix); /* only the gather above uses it */
@@ -742,6 +722,29 @@ static void adopt_all_managed(write_entry *es, const ovstage_attribute_write_t *
 	}
 }
 
+/* Whether writes[i].data.managed_tensors[t] appeared earlier in the batch (writes before i, or
+ * before t in writes[i]); *at_j, *at_u = where (either may be NULL). */
+static bool managed_seen_before(const ovstage_attribute_write_t *writes, size_t i, uint32_t t, size_t *at_j,
+				uint32_t *at_u)
+{
+	const DLManagedTensorVersioned *m = writes[i].data.managed_tensors[t];
+	for (size_t j = 0; j <= i; j++) {
+		const ovstage_write_data_t *wj = &writes[j].data;
+		if (!wj->managed_tensors)
+			continue;
+		uint32_t lim = j == i ? t : wj->tensor_count;
+		for (uint32_t u = 0; u < lim; u++)
+			if (wj->managed_tensors[u] == m) {
+				if (at_j)
+					*at_j = j;
+				if (at_u)
+					*at_u = u;
+				return true;
+			}
+	}
+	return false;
+}
+
 static void release_all_managed(const ovstage_attribute_write_t *writes, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -750,17 +753,7 @@ static void release_all_managed(const ovstage_attribute_write_t *writes, size_t 
 			continue;
 		for (uint32_t t = 0; t < wd->tensor_count; t++) {
 			DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)(uintptr_t)wd->managed_tensors[t];
-			bool dup = false;
-			for (size_t j = 0; j <= i && !dup; j++) {
-				const ovstage_write_data_t *wj = &writes[j].data;
-				if (!wj->managed_tensors)
-					continue;
-				uint32_t lim = j == i ? t : wj->tensor_count;
-				for (uint32_t u = 0; u < lim; u++)
-					if (wj->managed_tensors[u] == m)
-						dup = true;
-			}
-			if (m && !dup && m->deleter)
+			if (m && m->deleter && !managed_seen_before(writes, i, t, NULL, NULL))
 				m->deleter(m);
 		}
 	}
@@ -802,18 +795,12 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 						i, t);
 				goto reject_all;
 			}
-			for (size_t j = 0; j <= i; j++) {
-				const ovstage_write_data_t *wj = &writes[j].data;
-				if (!wj->managed_tensors)
-					continue;
-				uint32_t lim = j == i ? t : wj->tensor_count;
-				for (uint32_t u = 0; u < lim; u++)
-					if (wj->managed_tensors[u] == wd->managed_tensors[t]) {
-						s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
-								"writes[%zu].data.managed_tensors[%u] is the same tensor as "
-								"writes[%zu].data.managed_tensors[%u]", i, t, j, u);
-						goto reject_all;
-					}
+			size_t j;
+			uint32_t u;
+			if (managed_seen_before(writes, i, t, &j, &u)) {
+				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu].data.managed_tensors[%u] is the same "
+						"tensor as writes[%zu].data.managed_tensors[%u]", i, t, j, u);
+				goto reject_all;
 			}
 		}
 	}
