@@ -21,6 +21,15 @@
 ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
 						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight);
 
+/* Submits a floor advance to n over cols (ncols columns; all = ALL scope, the stage floor moves
+ * too): raises their requested floors (so admission refuses mutations at or below n from now on),
+ * and makes the op depend on the previous advance and on every mutation in flight at an ordinal
+ * <= n touching one of them, atomically w.r.t. admissions. op->after is set here; an op with
+ * run_inline runs on this thread (outside the lock) if its dependencies are complete. On
+ * rejection the op's cleanup runs and the last error is set. */
+ovstage_enqueue_result_t ovs_sequencer_submit_advance(ovs_stage *st, ovstage_ordinal_t n, ovs_column *const *cols,
+						      size_t ncols, bool all, const ovs_op_desc *op);
+
 /* Records that a mutation at `ordinal` completed its part on column c (a write entry, a map
  * commit, a tombstone): the column then has a write at that ordinal whatever its op's outcome. */
 void ovs_sequencer_applied(ovs_column *c, ovstage_ordinal_t ordinal);
