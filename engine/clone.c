@@ -34,7 +34,7 @@ static void clone_free(void *arg, bool ran)
 	(void)ran;
 	clone_op *c = arg;
 	if (c->inflight)
-		ovs_inflight_done(c->inflight);
+		ovs_inflight_done(c->st, c->inflight);
 	free(c->targets);
 	free(c);
 }

@@ -28,7 +28,7 @@ static void delete_free(void *arg, bool ran)
 	(void)ran;
 	delete_op *d = arg;
 	if (d->inflight)
-		ovs_inflight_done(d->inflight);
+		ovs_inflight_done(d->st, d->inflight);
 	ovs_query_put(d->q);
 	free(d->cols);
 	free(d);
@@ -76,6 +76,8 @@ static void delete_job(jobs_worker *w, void *arg, jobs_run *run)
 			if (!tombstone(d, d->cols[i], seq)) {
 				ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "delete_attributes: out of memory");
 				return;
+			} else {
+				ovs_sequencer_applied(d->cols[i], d->ordinal);
 			}
 		return;
 	}
@@ -86,8 +88,7 @@ static void delete_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "delete_attributes: out of memory");
 			return;
 		}
-	/* release: a write that sees the count also sees the prims marked deleted. */
-	atomic_fetch_add_explicit(&st->prim_deletes, 1, memory_order_release);
+	ovs_prims_need_reassert(st);
 	for (size_t i = 0; i < d->q->count; i++)
 		ovs_prim_set(st, d->q->paths[i], 2);
 }

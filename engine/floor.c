@@ -102,16 +102,15 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 	s->st = st;
 	s->n = desc->ordinal;
 	s->all = all;
-	pthread_mutex_lock(&st->seq_lock);
 	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
 	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
 	s->cols = malloc((nc ? nc : 1) * sizeof *s->cols);
-	jobs_id *deps = NULL;
-	size_t ndeps = 0, capdeps = 0;
+	if (!s->cols) {
+		seal_free(s, false);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
 	size_t cost = 0;
 	bool small = true;
-	if (!s->cols)
-		goto oom;
 	for (size_t i = 0; i < nc; i++) {
 		bool in = all || (desc->scope == OVSTAGE_SCOPE_INCLUDE) == listed(desc->attributes, desc->attribute_count,
 										   cols[i]->name);
@@ -121,60 +120,12 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 		size_t cb = seal_cost_bound(cols[i]);
 		cost += cb;
 		small = small && cb < SEAL_INLINE_COLUMN_MAX && cost <= SEAL_INLINE_TOTAL_MAX;
-		uint64_t fr = atomic_load_explicit(&cols[i]->floor_requested, memory_order_relaxed);
-		if (desc->ordinal > fr)
-			/* relaxed: read under seq_lock by admission, and by the seal job which runs after us. */
-			atomic_store_explicit(&cols[i]->floor_requested, desc->ordinal, memory_order_relaxed);
 	}
-	if (all && desc->ordinal > st->all_floor_requested)
-		st->all_floor_requested = desc->ordinal;
-	/* Dependencies: the previous seal, and every mutation in flight at ordinals <= N in scope. */
-	for (ovs_inflight *f = st->inflight; f; f = f->next) {
-		if (atomic_load_explicit(&f->done, memory_order_acquire) || f->ordinal > desc->ordinal)
-			continue;
-		bool touches = !f->cols;
-		for (size_t i = 0; !touches && i < f->ncols; i++)
-			for (size_t j = 0; j < s->ncols && !touches; j++)
-				touches = s->cols[j]->name == f->cols[i];
-		if (!touches)
-			continue;
-		if (ndeps == capdeps) {
-			capdeps = capdeps ? capdeps * 2 : 16;
-			jobs_id *nd = realloc(deps, capdeps * sizeof *nd);
-			if (!nd)
-				goto oom;
-			deps = nd;
-		}
-		deps[ndeps++] = f->op;
-	}
-	if (st->last_seal) {
-		if (ndeps == capdeps) {
-			jobs_id *nd = realloc(deps, (capdeps + 1) * sizeof *nd);
-			if (!nd)
-				goto oom;
-			deps = nd;
-		}
-		deps[ndeps++] = st->last_seal;
-	}
-	{
-		/* A small seal runs on this thread when its dependencies are complete: it is held by one
-		 * fence of ours (it must not run under seq_lock), resolved after unlocking. */
-		ovs_op_desc d = { .fn = seal_job, .arg = s, .cleanup = seal_free, .after = deps, .after_count = ndeps,
-				   .run_after_failure = true, .run_inline = small, .fences = small ? 1 : 0 };
-		ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
-		if (r.status == OVSTAGE_OK)
-			st->last_seal = r.op_index;
-		pthread_mutex_unlock(&st->seq_lock);
-		free(deps);
-		if (r.status == OVSTAGE_OK && small)
-			jobs_fence_resolve(st->sched, r.op_index); /* cannot fail: the seal waits for it */
-		return r;
-	}
-oom:
-	pthread_mutex_unlock(&st->seq_lock);
-	free(deps);
-	seal_free(s, false);
-	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	/* Dependencies (the previous seal, the mutations in flight at ordinals <= N in scope) and the
+	 * requested floors are the sequencer's. A small seal runs on this thread when they are complete. */
+	ovs_op_desc d = { .fn = seal_job, .arg = s, .cleanup = seal_free, .run_after_failure = true,
+			  .run_inline = small };
+	return ovs_sequencer_submit_advance(st, desc->ordinal, s->cols, s->ncols, all, &d);
 }
 
 /* ---- ordinal queries ---- */

@@ -14,6 +14,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "store.h"
 
 /* ---- Messages -------------------------------------------------------------------------------- */
 
@@ -347,6 +351,49 @@ static void tensor_label(char *buf, size_t n, bool managed, uint32_t i)
 	const char *tail = managed ? "]->dl_tensor" : "]";
 	size_t tl = strlen(tail);
 	memcpy(buf + o, tail, tl + 1);
+}
+
+ovstage_api_status_t ovs_layout_check_host(const ovstage_write_data_t *wd, char *err, size_t err_size)
+{
+	const bool managed = wd->managed_tensors != NULL;
+	for (uint32_t i = 0; (managed || wd->tensors) && i < wd->tensor_count; i++) {
+		const DLTensor *t = managed ? (wd->managed_tensors[i] ? &wd->managed_tensors[i]->dl_tensor : NULL)
+					    : &wd->tensors[i];
+		if (!t || t->device.device_id < 0)
+			continue;
+		if (t->device.device_type != kDLCUDA && (int)t->device.device_type != 13 /* kDLCUDAManaged */)
+			continue;
+		char tn[64];
+		tensor_label(tn, sizeof tn, managed, i);
+		return fail(err, err_size, OVSTAGE_ERROR_NOT_SUPPORTED,
+			    "%s.device = %s:%d: device-resident tensors need the GPU backend, which is not built in "
+			    "(no CUDA device_id is in range in this CPU-only build)",
+			    tn, device_name(t->device.device_type), (int)t->device.device_id);
+	}
+	return OVSTAGE_OK;
+}
+
+bool ovs_column_install_schema(struct ovs_column *c, bool is_array, DLDataType dtype,
+			       ovstage_attribute_semantic_t semantic, size_t row_bytes)
+{
+	/* acquire: pairs with the release below; a present schema's fields are then stable. */
+	if (atomic_load_explicit(&c->has_schema, memory_order_acquire))
+		return false;
+	bool installed = false;
+	pthread_mutex_lock(&c->schema_lock);
+	if (!atomic_load_explicit(&c->has_schema, memory_order_relaxed)) {
+		c->schema.is_array = is_array;
+		c->schema.dtype = dtype;
+		c->schema.semantic = semantic;
+		c->schema.device.device_type = kDLCPU; /* host storage (device sources are refused) */
+		c->schema.device.device_id = 0;
+		c->row_bytes = row_bytes;
+		/* release: whoever sees has_schema sees the fields above. */
+		atomic_store_explicit(&c->has_schema, true, memory_order_release);
+		installed = true;
+	}
+	pthread_mutex_unlock(&c->schema_lock);
+	return installed;
 }
 
 const DLTensor *ovs_layout_tensor(const ovs_layout *l, uint32_t i)

@@ -8,7 +8,9 @@
  *                     ordinal waits for the commit.
  *   fetch_map_next -> the group (lane-canonical 1-D tensor over the buffer); END_OF_ITERATION after.
  *   unmap_group    -> marks the group filled (the commit happens with unmap_attribute).
- *   unmap_attribute-> resolves C's fence: C hands the column a delta and the handle is retired.
+ *   unmap_attribute-> resolves C's fence: C hands the column a delta and the handle is retired. The
+ *                     delta is ordered among same-ordinal writes by unmap_attribute's op id (the
+ *                     unmap's submission), not by C's (the map's).
  *
  * Zero copy: when the query's prims are exactly the column's rows in order (a new column, or a
  * producer that maps the whole column each step), the session buffer IS the buffer of the version
@@ -41,6 +43,8 @@ typedef struct ovs_map {
 	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute) */
 	ovs_opstate state;             /* M's outcome */
 	ovs_inflight *inflight;        /* C's sequencer record */
+	uint64_t commit_seq;           /* C's place among same-ordinal writes: the id of unmap_attribute's
+	                                * op (set before C's fence is resolved, which orders it for C) */
 	/* set by M: */
 	uint32_t n;                    /* prims */
 	uint32_t *rows;                /* their rows */
@@ -71,43 +75,45 @@ static void map_put(void *arg, bool ran)
 	ovs_hobj_unref(&m->h);
 }
 
-/* M: schema, rows, buffer, group. */
+/* The session's dtype and role checked against the column's schema, if it has one (a new column
+ * needs desc.dtype). Nothing is installed: a refused map leaves no trace. */
+static ovstage_api_status_t map_check_schema(ovs_map *m, char *err, size_t errlen)
+{
+	ovs_column *c = m->col;
+	/* acquire: pairs with the release that published the schema; its fields are then stable. */
+	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
+		if (m->dtype.bits)
+			return OVSTAGE_OK;
+		ovs_err_format(err, errlen, "\"%s\" does not exist yet: desc.dtype is required to create it",
+			       ovs_attr_name(m->st, c->name));
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	}
+	if (m->dtype.bits == 0) {
+		m->dtype = c->schema.dtype;
+		m->semantic = c->schema.semantic;
+	}
+	return ovs_layout_check_schema_of(false, m->dtype, m->semantic, c->schema.is_array, c->schema.dtype,
+					  c->schema.semantic, ovs_attr_name(m->st, c->name), err, errlen);
+}
+
+/* Installs the column's schema from the session on first use (a concurrent first write may have
+ * installed another: then it is checked against that). */
+static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errlen)
+{
+	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype)))
+		return OVSTAGE_OK;
+	return map_check_schema(m, err, errlen);
+}
+
+/* M: checks, rows, buffer, then what the map makes visible (schema, prims), then the group. */
 static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	(void)w;
 	ovs_map *m = arg;
 	ovs_stage *st = m->st;
 	ovs_column *c = m->col;
-	ovstage_api_status_t s = OVSTAGE_OK;
 	char err[512] = "";
-	/* Column schema: install on first use or check. */
-	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
-		pthread_mutex_lock(&c->schema_lock);
-		if (!atomic_load_explicit(&c->has_schema, memory_order_relaxed)) {
-			if (m->dtype.bits == 0) {
-				s = OVSTAGE_ERROR_INVALID_ARGUMENT;
-				ovs_err_format(err, sizeof err, "\"%s\" does not exist yet: desc.dtype is required to create it",
-					       ovs_attr_name(st, c->name));
-			} else {
-				c->schema.is_array = false;
-				c->schema.dtype = m->dtype;
-				c->schema.semantic = m->semantic;
-				c->schema.device.device_type = kDLCPU;
-				c->schema.device.device_id = 0;
-				c->row_bytes = ovs_dtype_bytes(m->dtype);
-				atomic_store_explicit(&c->has_schema, true, memory_order_release);
-			}
-		}
-		pthread_mutex_unlock(&c->schema_lock);
-	}
-	if (s == OVSTAGE_OK) {
-		if (m->dtype.bits == 0) {
-			m->dtype = c->schema.dtype;
-			m->semantic = c->schema.semantic;
-		}
-		s = ovs_layout_check_schema_of(false, m->dtype, m->semantic, c->schema.is_array, c->schema.dtype,
-					       c->schema.semantic, ovs_attr_name(st, c->name), err, sizeof err);
-	}
+	ovstage_api_status_t s = map_check_schema(m, err, sizeof err);
 	if (s == OVSTAGE_OK && m->mode == OVSTAGE_PRIM_MODE_INSERT)
 		for (uint32_t i = 0; i < m->q->count; i++)
 			if (ovs_prim_exists(st, m->q->paths[i])) {
@@ -124,51 +130,58 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_err_format(err, sizeof err, "out of memory mapping %u prims", n);
 		}
 	}
-	bool identity = true;
+	bool identity = true, created_rows = false;
 	for (uint32_t i = 0; s == OVSTAGE_OK && i < n; i++) {
-		bool created;
+		bool created = false;
 		m->rows[i] = ovs_column_row_create(c, m->q->paths[i], &created);
 		if (m->rows[i] == UINT32_MAX) {
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 			ovs_err_format(err, sizeof err, "cannot map prim %u to a row", i);
 		}
+		created_rows = created_rows || created;
 		identity = identity && m->rows[i] == i;
-		ovs_prim_set(st, m->q->paths[i], 1);
 	}
 	if (s == OVSTAGE_OK) {
-		size_t rb = c->row_bytes;
-		m->n = n;
-		m->full = identity && n > 0 && n == atomic_load_explicit(&c->nrows, memory_order_acquire);
+		size_t rb = ovs_dtype_bytes(m->dtype); /* the column's row bytes once settled */
 		m->buf = ovs_buffer_new(st, (size_t)n * rb);
 		if (!m->buf) {
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 			ovs_err_format(err, sizeof err, "out of memory allocating %zu bytes", (size_t)n * rb);
-		} else {
-			m->tensor.data = m->buf->data;
-			m->tensor.device = c->schema.device; /* the storage's device, as recorded */
-			m->tensor.ndim = 1;
-			m->tensor.dtype = m->dtype;
-			m->shape = n;
-			m->stride = 1;
-			m->tensor.shape = &m->shape;
-			m->tensor.strides = &m->stride;
-			m->tensor.byte_offset = 0;
-			m->group.prims.list = m->q->list;
-			m->group.prims.offset = 0;
-			m->group.prims.count = n;
-			m->group.prims.index_map = NULL;
-			m->group.data.tensors = &m->tensor;
-			m->group.data.tensor_count = 1;
-			m->group.data.count = 0;
-			m->group.data.index_map = NULL;
-			m->group.data.mask = NULL;
-			m->group.meta.attribute_write_floor_ordinal =
-				atomic_load_explicit(&c->floor, memory_order_acquire);
-			m->group.meta.layout_generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
 		}
 	}
-	if (s != OVSTAGE_OK)
+	if (s == OVSTAGE_OK)
+		s = map_settle_schema(m, err, sizeof err);
+	if (s == OVSTAGE_OK) {
+		for (uint32_t i = 0; i < n; i++)
+			ovs_prim_set(st, m->q->paths[i], 1);
+		m->n = n;
+		m->full = identity && n > 0 && n == atomic_load_explicit(&c->nrows, memory_order_acquire);
+		m->tensor.data = m->buf->data;
+		m->tensor.device = c->schema.device; /* the storage's device, as recorded */
+		m->tensor.ndim = 1;
+		m->tensor.dtype = m->dtype;
+		m->shape = n;
+		m->stride = 1;
+		m->tensor.shape = &m->shape;
+		m->tensor.strides = &m->stride;
+		m->tensor.byte_offset = 0;
+		m->group.prims.list = m->q->list;
+		m->group.prims.offset = 0;
+		m->group.prims.count = n;
+		m->group.prims.index_map = NULL;
+		m->group.data.tensors = &m->tensor;
+		m->group.data.tensor_count = 1;
+		m->group.data.count = 0;
+		m->group.data.index_map = NULL;
+		m->group.data.mask = NULL;
+		m->group.meta.attribute_write_floor_ordinal = atomic_load_explicit(&c->floor, memory_order_acquire);
+		m->group.meta.layout_generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
+	}
+	if (s != OVSTAGE_OK) {
+		if (created_rows)
+			ovs_prims_need_reassert(st); /* its rows stay, as holes (never present) */
 		ovs_op_fail(run, s, "map_attribute: %s", err);
+	}
 	ovs_opstate_finish(&m->state, s); /* release: the group is visible to fetch_map_next */
 }
 
@@ -179,15 +192,17 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovs_map *m = arg;
 	ovs_column *c = m->col;
 	size_t rb = c->row_bytes;
-	if (!m->n)
+	if (!m->n) {
+		ovs_sequencer_applied(c, m->ordinal); /* an empty session: committed, nothing to write */
 		return;
+	}
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
 		ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "unmap_attribute: out of memory");
 		return;
 	}
 	d->ordinal = m->ordinal;
-	d->seq = jobs_run_id(run);
+	d->seq = m->commit_seq; /* the unmap's submission, not the map's (docs/api.md) */
 	d->nrows = m->n;
 	if (m->full) {
 		d->kind = OVS_DELTA_FULL; /* zero copy: the session buffer becomes the version's */
@@ -205,6 +220,7 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		}
 		memcpy(d->values, m->buf->data, (size_t)m->n * rb);
 	}
+	ovs_sequencer_applied(c, m->ordinal);
 	ovs_column_push_delta(m->st, c, d);
 }
 
@@ -213,7 +229,7 @@ static void commit_free(void *arg, bool ran)
 	(void)ran;
 	ovs_map *m = arg;
 	if (m->inflight)
-		ovs_inflight_done(m->inflight);
+		ovs_inflight_done(m->st, m->inflight);
 	ovs_hobj_unref(&m->h);
 }
 
@@ -406,6 +422,12 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	jobs_id commit = m->commit_op;
 	ovs_op_desc d = { .fn = ovs_op_noop, .after = &commit, .after_count = 1 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	/* The commit takes its place among same-ordinal writes here, at the unmap's submission (as in
+	 * 0.2.1, whose one lane applies a write at once and writes the mapped buffer back at the unmap):
+	 * ids are issued in submission order, so a write submitted before this call (between map and
+	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them.
+	 * If the caller's op was refused, C keeps the map's id: it still commits (no cancel). */
+	m->commit_seq = r.status == OVSTAGE_OK ? r.op_index : commit;
 	/* Commit whatever the outcome of the submission: unmap always commits (there is no cancel). */
 	jobs_fence_resolve(st->sched, commit);
 	jobs_release(st->sched, commit);

@@ -33,10 +33,23 @@ const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c)
 	return NULL;
 }
 
+ovs_rowmap *ovs_rowmap_alloc(const struct ovs_column *c, uint32_t n)
+{
+	ovs_rowmap *m = malloc(sizeof *m + (size_t)n * sizeof m->rows[0]);
+	if (m) {
+		m->col = c;
+		m->n = n;
+	}
+	return m;
+}
+
 const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m)
 {
 	atomic_init(&m->refs, 1); /* the query's */
 	/* Its shape, once: writes through the query then tell the sealer without scanning. */
+	m->identity = true;
+	for (uint32_t i = 0; i < m->n && m->identity; i++)
+		m->identity = m->rows[i] == i;
 	m->sorted = m->contig = true;
 	for (uint32_t i = 1; i < m->n && m->sorted; i++) {
 		m->contig = m->contig && m->rows[i] == m->rows[i - 1] + 1;

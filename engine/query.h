@@ -45,8 +45,11 @@ typedef struct ovs_query {
 
 /* The query's complete row map for a column, or NULL (not cached, or some prim has no row yet). */
 const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c);
+/* A row map for column c with room for n rows (the caller fills rows[]), or NULL. */
+ovs_rowmap *ovs_rowmap_alloc(const struct ovs_column *c, uint32_t n);
 /* Caches a complete row map built by the caller (rows of all q->count prims); takes ownership (frees
- * it if there is no room or another thread installed one first). Returns the installed map. */
+ * it if there is no room or another thread installed one first). Sets its shape (identity, sorted,
+ * contig). Returns the installed map. */
 const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m);
 /* Row maps are reference-counted (ovs_rowmap_ref/unref, buffer.h): a delta that borrows an installed
  * map's rows as its own row list holds a reference (rows never change once installed). */

@@ -269,6 +269,34 @@ static inline bool bit_get(const uint64_t *bm, uint32_t r)
 	return (bm[r / 64] >> (r % 64)) & 1;
 }
 
+/* The checks of a read of column c decided by its floor (loaded by the caller, before any
+ * snapshot it pins) and its retention frontier alone: WRITE_FLOOR_VIOLATION for an end above the
+ * floor with writes admitted above it, OUT_OF_RANGE for a range start at or below the frontier.
+ * *dropped = the frontier. Used at the call (ready queries) and in the op. */
+static ovstage_api_status_t check_bounds(ovs_stage *st, ovs_column *c, const ovstage_ordinal_range_t *rg,
+					 uint64_t floor, uint64_t *dropped, char *err, size_t errlen)
+{
+	uint64_t end = rg->end_ordinal;
+	/* relaxed: a hint of admitted writes; the floor's acquire (caller) orders what it covers. */
+	if (end > floor && atomic_load_explicit(&c->max_written, memory_order_relaxed) > floor) {
+		ovs_err_format(err, errlen, "\"%s\": end_ordinal %llu is above the write floor %llu and the column has "
+			       "unsealed writes", ovs_attr_name(st, c->name), (unsigned long long)end,
+			       (unsigned long long)floor);
+		return OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
+	}
+	/* acquire: pairs with the sealer's release when a version leaves retention. */
+	*dropped = atomic_load_explicit(&c->dropped_through, memory_order_acquire);
+	/* dropped == 0: nothing was reclaimed, so every start (0 included) is still covered. */
+	if (rg->has_start_ordinal && *dropped && rg->start_ordinal <= *dropped) {
+		ovs_err_format(err, errlen, "\"%s\": range start %llu is not above the retention frontier (history "
+			       "through ordinal %llu was reclaimed; oldest preserved is %llu)",
+			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,
+			       (unsigned long long)*dropped, (unsigned long long)*dropped + 1);
+		return OVSTAGE_ERROR_OUT_OF_RANGE;
+	}
+	return OVSTAGE_OK;
+}
+
 /* Reads one column into groups. */
 static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, size_t errlen)
 {
@@ -292,23 +320,10 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	bool had_any;
 	npinned = ovs_pin_history(&st->grace, c, end, rg->has_start_ordinal, rg->start_ordinal, pinned, cap, &had_any);
 	ovs_version *v = npinned ? pinned[0] : NULL;
-	ovstage_api_status_t s = OVSTAGE_OK;
-	if (end > floor && atomic_load_explicit(&c->max_written, memory_order_relaxed) > floor) {
-		ovs_err_format(err, errlen, "\"%s\": end_ordinal %llu is above the write floor %llu and the column has "
-			       "unsealed writes", ovs_attr_name(st, c->name), (unsigned long long)end,
-			       (unsigned long long)floor);
-		s = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
+	uint64_t dropped = 0;
+	ovstage_api_status_t s = check_bounds(st, c, rg, floor, &dropped, err, errlen);
+	if (s != OVSTAGE_OK)
 		goto out;
-	}
-	uint64_t dropped = atomic_load_explicit(&c->dropped_through, memory_order_acquire);
-	if (rg->has_start_ordinal && rg->start_ordinal <= dropped) {
-		ovs_err_format(err, errlen, "\"%s\": range start %llu is not above the retention frontier (history "
-			       "through ordinal %llu was reclaimed; oldest preserved is %llu)",
-			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,
-			       (unsigned long long)dropped, (unsigned long long)dropped + 1);
-		s = OVSTAGE_ERROR_OUT_OF_RANGE;
-		goto out;
-	}
 	if (!had_any)
 		goto out; /* no sealed data: zero groups */
 	if (!v) {
@@ -328,24 +343,16 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	/* The query's cached rows in this column (built on first use once every prim has a row). */
 	const ovs_rowmap *map = ovs_query_rowmap(r->q, c);
 	if (!map && qn) {
-		ovs_rowmap *m = malloc(sizeof *m + qn * sizeof m->rows[0]);
-		bool complete = m != NULL, identity = true;
+		ovs_rowmap *m = ovs_rowmap_alloc(c, (uint32_t)qn);
+		bool complete = m != NULL;
 		for (size_t i = 0; complete && i < qn; i++) {
-			uint32_t row = ovs_column_row(c, r->q->paths[i]);
-			complete = row != UINT32_MAX;
-			if (complete) {
-				m->rows[i] = row;
-				identity = identity && row == i;
-			}
+			m->rows[i] = ovs_column_row(c, r->q->paths[i]);
+			complete = m->rows[i] != UINT32_MAX;
 		}
-		if (complete) {
-			m->col = c;
-			m->n = (uint32_t)qn;
-			m->identity = identity;
+		if (complete)
 			map = ovs_query_rowmap_install(r->q, m);
-		} else {
+		else
 			free(m);
-		}
 	}
 	if (!rg->has_start_ordinal && map && map->identity && !v->present && qn <= v->rows) {
 		/* The query is rows 0..qn-1 of the column and all hold values: a view, O(1). */
@@ -671,6 +678,29 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovs_opstate_finish(&r->state, OVSTAGE_OK);
 }
 
+/* A ready query's read is validated at the call (spec 2.11): the bounds of every column it reads
+ * (every column with a schema when attrs is NULL; derived names are not floor-gated). The op checks
+ * again against the state it pins. Sets the last error. */
+static ovstage_api_status_t check_bounds_at_call(ovs_stage *st, const ovx_token_t *attrs, size_t nattrs,
+						 const ovstage_ordinal_range_t *rg)
+{
+	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	size_t n = attrs ? nattrs : nc;
+	char err[512];
+	for (size_t i = 0; i < n; i++) {
+		ovs_column *c = attrs ? ovs_column_find(st, attrs[i]) : cols[i];
+		if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
+			continue; /* missing or derived: zero groups or synthesized, never refused */
+		uint64_t dropped;
+		uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+		ovstage_api_status_t s = check_bounds(st, c, rg, floor, &dropped, err, sizeof err);
+		if (s != OVSTAGE_OK)
+			return ovs_err_set(s, "read_attributes: %s", err);
+	}
+	return OVSTAGE_OK;
+}
+
 static void read_put(void *arg, bool ran)
 {
 	ovs_read *r = arg;
@@ -707,6 +737,13 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	ovs_query *q = ovs_query_get(st, handle);
 	if (!q)
 		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
+	if (ovs_query_ready(q)) {
+		ovstage_api_status_t s = check_bounds_at_call(st, attr_count ? attrs : NULL, attr_count, &range);
+		if (s != OVSTAGE_OK) {
+			ovs_query_put(q);
+			return ovs_rejected(s);
+		}
+	}
 	ovs_read *r = calloc(1, sizeof *r);
 	if (r && attr_count)
 		r->attrs = malloc(attr_count * sizeof *r->attrs);

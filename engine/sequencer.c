@@ -6,10 +6,69 @@
 #include "errors.h"
 #include "query.h"
 
-void ovs_inflight_done(ovs_inflight *f)
+void ovs_sequencer_applied(ovs_column *c, ovstage_ordinal_t ordinal)
 {
-	/* release: pruning (under the lock) frees the record after seeing it done. */
+	/* relaxed: ordered before the op's done flag (release), which ovs_inflight_done's recompute
+	 * acquires before it reads this; a CAS loop, as several ops may complete at once. */
+	uint64_t m = atomic_load_explicit(&c->max_applied, memory_order_relaxed);
+	while (ordinal > m && !atomic_compare_exchange_weak_explicit(&c->max_applied, &m, ordinal,
+								     memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+static bool touches(const ovs_inflight *f, ovx_token_t col)
+{
+	for (size_t i = 0; i < f->ncols; i++)
+		if (f->cols[i] == col)
+			return true;
+	return false;
+}
+
+/* The highest ordinal column c is written at: what completed, or what is admitted and in flight.
+ * Caller holds seq_lock (admissions, which raise max_written, are excluded meanwhile). */
+static uint64_t written_through_locked(ovs_stage *st, ovs_column *c)
+{
+	uint64_t m = 0;
+	for (const ovs_inflight *g = st->inflight; g; g = g->next)
+		/* acquire: a done op's ovs_sequencer_applied is visible below. Whole-prim mutations
+		 * (cols NULL) never raise max_written. */
+		if (!atomic_load_explicit(&g->done, memory_order_acquire) && g->cols && g->ordinal > m &&
+		    touches(g, c->name))
+			m = g->ordinal;
+	uint64_t a = atomic_load_explicit(&c->max_applied, memory_order_relaxed);
+	return a > m ? a : m;
+}
+
+/* Whether f left a column it touches unwritten at its ordinal (its op failed or was cancelled). */
+static bool left_unapplied(ovs_stage *st, const ovs_inflight *f)
+{
+	for (size_t i = 0; f->cols && i < f->ncols; i++) {
+		ovs_column *c = ovs_column_find(st, f->cols[i]);
+		if (c && atomic_load_explicit(&c->max_applied, memory_order_relaxed) < f->ordinal)
+			return true;
+	}
+	return false;
+}
+
+void ovs_inflight_done(ovs_stage *st, ovs_inflight *f)
+{
+	if (!left_unapplied(st, f)) {
+		/* release: pruning (under the lock) frees the record after seeing it done. */
+		atomic_store_explicit(&f->done, true, memory_order_release);
+		return;
+	}
+	/* Under the lock, f done first: a concurrent recompute (another failed op) then no longer
+	 * counts f, and no admission interleaves. f may be pruned as soon as we unlock. */
+	pthread_mutex_lock(&st->seq_lock);
 	atomic_store_explicit(&f->done, true, memory_order_release);
+	for (size_t i = 0; i < f->ncols; i++) {
+		ovs_column *c = ovs_column_find(st, f->cols[i]);
+		if (c)
+			/* relaxed: max_written is stored under seq_lock only; readers take it as a hint
+			 * ordered by their own floor load (read.c). */
+			atomic_store_explicit(&c->max_written, written_through_locked(st, c), memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&st->seq_lock);
 }
 
 /* Frees records of finished mutations. Caller holds seq_lock. */
@@ -28,16 +87,67 @@ static void prune_locked(ovs_stage *st)
 	}
 }
 
+/* Refuses a mutation at submission: frees its record and column list, runs its cleanup. */
+static ovstage_enqueue_result_t reject(ovs_inflight *f, ovx_token_t *cols, const ovs_op_desc *op,
+				       ovs_inflight **out_inflight, ovstage_api_status_t s)
+{
+	*out_inflight = NULL;
+	free(cols);
+	free(f);
+	if (op->cleanup)
+		op->cleanup(op->arg, false);
+	return ovs_rejected(s);
+}
+
+/* The requested floor a mutation at `ordinal` on cols (NULL = every column) is not above: true,
+ * with the floor and the column's name (NULL for the stage's ALL floor). Caller holds seq_lock. */
+static bool at_or_below_floor_locked(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
+				     size_t ncols, uint64_t *fl, const char **name)
+{
+	*name = NULL;
+	*fl = st->all_floor_requested;
+	if (!cols && ordinal <= *fl)
+		return true;
+	size_t nc = cols ? ncols : atomic_load_explicit(&st->ncols, memory_order_acquire);
+	ovs_column **all = cols ? NULL : atomic_load_explicit(&st->cols, memory_order_acquire);
+	for (size_t i = 0; i < nc; i++) {
+		ovs_column *c = cols ? ovs_column_find(st, cols[i]) : all[i];
+		/* relaxed: floor_requested is stored under seq_lock, which we hold. */
+		*fl = c ? atomic_load_explicit(&c->floor_requested, memory_order_relaxed) : st->all_floor_requested;
+		if (ordinal <= *fl) {
+			*name = ovs_attr_name(st, cols ? cols[i] : c->name);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Submits op under seq_lock (held). An op that may run inline must not run under the lock: it is
+ * submitted held by one private fence (*held = true), which the caller resolves after unlocking
+ * (running it then, if it is runnable). */
+static ovstage_enqueue_result_t submit_held_locked(ovs_stage *st, const ovs_op_desc *op, bool *held)
+{
+	ovs_op_desc d = *op;
+	*held = op->run_inline && op->fences == 0;
+	if (*held)
+		d.fences = 1;
+	return ovs_op_submit(st, &d);
+}
+
+/* Resolves the private fence of submit_held_locked (after unlocking). */
+static void release_held(ovs_stage *st, ovstage_enqueue_result_t r, bool held)
+{
+	if (held && r.status == OVSTAGE_OK)
+		jobs_fence_resolve(st->sched, r.op_index); /* cannot fail: the job waits for this fence */
+}
+
 ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
 						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight)
 {
 	ovs_inflight *f = calloc(1, sizeof *f);
-	if (!f) {
-		free(cols);
-		if (op->cleanup)
-			op->cleanup(op->arg, false);
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory registering an op"));
-	}
+	if (!f)
+		return reject(NULL, cols, op, out_inflight,
+			      ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory registering an op"));
 	f->ordinal = ordinal;
 	f->cols = cols;
 	f->ncols = ncols;
@@ -46,65 +156,23 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 	pthread_mutex_lock(&st->seq_lock);
 	prune_locked(st);
 	/* Admission: above every floor an accepted advance asked for. */
-	if (ordinal <= st->all_floor_requested && !cols) {
-		uint64_t fl = st->all_floor_requested;
+	uint64_t fl;
+	const char *name;
+	if (at_or_below_floor_locked(st, ordinal, cols, ncols, &fl, &name)) {
 		pthread_mutex_unlock(&st->seq_lock);
-		*out_inflight = NULL;
-		free(cols);
-		free(f);
-		if (op->cleanup)
-			op->cleanup(op->arg, false);
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
-						"ordinal %llu is not above the write floor %llu",
-						(unsigned long long)ordinal, (unsigned long long)fl));
-	}
-	size_t n = cols ? ncols : 0;
-	for (size_t i = 0; i < n; i++) {
-		ovs_column *c = ovs_column_find(st, cols[i]);
-		uint64_t fl = c ? atomic_load_explicit(&c->floor_requested, memory_order_relaxed) : st->all_floor_requested;
-		if (ordinal <= fl) {
-			pthread_mutex_unlock(&st->seq_lock);
-			*out_inflight = NULL;
-			const char *name = ovs_attr_name(st, cols[i]);
+		if (name)
 			ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
-				    "ordinal %llu is not above the write floor %llu of \"%s\"",
-				    (unsigned long long)ordinal, (unsigned long long)fl, name);
-			free(cols);
-			free(f);
-			if (op->cleanup)
-				op->cleanup(op->arg, false);
-			return ovs_rejected(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
-		}
-	}
-	if (!cols) {
-		/* A whole-prim mutation: above every column's requested floor too. */
-		size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
-		ovs_column **all = atomic_load_explicit(&st->cols, memory_order_acquire);
-		for (size_t i = 0; i < nc; i++) {
-			uint64_t fl = atomic_load_explicit(&all[i]->floor_requested, memory_order_relaxed);
-			if (ordinal <= fl) {
-				pthread_mutex_unlock(&st->seq_lock);
-				*out_inflight = NULL;
-				ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
-					    "ordinal %llu is not above the write floor %llu of \"%s\"",
-					    (unsigned long long)ordinal, (unsigned long long)fl,
-					    ovs_attr_name(st, all[i]->name));
-				free(f);
-				if (op->cleanup)
-					op->cleanup(op->arg, false);
-				return ovs_rejected(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
-			}
-		}
+				    "ordinal %llu is not above the write floor %llu of \"%s\"", (unsigned long long)ordinal,
+				    (unsigned long long)fl, name);
+		else
+			ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION, "ordinal %llu is not above the write floor %llu",
+				    (unsigned long long)ordinal, (unsigned long long)fl);
+		return reject(f, cols, op, out_inflight, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
 	}
 	/* The op's arg holds `f` (via *out_inflight) before it can run: we are still inside the lock,
-	 * and the op only marks it done, which pruning reads under this lock.
-	 * An op that may run inline must not run here, under the lock: it is submitted held by one
-	 * fence of ours, which we resolve after unlocking (running it then, if it is runnable). */
-	ovs_op_desc held = *op;
-	bool hold = op->run_inline && op->fences == 0;
-	if (hold)
-		held.fences = 1;
-	ovstage_enqueue_result_t r = ovs_op_submit(st, &held);
+	 * and the op only marks it done, which pruning reads under this lock. */
+	bool held;
+	ovstage_enqueue_result_t r = submit_held_locked(st, op, &held);
 	if (r.status != OVSTAGE_OK) {
 		pthread_mutex_unlock(&st->seq_lock);
 		/* the op's cleanup ran inside ovs_op_submit and may have marked f done: free it here */
@@ -113,9 +181,10 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 		return r;
 	}
 	f->op = r.op_index;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; cols && i < ncols; i++) {
 		ovs_column *c = ovs_column_find(st, cols[i]);
 		if (c) {
+			/* relaxed: stored under seq_lock only (here and in ovs_inflight_done). */
 			uint64_t m = atomic_load_explicit(&c->max_written, memory_order_relaxed);
 			if (ordinal > m)
 				atomic_store_explicit(&c->max_written, ordinal, memory_order_relaxed);
@@ -124,7 +193,81 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 	f->next = st->inflight;
 	st->inflight = f;
 	pthread_mutex_unlock(&st->seq_lock);
-	if (hold)
-		jobs_fence_resolve(st->sched, r.op_index); /* cannot fail: the job waits for this fence */
+	release_held(st, r, held);
+	return r;
+}
+
+/* Appends id to a growable dependency list; false when out of memory. */
+static bool deps_push(jobs_id **deps, size_t *n, size_t *cap, jobs_id id)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		jobs_id *nd = realloc(*deps, nc * sizeof *nd);
+		if (!nd)
+			return false;
+		*deps = nd;
+		*cap = nc;
+	}
+	(*deps)[(*n)++] = id;
+	return true;
+}
+
+static bool touches_any(const ovs_inflight *f, ovs_column *const *cols, size_t ncols)
+{
+	if (!f->cols)
+		return true; /* a whole-prim mutation touches every column */
+	for (size_t j = 0; j < ncols; j++)
+		if (touches(f, cols[j]->name))
+			return true;
+	return false;
+}
+
+/* The advance's dependencies: the previous advance, and every mutation in flight at an ordinal
+ * <= n touching one of cols. Caller holds seq_lock. *deps is malloc'd (NULL if none). */
+static bool collect_deps_locked(ovs_stage *st, ovstage_ordinal_t n, ovs_column *const *cols, size_t ncols,
+				jobs_id **deps, size_t *ndeps)
+{
+	size_t cap = 0;
+	*deps = NULL;
+	*ndeps = 0;
+	for (ovs_inflight *f = st->inflight; f; f = f->next) {
+		/* acquire: pairs with ovs_inflight_done's release (a done op needs no edge). */
+		if (atomic_load_explicit(&f->done, memory_order_acquire) || f->ordinal > n || !touches_any(f, cols, ncols))
+			continue;
+		if (!deps_push(deps, ndeps, &cap, f->op))
+			return false;
+	}
+	return !st->last_seal || deps_push(deps, ndeps, &cap, st->last_seal);
+}
+
+ovstage_enqueue_result_t ovs_sequencer_submit_advance(ovs_stage *st, ovstage_ordinal_t n, ovs_column *const *cols,
+						      size_t ncols, bool all, const ovs_op_desc *op)
+{
+	pthread_mutex_lock(&st->seq_lock);
+	for (size_t i = 0; i < ncols; i++)
+		/* relaxed: read under seq_lock by admission, and by the seal job which runs after us. */
+		if (n > atomic_load_explicit(&cols[i]->floor_requested, memory_order_relaxed))
+			atomic_store_explicit(&cols[i]->floor_requested, n, memory_order_relaxed);
+	if (all && n > st->all_floor_requested)
+		st->all_floor_requested = n;
+	jobs_id *deps;
+	size_t ndeps;
+	if (!collect_deps_locked(st, n, cols, ncols, &deps, &ndeps)) {
+		pthread_mutex_unlock(&st->seq_lock);
+		free(deps);
+		if (op->cleanup)
+			op->cleanup(op->arg, false);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	ovs_op_desc d = *op;
+	d.after = deps;
+	d.after_count = ndeps;
+	bool held;
+	ovstage_enqueue_result_t r = submit_held_locked(st, &d, &held);
+	if (r.status == OVSTAGE_OK)
+		st->last_seal = r.op_index;
+	pthread_mutex_unlock(&st->seq_lock);
+	free(deps);
+	release_held(st, r, held);
 	return r;
 }

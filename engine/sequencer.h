@@ -21,7 +21,22 @@
 ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
 						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight);
 
-/* Marks a mutation finished (called from its cleanup). */
-void ovs_inflight_done(ovs_inflight *f);
+/* Submits a floor advance to n over cols (ncols columns; all = ALL scope, the stage floor moves
+ * too): raises their requested floors (so admission refuses mutations at or below n from now on),
+ * and makes the op depend on the previous advance and on every mutation in flight at an ordinal
+ * <= n touching one of them, atomically w.r.t. admissions. op->after is set here; an op with
+ * run_inline runs on this thread (outside the lock) if its dependencies are complete. On
+ * rejection the op's cleanup runs and the last error is set. */
+ovstage_enqueue_result_t ovs_sequencer_submit_advance(ovs_stage *st, ovstage_ordinal_t n, ovs_column *const *cols,
+						      size_t ncols, bool all, const ovs_op_desc *op);
+
+/* Records that a mutation at `ordinal` completed its part on column c (a write entry, a map
+ * commit, a tombstone): the column then has a write at that ordinal whatever its op's outcome. */
+void ovs_sequencer_applied(ovs_column *c, ovstage_ordinal_t ordinal);
+
+/* Marks a mutation finished (called from its cleanup). A mutation that did not complete on one of
+ * its columns leaves no mark there: that column's max_written falls back to what completed or is
+ * still in flight, so latest reads above the floor are not refused for a write that failed. */
+void ovs_inflight_done(ovs_stage *st, ovs_inflight *f);
 
 #endif /* OVSTAGE_ENGINE_SEQUENCER_H */

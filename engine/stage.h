@@ -74,7 +74,8 @@ struct ovs_stage {
 	/* --- handles --- */
 	ovs_handles handles;            /* queries, reads, ordinal queries, maps */
 	ovx_token_t derived[3];         /* usd-path, usd-parent, usd-children (interned at creation) */
-	_Atomic uint64_t prim_deletes;  /* whole-prim deletes executed (writes re-assert existence if any) */
+	_Atomic uint64_t prim_deletes;  /* whole-prim deletes executed, and failed ops that left rows of
+	                                 * prims that do not exist (writes re-assert existence if any) */
 	_Atomic int64_t unsealed_bytes; /* bytes held by deltas not yet sealed */
 	int64_t max_unsealed_bytes;     /* back-pressure limit (0 = none), from OVSTAGE_MAX_UNSEALED_MB */
 	_Atomic int64_t live_ops;       /* op ids issued and not yet released */
@@ -84,6 +85,15 @@ struct ovs_stage {
 static inline ovs_stage *ovs_stage_of(ovstage_context_t *ctx)
 {
 	return (ovs_stage *)(void *)ctx;
+}
+
+/* Some column may now hold rows of prims that do not exist (a whole-prim delete, or an op that
+ * created rows and then failed): from now on writes through a cached row map re-assert the
+ * existence of their prims instead of inferring it from the rows. */
+static inline void ovs_prims_need_reassert(ovs_stage *st)
+{
+	/* release: a write that sees the count also sees the prim states set before it. */
+	atomic_fetch_add_explicit(&st->prim_deletes, 1, memory_order_release);
 }
 
 #endif /* OVSTAGE_ENGINE_STAGE_H */

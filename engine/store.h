@@ -144,7 +144,9 @@ typedef struct ovs_column {
 	size_t row_bytes;                 /* fixed: bytes per row */
 	_Atomic uint64_t floor;           /* sealed through this ordinal */
 	_Atomic uint64_t floor_requested; /* highest floor any accepted advance asked for */
-	_Atomic uint64_t max_written;     /* highest ordinal any accepted write targets */
+	_Atomic uint64_t max_written;     /* highest ordinal any accepted write targets, less those that
+	                                   * failed (see ovs_inflight_done) */
+	_Atomic uint64_t max_applied;     /* highest ordinal a write completed at (zero from calloc) */
 	_Atomic uint64_t dropped_through; /* highest ordinal whose version left retention (0 = none) */
 	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
 	_Atomic uint64_t generation;      /* layout generation counter */

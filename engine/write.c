@@ -34,6 +34,8 @@ typedef struct write_entry {
 	DLManagedTensorVersioned **managed;  /* tensors we own (deleter pending), or NULL */
 	uint32_t nmanaged;                   /* entries in managed */
 	ovstage_attribute_semantic_t semantic; /* effective semantic (NONE inherits the column's) */
+	bool created_rows;                   /* the op gave prims rows in the column (a failure after it
+	                                      * leaves rows of prims that do not exist) */
 	ovs_layout layout;                   /* validated layout (borrows data / managed); last: op_alloc
 	                                      * zeroes the fields before it only */
 } write_entry;
@@ -122,33 +124,29 @@ static void write_op_free(void *arg, bool ran)
 		release_managed(&op->e[i]); /* exactly once: adopted tensors were taken out of the list */
 	ovs_query_put(op->q);
 	if (op->inflight)
-		ovs_inflight_done(op->inflight);
+		ovs_inflight_done(op->st, op->inflight);
 	op_release(op);
+}
+
+/* Checks the entry against the column's schema, if it has one (installing waits for publish). */
+static ovstage_api_status_t check_schema(ovs_stage *st, const write_entry *e, char *err, size_t errlen)
+{
+	ovs_column *c = e->col;
+	/* acquire: pairs with settle_schema's release; the schema fields are then stable. */
+	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire))
+		return OVSTAGE_OK;
+	ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic : e->semantic;
+	return ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
+				       ovs_attr_name(st, c->name), err, errlen);
 }
 
 /* Installs the column's schema on first use, or checks the entry against it. */
 static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *err, size_t errlen)
 {
-	ovs_column *c = e->col;
-	/* acquire: pairs with the release below; the schema fields are then stable. */
-	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
-		pthread_mutex_lock(&c->schema_lock);
-		if (!atomic_load_explicit(&c->has_schema, memory_order_relaxed)) {
-			c->schema.is_array = e->layout.is_array;
-			c->schema.dtype = e->layout.dtype;
-			c->schema.semantic = e->semantic;
-			c->schema.device.device_type = kDLCPU; /* host storage (device sources are rejected) */
-			c->schema.device.device_id = 0;
-			c->row_bytes = e->layout.elem_bytes;
-			atomic_store_explicit(&c->has_schema, true, memory_order_release);
-			pthread_mutex_unlock(&c->schema_lock);
-			return OVSTAGE_OK;
-		}
-		pthread_mutex_unlock(&c->schema_lock);
-	}
-	ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic : e->semantic;
-	return ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
-				       ovs_attr_name(st, c->name), err, errlen);
+	const ovs_layout *l = &e->layout;
+	if (ovs_column_install_schema(e->col, l->is_array, l->dtype, e->semantic, l->elem_bytes))
+		return OVSTAGE_OK;
+	return check_schema(st, e, err, errlen);
 }
 
 /* Bits set in mask[0 .. n) (the selected elements). The build targets baseline x86-64, where
@@ -364,6 +362,33 @@ static void release_rows(uint32_t *rows, ovs_buffer *buf, bool borrowed)
 		ovs_delta_array_free(rows, buf);
 }
 
+/* Makes a checked entry visible, in one place so that an entry failing before it leaves no trace:
+ * the column's schema (installed here, not when it was checked; a concurrent write may have
+ * installed another, which refuses this one), the existence of the selected prims, the query's new
+ * row map, the column's "written" mark, and the delta d (NULL for an empty write). */
+static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, ovs_delta *d, bool set_prims,
+					  ovs_rowmap *new_map, char *err, size_t errlen)
+{
+	ovs_stage *st = op->st;
+	ovstage_api_status_t s = settle_schema(st, e, err, errlen);
+	if (s != OVSTAGE_OK) {
+		free(new_map);
+		if (d)
+			ovs_delta_free(d);
+		return s;
+	}
+	const ovs_layout *l = &e->layout;
+	for (uint32_t i = 0; set_prims && d && i < l->count; i++)
+		if (ovs_layout_selected(l, i))
+			ovs_prim_set(st, op->q->paths[i], 1);
+	if (new_map)
+		ovs_query_rowmap_install(op->q, new_map);
+	ovs_sequencer_applied(e->col, op->ordinal);
+	if (d)
+		ovs_column_push_delta(st, e->col, d);
+	return OVSTAGE_OK;
+}
+
 /* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
 static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, char *err,
 					size_t errlen)
@@ -388,12 +413,14 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			return ls;
 		}
 	}
-	ovstage_api_status_t s = settle_schema(st, e, err, errlen);
+	/* Every check that can refuse the entry runs before anything changes (the schema is installed
+	 * by publish_entry, after the delta exists): a refused entry leaves no trace. */
+	ovstage_api_status_t s = check_schema(st, e, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
 	const ovs_layout *l = &e->layout;
 	if (l->kind == OVS_LAYOUT_EMPTY)
-		return OVSTAGE_OK;
+		return publish_entry(op, e, NULL, false, NULL, err, errlen);
 	if (!l->host_accessible) {
 		ovs_err_format(err, errlen, "attribute \"%s\": device-resident (CUDA) tensors need the GPU backend, "
 			       "which is not built in", ovs_attr_name(st, c->name));
@@ -447,12 +474,10 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	/* acquire: a whole-prim delete since the prims were created means their existence must be
 	 * re-asserted; without any, every prim with a row exists. */
 	bool reassert = atomic_load_explicit(&st->prim_deletes, memory_order_acquire) != 0;
+	bool set_prims = reassert || !map; /* publish_entry marks the selected prims existing */
+	ovs_rowmap *new_map = NULL;        /* a complete row map publish_entry caches for the query */
 	if (map) {
 		identity = identity && map->identity;
-		if (reassert)
-			for (uint32_t i = 0; i < n; i++)
-				if (ovs_layout_selected(l, i))
-					ovs_prim_set(st, paths[i], 1);
 		if (full_rows) {
 			k = n; /* rows 0..n-1 are every row: the FULL delta below needs no row list */
 		} else if (!l->mask) {
@@ -462,7 +487,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			rows_shape = map;
 		} else if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l)) {
 			/* A contiguous payload under a mask: rows and values in one pass over the mask. */
-			pre_values = ovs_delta_array(st, (size_t)nsel * c->row_bytes, &pre_values_buf);
+			pre_values = ovs_delta_array(st, (size_t)nsel * l->elem_bytes, &pre_values_buf);
 			if (!pre_values) {
 				free(prefix);
 				release_rows(rows, rows_buf, borrowed);
@@ -470,7 +495,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			gather_ctx cx = { l->mask, n, map->identity ? NULL : map->rows, prefix,
-					  ovs_layout_contiguous_base(l), c->row_bytes, rows, pre_values };
+					  ovs_layout_contiguous_base(l), l->elem_bytes, rows, pre_values };
 			gather_masked(w, &cx);
 			k = nsel;
 			identity_rows = map->identity;
@@ -501,25 +526,21 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			}
 			if (r != i)
 				identity = false;
+			e->created_rows = e->created_rows || created;
 			rows[k++] = r;
-			ovs_prim_set(st, paths[i], 1);
 		}
 		if (!l->mask && n == op->q->count && n) {
-			/* every prim of the query has a row now: cache the map */
-			ovs_rowmap *m = malloc(sizeof *m + (size_t)n * sizeof m->rows[0]);
-			if (m) {
-				m->col = c;
-				m->n = n;
-				m->identity = identity;
-				memcpy(m->rows, rows, (size_t)n * sizeof *rows);
-				ovs_query_rowmap_install(op->q, m);
-			}
+			/* every prim of the query has a row now: cache the map (when the entry succeeds) */
+			new_map = ovs_rowmap_alloc(c, n);
+			if (new_map)
+				memcpy(new_map->rows, rows, (size_t)n * sizeof *rows);
 		}
 	}
 	free(prefix); /* only the gather above uses it */
-	size_t rb = c->row_bytes;
+	size_t rb = l->elem_bytes; /* = the column's row_bytes, which publish_entry may install */
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
+		free(new_map);
 		ovs_delta_array_free(pre_values, pre_values_buf);
 		release_rows(rows, rows_buf, borrowed);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
@@ -536,6 +557,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		if (!d->blobs) {
 			ovs_delta_free(d);
 			ovs_err_format(err, errlen, "out of memory copying %u array rows", k);
+			free(new_map);
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 		d->nrows = k;
@@ -550,14 +572,14 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				ovs_delta_free(d);
 				ovs_err_format(err, errlen, "out of memory copying array row %u (%llu elements)", src,
 					       (unsigned long long)len);
+				free(new_map);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			if (len)
 				ovs_layout_copy_array_row(l, src, b->data);
 			d->blobs[j++] = b;
 		}
-		ovs_column_push_delta(st, c, d);
-		return OVSTAGE_OK;
+		return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 	}
 	d->ordinal = op->ordinal;
 	d->seq = seq; /* the op id: same-ordinal deltas seal in submission order */
@@ -580,6 +602,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			if (!d->full) {
 				free(d);
 				ovs_err_format(err, errlen, "out of memory allocating %zu bytes", (size_t)k * rb);
+				free(new_map);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			if (base && !l->index_map)
@@ -596,6 +619,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			if (!rows) {
 				free(d);
 				ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", k);
+				free(new_map);
 				return OVSTAGE_ERROR_OUT_OF_MEMORY;
 			}
 			for (uint32_t i = 0; i < k; i++)
@@ -623,13 +647,13 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				d->sorted = true;
 				d->contig = k == 0 || rows[k - 1] - rows[0] == k - 1;
 			}
-			ovs_column_push_delta(st, c, d);
-			return OVSTAGE_OK;
+			return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 		}
 		d->values = ovs_delta_array(st, (size_t)k * rb, &d->values_buf);
 		if (!d->values) {
 			ovs_delta_free(d);
 			ovs_err_format(err, errlen, "out of memory copying %u rows", k);
+			free(new_map);
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 		uint32_t j = 0;
@@ -642,8 +666,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 				j += run - i;
 				i = run;
 			}
-			ovs_column_push_delta(st, c, d);
-			return OVSTAGE_OK;
+			return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 		}
 		/* Visit the selected elements only: with a mask, its set bits (ctz over words), so the cost
 		 * follows the rows written, not the query's size. */
@@ -663,8 +686,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			}
 		}
 	}
-	ovs_column_push_delta(st, c, d);
-	return OVSTAGE_OK;
+	return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 }
 
 static void write_job(jobs_worker *w, void *arg, jobs_run *run)
@@ -674,6 +696,8 @@ static void write_job(jobs_worker *w, void *arg, jobs_run *run)
 	for (size_t i = 0; i < op->n; i++) {
 		ovstage_api_status_t s = apply_entry(w, op, &op->e[i], jobs_run_id(run), err, sizeof err);
 		if (s != OVSTAGE_OK) {
+			if (op->e[i].created_rows)
+				ovs_prims_need_reassert(op->st); /* its rows stay, as holes (never present) */
 			/* Not a transaction (as in the anchor): earlier entries stay applied. */
 			ovs_op_fail(run, s, "write_attributes entry %zu: %s", i, err);
 			return;
@@ -698,6 +722,29 @@ static void adopt_all_managed(write_entry *es, const ovstage_attribute_write_t *
 	}
 }
 
+/* Whether writes[i].data.managed_tensors[t] appeared earlier in the batch (writes before i, or
+ * before t in writes[i]); *at_j, *at_u = where (either may be NULL). */
+static bool managed_seen_before(const ovstage_attribute_write_t *writes, size_t i, uint32_t t, size_t *at_j,
+				uint32_t *at_u)
+{
+	const DLManagedTensorVersioned *m = writes[i].data.managed_tensors[t];
+	for (size_t j = 0; j <= i; j++) {
+		const ovstage_write_data_t *wj = &writes[j].data;
+		if (!wj->managed_tensors)
+			continue;
+		uint32_t lim = j == i ? t : wj->tensor_count;
+		for (uint32_t u = 0; u < lim; u++)
+			if (wj->managed_tensors[u] == m) {
+				if (at_j)
+					*at_j = j;
+				if (at_u)
+					*at_u = u;
+				return true;
+			}
+	}
+	return false;
+}
+
 static void release_all_managed(const ovstage_attribute_write_t *writes, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -706,17 +753,7 @@ static void release_all_managed(const ovstage_attribute_write_t *writes, size_t 
 			continue;
 		for (uint32_t t = 0; t < wd->tensor_count; t++) {
 			DLManagedTensorVersioned *m = (DLManagedTensorVersioned *)(uintptr_t)wd->managed_tensors[t];
-			bool dup = false;
-			for (size_t j = 0; j <= i && !dup; j++) {
-				const ovstage_write_data_t *wj = &writes[j].data;
-				if (!wj->managed_tensors)
-					continue;
-				uint32_t lim = j == i ? t : wj->tensor_count;
-				for (uint32_t u = 0; u < lim; u++)
-					if (wj->managed_tensors[u] == m)
-						dup = true;
-			}
-			if (m && !dup && m->deleter)
+			if (m && m->deleter && !managed_seen_before(writes, i, t, NULL, NULL))
 				m->deleter(m);
 		}
 	}
@@ -758,18 +795,12 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 						i, t);
 				goto reject_all;
 			}
-			for (size_t j = 0; j <= i; j++) {
-				const ovstage_write_data_t *wj = &writes[j].data;
-				if (!wj->managed_tensors)
-					continue;
-				uint32_t lim = j == i ? t : wj->tensor_count;
-				for (uint32_t u = 0; u < lim; u++)
-					if (wj->managed_tensors[u] == wd->managed_tensors[t]) {
-						s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
-								"writes[%zu].data.managed_tensors[%u] is the same tensor as "
-								"writes[%zu].data.managed_tensors[%u]", i, t, j, u);
-						goto reject_all;
-					}
+			size_t j;
+			uint32_t u;
+			if (managed_seen_before(writes, i, t, &j, &u)) {
+				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu].data.managed_tensors[%u] is the same "
+						"tensor as writes[%zu].data.managed_tensors[%u]", i, t, j, u);
+				goto reject_all;
 			}
 		}
 	}
@@ -827,6 +858,11 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 			goto reject_op;
 		}
 		e->semantic = e->data.semantic;
+		s = ovs_layout_check_host(&e->data, err, sizeof err); /* known without the query's prims */
+		if (s != OVSTAGE_OK) {
+			ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
+			goto reject_op;
+		}
 		if (op->deferred)
 			continue; /* layout and schema need the query's count: checked in the op */
 		s = ovs_layout_from_write(&e->data, (uint32_t)(q->count > UINT32_MAX ? UINT32_MAX : q->count), &e->layout,

@@ -580,6 +580,8 @@ static ovstage_api_status_t read_and_check(consumer *c, bool range, uint64_t a, 
 	ovstage_read_handle_t rh = OVSTAGE_INVALID_READ_HANDLE;
 	double t0 = now_s();
 	ovstage_enqueue_result_t e = ovstage_read_attributes(d->st, d->q, d->cols, 2, rg, &rh);
+	if (e.status == OVSTAGE_ERROR_OUT_OF_RANGE)
+		return e.status; /* refused at the call: a read through a ready query is validated there */
 	if (e.status != OVSTAGE_OK) {
 		enqueue_error(d, "read_attributes", e.status);
 		return e.status;

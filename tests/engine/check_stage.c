@@ -132,7 +132,12 @@ static void read_f(fixture *f, ovstage_query_handle_t q, ovx_token_t attr, ovsta
 	memset(res, 0, sizeof *res);
 	ovstage_read_handle_t rh;
 	ovstage_enqueue_result_t e = ovstage_read_attributes(f->st, q, &attr, 1, range, &rh);
-	ck_assert_msg(e.status == OVSTAGE_OK, "read rejected: %s", last_error());
+	if (e.status != OVSTAGE_OK) { /* refused at the call (a ready query is validated there) */
+		ck_assert_uint_eq(rh, OVSTAGE_INVALID_READ_HANDLE);
+		res->status = e.status;
+		snprintf(res->msg, sizeof res->msg, "%.*s", (int)sizeof res->msg - 1, last_error());
+		return;
+	}
 	size_t nfail = wait_op(f, e, res->msg, sizeof res->msg);
 	ovstage_read_group_t g;
 	ovstage_api_status_t s;
@@ -1634,6 +1639,229 @@ START_TEST(test_stress_writers_sealers_readers)
 }
 END_TEST
 
+/* ---- ordering of map commits, traces of failed ops, errors at the call, range starts -------- */
+
+/* Thread payload: one write of `v` (rows values) at `ord`, submitted and waited on another thread. */
+typedef struct bg_write {
+	fixture *f;
+	ovx_token_t t;
+	uint64_t ord;
+	float *v;
+	int64_t rows;
+} bg_write;
+
+static void *bg_write_main(void *arg)
+{
+	bg_write *b = arg;
+	wait_ok(b->f, write_f(b->f, b->f->q, b->t, b->ord, b->v, b->rows));
+	return NULL;
+}
+
+/* The write at the map's ordinal, from another thread; returns once it completed. */
+static void write_from_thread(fixture *f, ovx_token_t t, uint64_t ord, float *v, int64_t rows)
+{
+	bg_write b = { f, t, ord, v, rows };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_write_main, &b), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+}
+
+/* Fills a map session's group with base + i and unmaps it. */
+static void fill_and_unmap(fixture *f, ovstage_map_handle_t m, ovstage_map_group_t *g, float base)
+{
+	ovstage_cuda_sync_t none = { 0, 0 };
+	float *dst = g->data.tensors[0].data;
+	for (int64_t i = 0; i < g->data.tensors[0].shape[0]; i++)
+		dst[i] = base + (float)i;
+	wait_ok(f, ovstage_unmap_attribute(f->st, m, none));
+}
+
+/* A map commit takes its place among same-ordinal writes at unmap_attribute's submission (as in
+ * 0.2.1's serialized lane): a write submitted between map and unmap loses to the mapped values, a
+ * write submitted after the unmap wins over them. */
+START_TEST(test_map_commit_ordered_at_unmap)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "x");
+	float w[4] = { 100, 101, 102, 103 };
+	ovstage_map_group_t g;
+	read_result r;
+	/* write between map and unmap, same thread: the map's values win */
+	ovstage_map_handle_t m = map_open(&f, f.q, t, 5, 1, &g);
+	wait_ok(&f, write_f(&f, f.q, t, 5, w, 4));
+	fill_and_unmap(&f, m, &g, 10);
+	seal(&f, 5);
+	read_f(&f, f.q, t, latest(5), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 10.f + (float)i);
+	/* the same with the write from another thread */
+	m = map_open(&f, f.q, t, 6, 1, &g);
+	write_from_thread(&f, t, 6, w, 4);
+	fill_and_unmap(&f, m, &g, 20);
+	seal(&f, 6);
+	read_f(&f, f.q, t, latest(6), &r);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 20.f + (float)i);
+	/* write after the unmap (this thread, then another thread): the write wins */
+	m = map_open(&f, f.q, t, 7, 1, &g);
+	fill_and_unmap(&f, m, &g, 30);
+	wait_ok(&f, write_f(&f, f.q, t, 7, w, 4));
+	seal(&f, 7);
+	read_f(&f, f.q, t, latest(7), &r);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 100.f + (float)i);
+	m = map_open(&f, f.q, t, 8, 1, &g);
+	fill_and_unmap(&f, m, &g, 40);
+	write_from_thread(&f, t, 8, w, 4);
+	seal(&f, 8);
+	read_f(&f, f.q, t, latest(8), &r);
+	for (int i = 0; i < 4; i++)
+		ck_assert_float_eq(r.vals[i], 100.f + (float)i);
+	teardown(&f);
+}
+END_TEST
+
+/* A write refused in its op fixes no schema: a later valid write of another dtype is accepted. */
+START_TEST(test_failed_write_fixes_no_schema)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "fresh");
+	char msg[600];
+	float v[] = { 1, 2, 3 };
+	/* INSERT onto existing prims (made by a write to another column), refused in the op */
+	wait_ok(&f, write_f(&f, f.q, tok(&f, "other"), 1, v, 3));
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 3, 1);
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_INSERT), msg,
+				  sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "already exists"), "%s", msg);
+	/* a valid write of another dtype: no schema was fixed by the failed one */
+	int32_t iv[] = { 7, 8, 9 };
+	ovstage_write_data_t wi = tst_wdata(&tt, iv, 3, kDLInt, 32, 1);
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, wi, OVSTAGE_PRIM_MODE_UPSERT));
+	teardown(&f);
+}
+END_TEST
+
+/* A failed write leaves no unsealed mark: latest reads above the floor still succeed. */
+START_TEST(test_failed_write_leaves_no_unsealed_mark)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	char msg[600];
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	seal(&f, 1);
+	/* INSERT on existing prims: admitted at the call, refused in the op */
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 3, 1);
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, f.q, A(t), 2, w, OVSTAGE_PRIM_MODE_INSERT), msg,
+				  sizeof msg), 1);
+	read_result r;
+	read_f(&f, f.q, t, latest(3), &r);
+	ck_assert_msg(r.status == OVSTAGE_OK, "read after a failed write: %d %s", r.status, r.msg);
+	ck_assert_float_eq(r.vals[2], 3.f);
+	/* a failed map (INSERT on existing prims) likewise */
+	ovstage_map_desc_t d;
+	memset(&d, 0, sizeof d);
+	d.attribute = A(t);
+	d.prim_mode = OVSTAGE_PRIM_MODE_INSERT;
+	ovstage_map_handle_t m;
+	ck_assert_uint_eq(wait_op(&f, ovstage_map_attribute(f.st, f.q, &d, 2, NULL, 0, &m), msg, sizeof msg), 1);
+	ovstage_cuda_sync_t none = { 0, 0 };
+	ck_assert_uint_ge(wait_op(&f, ovstage_unmap_attribute(f.st, m, none), msg, sizeof msg), 1);
+	read_f(&f, f.q, t, latest(3), &r);
+	ck_assert_msg(r.status == OVSTAGE_OK, "read after a failed map: %d %s", r.status, r.msg);
+	/* a failed INSERT creates no prim: a new prim refused with its batch stays absent */
+	const char *np[] = { "/World/P0", "/World/New" };
+	ovstage_query_handle_t q2 = query_of(&f, np, 2, NULL);
+	float v2[] = { 5, 6 };
+	w = fdata(&tt, v2, 2, 1);
+	ck_assert_uint_eq(wait_op(&f, ovstage_write_attribute(f.st, q2, A(tok(&f, "y")), 2, w, OVSTAGE_PRIM_MODE_INSERT),
+				  msg, sizeof msg), 1);
+	ovstage_read_handle_t rh;
+	ovx_token_t path = tok(&f, "usd-path");
+	wait_ok(&f, ovstage_read_attributes(f.st, q2, &path, 1, latest(3), &rh));
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, 0, &g), OVSTAGE_OK);
+	ck_assert_uint_eq(g.prims.count, 1); /* /World/P0 only */
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	wait_ok(&f, ovstage_release_query(f.st, q2));
+	teardown(&f);
+}
+END_TEST
+
+/* CUDA tensors in this CPU-only build are refused at the call, with the device named. */
+START_TEST(test_cuda_tensor_rejected_at_call)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	tensor1 tt;
+	ovstage_write_data_t w = fdata(&tt, v, 3, 1);
+	tt.t.device.device_type = kDLCUDA;
+	tt.t.device.device_id = 7;
+	ovstage_enqueue_result_t e = ovstage_write_attribute(f.st, f.q, A(t), 1, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	ck_assert_uint_eq(e.op_index, OVSTAGE_INVALID_OP_ID);
+	ck_assert_msg(strstr(last_error(), "CUDA:7"), "%s", last_error());
+	/* nothing was fixed: a CPU write of another dtype is accepted */
+	int32_t iv[] = { 7, 8, 9 };
+	ovstage_write_data_t wi = tst_wdata(&tt, iv, 3, kDLInt, 32, 1);
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), 1, wi, OVSTAGE_PRIM_MODE_UPSERT));
+	teardown(&f);
+}
+END_TEST
+
+/* A read through a ready query of unsealed data is refused at the call. */
+START_TEST(test_unsealed_read_rejected_at_call)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	ovstage_read_handle_t rh;
+	ovstage_enqueue_result_t e = ovstage_read_attributes(f.st, f.q, &t, 1, latest(1), &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_uint_eq(rh, OVSTAGE_INVALID_READ_HANDLE);
+	ck_assert_msg(strstr(last_error(), "\"x\"") && strstr(last_error(), "end_ordinal 1"), "%s", last_error());
+	/* every column (attr_count 0) likewise */
+	e = ovstage_read_attributes(f.st, f.q, NULL, 0, latest(1), &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	seal(&f, 1);
+	read_result r;
+	read_f(&f, f.q, t, latest(1), &r);
+	ck_assert_int_eq(r.status, OVSTAGE_OK);
+	teardown(&f);
+}
+END_TEST
+
+/* A range from ordinal 0 on a stage that has reclaimed nothing reads every change. */
+START_TEST(test_range_from_zero_nothing_reclaimed)
+{
+	fixture f;
+	setup_n(&f, 3);
+	ovx_token_t t = tok(&f, "x");
+	float v[] = { 1, 2, 3 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 3));
+	seal(&f, 1);
+	read_result r;
+	read_f(&f, f.q, t, span(0, 1), &r);
+	ck_assert_msg(r.status == OVSTAGE_OK, "range [0, 1]: %d %s", r.status, r.msg);
+	ck_assert_int_eq(r.value_groups, 1);
+	for (int i = 0; i < 3; i++)
+		ck_assert_float_eq(r.vals[i], (float)(i + 1));
+	teardown(&f);
+}
+END_TEST
+
 static Suite *stage_suite(void)
 {
 	Suite *su = suite_create("stage");
@@ -1661,6 +1889,12 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_op_failure_logged);
 	tcase_add_test(tc, test_unsealed_backpressure);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
+	tcase_add_test(tc, test_map_commit_ordered_at_unmap);
+	tcase_add_test(tc, test_failed_write_fixes_no_schema);
+	tcase_add_test(tc, test_failed_write_leaves_no_unsealed_mark);
+	tcase_add_test(tc, test_cuda_tensor_rejected_at_call);
+	tcase_add_test(tc, test_unsealed_read_rejected_at_call);
+	tcase_add_test(tc, test_range_from_zero_nothing_reclaimed);
 	suite_add_tcase(su, tc);
 	return su;
 }
