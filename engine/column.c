@@ -36,6 +36,7 @@ ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name)
 	}
 	c->name = name;
 	pthread_mutex_init(&c->schema_lock, NULL);
+	pthread_mutex_init(&c->rows_lock, NULL);
 	ovs_radix_init(&c->rows);
 	uint64_t f = atomic_load_explicit(&st->all_floor, memory_order_acquire);
 	atomic_init(&c->floor, f);
@@ -58,6 +59,7 @@ ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name)
 			if (old)
 				st->old_arrays = old;
 			pthread_mutex_destroy(&c->schema_lock);
+			pthread_mutex_destroy(&c->rows_lock);
 			free(c);
 			pthread_mutex_unlock(&st->cols_lock);
 			return NULL;
@@ -99,18 +101,26 @@ uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created
 	uint32_t v = atomic_load_explicit(slot, memory_order_acquire);
 	if (v)
 		return v - 1;
-	/* relaxed: a row number only needs to be unique. */
-	uint32_t row = atomic_fetch_add_explicit(&c->nrows, 1, memory_order_relaxed);
-	uint32_t expected = 0;
-	/* acq_rel: whoever wins, every thread agrees on the row of this path from now on. A loser's
-	 * row number stays unused (a hole that is never present). */
-	if (atomic_compare_exchange_strong_explicit(slot, &expected, row + 1, memory_order_acq_rel,
-						    memory_order_acquire)) {
-		*created = true;
+	/* Creating a row is serialised per column (a prim gets its row once, at its first write, so the
+	 * lock is taken once per row): rows are numbered in the order prims are first written, without
+	 * holes. Lock-free creation let two writers racing over the same prims (two producers' first
+	 * writes) both take a number, the loser's becoming a hole; the column then had more rows than
+	 * any query, so no later write could replace it whole and every dense write became a sparse one
+	 * that the seal copied chunk by chunk. */
+	pthread_mutex_lock(&c->rows_lock);
+	v = atomic_load_explicit(slot, memory_order_relaxed); /* relaxed: rows are assigned under the lock */
+	if (!v) {
+		uint32_t row = atomic_load_explicit(&c->nrows, memory_order_relaxed);
+		/* release: a thread that reads the row number (acquire) sees the radix slot's path. */
+		atomic_store_explicit(slot, row + 1, memory_order_release);
+		/* release: a writer that sees the count (acquire) sees every row below it assigned. */
+		atomic_store_explicit(&c->nrows, row + 1, memory_order_release);
 		atomic_fetch_add_explicit(&c->generation, 1, memory_order_relaxed);
-		return row;
+		*created = true;
+		v = row + 1;
 	}
-	return expected - 1;
+	pthread_mutex_unlock(&c->rows_lock);
+	return v - 1;
 }
 
 bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path)
@@ -167,6 +177,7 @@ void ovs_store_fini(ovs_stage *st)
 		ovs_chunks_drop_spares(c);
 		ovs_radix_fini(&c->rows);
 		pthread_mutex_destroy(&c->schema_lock);
+		pthread_mutex_destroy(&c->rows_lock);
 		free(c);
 	}
 	free(cols);

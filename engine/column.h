@@ -14,7 +14,8 @@ ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name);
 ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name);
 /* Row of a path in a column, or UINT32_MAX if it has none. Lock-free. */
 uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
-/* Row of a path, creating it (lock-free; a racing creator may waste a row). UINT32_MAX on OOM. */
+/* Row of a path, creating it: lock-free when it exists, else under the column's rows_lock, so rows
+ * are numbered densely in first-write order. UINT32_MAX on OOM. */
 uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created);
 
 /* Prim existence (latest state). */

@@ -139,6 +139,7 @@ typedef struct ovs_version {
 typedef struct ovs_column {
 	ovx_token_t name;                 /* attribute token */
 	pthread_mutex_t schema_lock;      /* guards the first schema assignment */
+	pthread_mutex_t rows_lock;        /* serialises row creation (once per prim: rows without holes) */
 	_Atomic bool has_schema;          /* schema valid (release-published) */
 	ovs_schema schema;                /* immutable once has_schema */
 	size_t row_bytes;                 /* fixed: bytes per row */

@@ -13,7 +13,9 @@
 #include <ovstage/ovstage.h>
 #include <ovstage/ovstage_ext.h>
 
+#include "chunk.h"
 #include "seal.h"
+#include "stage.h"
 #include "stage_test_util.h"
 
 void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
@@ -243,6 +245,60 @@ START_TEST(test_seal_catchup_bounded)
 }
 END_TEST
 
+/* ---- racing first writes: rows without holes, later writes replace the column whole ------------- */
+
+typedef struct race_arg {
+	fixture *f;
+	uint64_t ordinal;
+	pthread_barrier_t *go;
+} race_arg;
+
+static void *race_writer(void *p)
+{
+	race_arg *a = p;
+	pthread_barrier_wait(a->go);
+	ck_assert_int_eq(write_full(a->f, a->ordinal), OVSTAGE_OK);
+	return NULL;
+}
+
+START_TEST(test_racing_first_writes_dense_rows)
+{
+	init_with(4096, 2);
+	fixture f;
+	setup(&f);
+	ovs_stage *stg = ovs_stage_of(f.st->context);
+	char name[32];
+	for (int round = 0; round < 20; round++) {
+		snprintf(name, sizeof name, "race%d", round);
+		f.col = tst_tok(f.pd, name);
+		uint64_t base = (uint64_t)round * 4;
+		pthread_barrier_t go;
+		pthread_barrier_init(&go, NULL, 2);
+		race_arg a = { &f, base + 1, &go }, b = { &f, base + 2, &go };
+		pthread_t ta, tb;
+		ck_assert_int_eq(pthread_create(&ta, NULL, race_writer, &a), 0);
+		ck_assert_int_eq(pthread_create(&tb, NULL, race_writer, &b), 0);
+		pthread_join(ta, NULL);
+		pthread_join(tb, NULL);
+		pthread_barrier_destroy(&go);
+		ovs_column *c = ovs_column_find(stg, f.col);
+		ck_assert_ptr_nonnull(c);
+		uint32_t rows = atomic_load(&c->nrows);
+		ck_assert_msg(rows == NPRIMS, "round %d: %u rows for %d prims (holes)", round, rows, NPRIMS);
+		/* A later dense write through the same query replaces the column whole: its seal copies
+		 * no chunk. */
+		seal_to(&f, base + 2);
+		ovs_chunk_stats_t s0, s1;
+		ovs_chunk_stats(&s0);
+		ck_assert_int_eq(write_full(&f, base + 3), OVSTAGE_OK);
+		seal_to(&f, base + 3);
+		ovs_chunk_stats(&s1);
+		ck_assert_uint_eq(s1.copied, s0.copied);
+	}
+	teardown(&f);
+}
+END_TEST
+
 static Suite *memory_suite(void)
 {
 	Suite *s = suite_create("memory");
@@ -252,6 +308,7 @@ static Suite *memory_suite(void)
 	tcase_add_test(tc, test_memory_stats_counts);
 	tcase_add_test(tc, test_backpressure_lagging_producer);
 	tcase_add_test(tc, test_seal_catchup_bounded);
+	tcase_add_test(tc, test_racing_first_writes_dense_rows);
 	suite_add_tcase(s, tc);
 	return s;
 }
