@@ -281,7 +281,7 @@ START_TEST(test_racing_first_writes_dense_rows)
 		pthread_join(ta, NULL);
 		pthread_join(tb, NULL);
 		pthread_barrier_destroy(&go);
-		ovs_column *c = ovs_column_find(stg, f.col);
+		ovs_column *c = ovs_column_find(&stg->store, f.col);
 		ck_assert_ptr_nonnull(c);
 		uint32_t rows = atomic_load(&c->nrows);
 		ck_assert_msg(rows == NPRIMS, "round %d: %u rows for %d prims (holes)", round, rows, NPRIMS);

@@ -53,7 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "model.h"
 
 #define OVS_CACHE_LINE 64
 

@@ -32,7 +32,7 @@
 
 #include "exec.h"
 
-typedef struct ovs_stage ovs_stage;
+typedef struct ovs_store ovs_store;
 typedef struct ovs_buffer ovs_buffer;
 
 /* What a device must provide for column memory. All sizes in bytes; pointers are device pointers.
@@ -64,7 +64,7 @@ struct ovs_buffer {
 	size_t capacity;                   /* bytes available at data */
 	void *data;                        /* the memory (a device pointer for non-CPU devices) */
 	DLManagedTensorVersioned *managed; /* adopted producer tensor (deleter runs at free), or NULL */
-	ovs_stage *stage;                  /* whose pool and counters it belongs to */
+	ovs_store *store;                  /* whose pool and counters it belongs to */
 	DLDevice device;                   /* where data lives */
 	const ovs_memops *ops;             /* how to operate on it */
 	ovs_buffer *pool_next, *pool_prev; /* pooled: links in its class list (newest first) */
@@ -93,15 +93,15 @@ void ovs_pool_init(ovs_pool *p);
 /* Bytes of free buffers pooled now. */
 size_t ovs_pool_bytes(ovs_pool *p);
 /* Frees every pooled buffer (destroy). */
-void ovs_pool_fini(ovs_stage *st);
+void ovs_pool_fini(ovs_store *st);
 
 /* A buffer of at least `bytes` on the host, one reference: from the pool when its class has one
  * (no allocator call, no page faults), else fresh (>= 1 MiB: mapped and pre-faulted, because copying
  * into memory that is not yet faulted runs several times slower, and the faults would land on the
  * writer). NULL when out of memory. */
-ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes);
+ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes);
 /* A buffer viewing a producer's tensor (zero-copy); its deleter runs when the last holder lets go. */
-ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes);
+ovs_buffer *ovs_buffer_adopt(ovs_store *st, DLManagedTensorVersioned *mt, void *data, size_t bytes);
 void ovs_buffer_ref(ovs_buffer *b);
 void ovs_buffer_unref(ovs_buffer *b);
 
@@ -113,7 +113,7 @@ size_t ovs_buffer_class_bytes(uint32_t cls);
  * per-step deltas then reuse already-faulted memory). Release with ovs_delta_array_free, or keep buf
  * in the delta's rows_buf / values_buf. */
 #define OVS_DELTA_POOLED_MIN ((size_t)64 << 10)
-void *ovs_delta_array(ovs_stage *st, size_t bytes, ovs_buffer **buf);
+void *ovs_delta_array(ovs_store *st, size_t bytes, ovs_buffer **buf);
 void ovs_delta_array_free(void *p, ovs_buffer *buf);
 
 /* Process-wide counts of live versions, buffers and buffer bytes (soak tests, diagnostics). */

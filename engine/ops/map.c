@@ -116,7 +116,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovstage_api_status_t s = map_check_schema(m, err, sizeof err);
 	if (s == OVSTAGE_OK && m->mode == OVSTAGE_PRIM_MODE_INSERT)
 		for (uint32_t i = 0; i < m->q->count; i++)
-			if (ovs_prim_exists(st, m->q->paths[i])) {
+			if (ovs_prim_exists(&st->store, m->q->paths[i])) {
 				s = OVSTAGE_ERROR_PRIM_NOT_FOUND;
 				ovs_err_format(err, sizeof err, "INSERT: prim %s (query element %u) already exists",
 					       ovs_pd_path_string(st->pd, m->q->paths[i]).ptr, i);
@@ -143,7 +143,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 	}
 	if (s == OVSTAGE_OK) {
 		size_t rb = ovs_dtype_bytes(m->dtype); /* the column's row bytes once settled */
-		m->buf = ovs_buffer_new(st, (size_t)n * rb);
+		m->buf = ovs_buffer_new(&st->store, (size_t)n * rb);
 		if (!m->buf) {
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 			ovs_err_format(err, sizeof err, "out of memory allocating %zu bytes", (size_t)n * rb);
@@ -153,7 +153,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		s = map_settle_schema(m, err, sizeof err);
 	if (s == OVSTAGE_OK) {
 		for (uint32_t i = 0; i < n; i++)
-			ovs_prim_set(st, m->q->paths[i], 1);
+			ovs_prim_set(&st->store, m->q->paths[i], 1);
 		m->n = n;
 		m->full = identity && n > 0 && n == atomic_load_explicit(&c->nrows, memory_order_acquire);
 		m->tensor.data = m->buf->data;
@@ -179,7 +179,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 	}
 	if (s != OVSTAGE_OK) {
 		if (created_rows)
-			ovs_prims_need_reassert(st); /* its rows stay, as holes (never present) */
+			ovs_prims_need_reassert(&st->store); /* its rows stay, as holes (never present) */
 		ovs_op_fail(run, s, "map_attribute: %s", err);
 	}
 	ovs_opstate_finish(&m->state, s); /* release: the group is visible to fetch_map_next */
@@ -221,7 +221,7 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		memcpy(d->values, m->buf->data, (size_t)m->n * rb);
 	}
 	ovs_sequencer_applied(c, m->ordinal);
-	ovs_column_push_delta(m->st, c, d);
+	ovs_column_push_delta(&m->st->store, c, d);
 }
 
 static void commit_free(void *arg, bool ran)
@@ -267,7 +267,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		if (s != OVSTAGE_OK)
 			return ovs_rejected(ovs_err_set(s, "%s", err));
 	}
-	s = ovs_check_unsealed(st, ordinal, &t, 1);
+	s = ovs_check_unsealed(&st->store, ordinal, &t, 1);
 	if (s != OVSTAGE_OK)
 		return ovs_rejected(s);
 	ovs_query *q = ovs_query_get(st, handle);
@@ -275,7 +275,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
 	ovs_map *m = calloc(1, sizeof *m);
 	ovx_token_t *cols = malloc(sizeof *cols);
-	ovs_column *c = ovs_column_get_or_create(st, t);
+	ovs_column *c = ovs_column_get_or_create(&st->store, t);
 	if (!m || !cols || !c) {
 		free(m);
 		free(cols);

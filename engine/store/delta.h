@@ -10,7 +10,7 @@
 #include "store.h"
 
 /* Hands a delta to its column's inbox (lock-free) and counts its bytes as unsealed. */
-void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d);
+void ovs_column_push_delta(ovs_store *st, ovs_column *c, ovs_delta *d);
 void ovs_delta_free(ovs_delta *d);
 
 /* Seal side: drains the inbox into c->pending, sorted by (ordinal, op id). false when out of memory
@@ -23,7 +23,7 @@ bool ovs_column_take_inbox(ovs_column *c);
  * floor + 1 or at most the lowest ordinal of the column's unsealed data. Refusing such a write could
  * leave the seal that frees the budget waiting forever for it (a lagging producer behind a fast one
  * that filled the budget); admitting it adds at most the gap's writes. OVSTAGE_OK otherwise. */
-ovstage_api_status_t ovs_check_unsealed(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
+ovstage_api_status_t ovs_check_unsealed(ovs_store *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
 					size_t ncols);
 /* Seal side: recomputes c->min_unsealed from the pending list after a seal. */
 void ovs_column_min_unsealed_reset(ovs_column *c);

@@ -380,12 +380,12 @@ static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, ovs_delt
 	const ovs_layout *l = &e->layout;
 	for (uint32_t i = 0; set_prims && d && i < l->count; i++)
 		if (ovs_layout_selected(l, i))
-			ovs_prim_set(st, op->q->paths[i], 1);
+			ovs_prim_set(&st->store, op->q->paths[i], 1);
 	if (new_map)
 		ovs_query_rowmap_install(op->q, new_map);
 	ovs_sequencer_applied(e->col, op->ordinal);
 	if (d)
-		ovs_column_push_delta(st, e->col, d);
+		ovs_column_push_delta(&st->store, e->col, d);
 	return OVSTAGE_OK;
 }
 
@@ -437,7 +437,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	const ovx_primpath_t *paths = op->q->paths;
 	if (op->mode == OVSTAGE_PRIM_MODE_INSERT) {
 		for (uint32_t i = 0; i < n; i++)
-			if (ovs_layout_selected(l, i) && ovs_prim_exists(st, paths[i])) {
+			if (ovs_layout_selected(l, i) && ovs_prim_exists(&st->store, paths[i])) {
 				ovs_err_format(err, errlen, "INSERT: prim %s (query element %u) already exists",
 					       ovs_pd_path_string(st->pd, paths[i]).ptr, i);
 				return OVSTAGE_ERROR_PRIM_NOT_FOUND;
@@ -465,7 +465,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	bool borrowed = map && !full_rows && !l->mask && !l->is_array;
 	uint32_t *rows = full_rows ? NULL
 			 : borrowed ? (uint32_t *)(uintptr_t)map->rows
-				    : ovs_delta_array(st, (size_t)nsel * sizeof *rows, &rows_buf);
+				    : ovs_delta_array(&st->store, (size_t)nsel * sizeof *rows, &rows_buf);
 	if (!full_rows && !rows) {
 		free(prefix);
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
@@ -473,7 +473,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	}
 	/* acquire: a whole-prim delete since the prims were created means their existence must be
 	 * re-asserted; without any, every prim with a row exists. */
-	bool reassert = atomic_load_explicit(&st->prim_deletes, memory_order_acquire) != 0;
+	bool reassert = atomic_load_explicit(&st->store.prim_deletes, memory_order_acquire) != 0;
 	bool set_prims = reassert || !map; /* publish_entry marks the selected prims existing */
 	ovs_rowmap *new_map = NULL;        /* a complete row map publish_entry caches for the query */
 	if (map) {
@@ -487,7 +487,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			rows_shape = map;
 		} else if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l)) {
 			/* A contiguous payload under a mask: rows and values in one pass over the mask. */
-			pre_values = ovs_delta_array(st, (size_t)nsel * l->elem_bytes, &pre_values_buf);
+			pre_values = ovs_delta_array(&st->store, (size_t)nsel * l->elem_bytes, &pre_values_buf);
 			if (!pre_values) {
 				free(prefix);
 				release_rows(rows, rows_buf, borrowed);
@@ -592,13 +592,13 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		if (base && !l->index_map && e->nmanaged == 1) {
 			/* Zero copy: the version adopts the producer's buffer; its deleter runs when the last
 			 * version or read group holding it is reclaimed. */
-			d->full = ovs_buffer_adopt(st, e->managed[0], (void *)(uintptr_t)base, (size_t)k * rb);
+			d->full = ovs_buffer_adopt(&st->store, e->managed[0], (void *)(uintptr_t)base, (size_t)k * rb);
 			if (d->full) {
 				e->managed[0] = NULL; /* ownership moved to the buffer */
 			}
 		}
 		if (!d->full) {
-			d->full = ovs_buffer_new(st, (size_t)k * rb);
+			d->full = ovs_buffer_new(&st->store, (size_t)k * rb);
 			if (!d->full) {
 				free(d);
 				ovs_err_format(err, errlen, "out of memory allocating %zu bytes", (size_t)k * rb);
@@ -649,7 +649,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			}
 			return publish_entry(op, e, d, set_prims, new_map, err, errlen);
 		}
-		d->values = ovs_delta_array(st, (size_t)k * rb, &d->values_buf);
+		d->values = ovs_delta_array(&st->store, (size_t)k * rb, &d->values_buf);
 		if (!d->values) {
 			ovs_delta_free(d);
 			ovs_err_format(err, errlen, "out of memory copying %u rows", k);
@@ -697,7 +697,7 @@ static void write_job(jobs_worker *w, void *arg, jobs_run *run)
 		ovstage_api_status_t s = apply_entry(w, op, &op->e[i], jobs_run_id(run), err, sizeof err);
 		if (s != OVSTAGE_OK) {
 			if (op->e[i].created_rows)
-				ovs_prims_need_reassert(op->st); /* its rows stay, as holes (never present) */
+				ovs_prims_need_reassert(&op->st->store); /* its rows stay, as holes (never present) */
 			/* Not a transaction (as in the anchor): earlier entries stay applied. */
 			ovs_op_fail(run, s, "write_attributes entry %zu: %s", i, err);
 			return;
@@ -781,7 +781,7 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 				(int)prim_mode);
 		goto reject_all;
 	}
-	s = ovs_check_unsealed(st, ordinal, NULL, 0); /* back-pressure: too much written data waits for a seal */
+	s = ovs_check_unsealed(&st->store, ordinal, NULL, 0); /* back-pressure: too much written data waits for a seal */
 	if (s != OVSTAGE_OK)
 		goto reject_all;
 	/* Managed tensors: non-NULL and unique across the batch. */
@@ -851,7 +851,7 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 			goto reject_op;
 		}
 		char err[512];
-		e->col = ovs_column_get_or_create(st, t);
+		e->col = ovs_column_get_or_create(&st->store, t);
 		if (!e->col) {
 			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating column \"%s\"",
 					ovs_attr_name(st, t));

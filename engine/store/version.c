@@ -4,7 +4,9 @@
 
 #include "chunk.h"
 #include "errors.h"
-#include "stage.h"
+#include "store.h"
+#include "version.h"
+#include "delta.h"
 
 
 ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes)
@@ -197,7 +199,7 @@ static bool same_runs(const ovs_version *a, const ovs_version *b)
 }
 
 /* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
-ovs_version *ovs_version_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
+ovs_version *ovs_version_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
 				  char *err, size_t errlen)
 {
 	uint32_t rows = prev ? prev->rows : 0;

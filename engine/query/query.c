@@ -97,45 +97,6 @@ void ovs_query_put(ovs_query *q)
 		ovs_hobj_unref(&q->h);
 }
 
-const char *ovs_attr_name(ovs_stage *st, ovx_token_t t)
-{
-	ovx_string_t s = ovs_pd_token_string(st->pd, t);
-	return s.ptr ? s.ptr : "?";
-}
-
-bool ovs_attr_is_derived(ovs_stage *st, ovx_token_t t)
-{
-	return t && (t == st->derived[0] || t == st->derived[1] || t == st->derived[2]);
-}
-
-ovstage_api_status_t ovs_resolve_attr(ovs_stage *st, ovx_string_or_token_t a, bool allow_empty, ovx_token_t *out,
-				      const char *what)
-{
-	*out = 0;
-	if (a.token) {
-		if (!ovs_pd_token_is_valid(st->pd, a.token))
-			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s.token = %llu is not a token of this "
-					   "instance's path dictionary", what, (unsigned long long)a.token);
-		*out = a.token;
-		return OVSTAGE_OK;
-	}
-	if (a.string.length == 0) {
-		if (allow_empty)
-			return OVSTAGE_OK;
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is empty (no token and no string)", what);
-	}
-	if (!a.string.ptr)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s.string has NULL ptr and length %zu", what,
-				   a.string.length);
-	if (memchr(a.string.ptr, '\0', a.string.length))
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s.string contains a NUL byte", what);
-	ovx_token_t t = ovs_pd_intern_token(st->pd, a.string.ptr, a.string.length);
-	if (!t)
-		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory interning %s", what);
-	*out = t;
-	return OVSTAGE_OK;
-}
-
 ovstage_api_status_t ovs_query_from_path_list(ovstage_context_t *ctx, ovx_primpath_list_t path_list,
 					      ovstage_query_handle_t *out_handle)
 {
@@ -251,8 +212,8 @@ ovstage_api_status_t ovs_fetch_query_result(ovstage_context_t *ctx, ovstage_quer
 			return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory building a query result");
 		}
 	} else {
-		size_t ncols = atomic_load_explicit(&st->ncols, memory_order_acquire);
-		ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+		size_t ncols = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+		ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 		r->attrs = malloc((ncols ? ncols : 1) * sizeof *r->attrs);
 		if (!r->attrs) {
 			ovs_hobj_unref(&r->h);

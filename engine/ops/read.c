@@ -309,7 +309,7 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	 * back to the range start, and pin them all (the sealer may cut the chain meanwhile; what we
 	 * reach stays alive until we leave). */
 	/* Room for every retained version (the retention depth bounds the walk), plus one. */
-	size_t cap = (size_t)st->retention + 2;
+	size_t cap = (size_t)st->store.retention + 2;
 	ovs_version *small[16];
 	ovs_version **pinned = cap <= 16 ? small : malloc(cap * sizeof *pinned);
 	size_t npinned = 0;
@@ -318,7 +318,7 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
 	bool had_any;
-	npinned = ovs_pin_history(&st->grace, c, end, rg->has_start_ordinal, rg->start_ordinal, pinned, cap, &had_any);
+	npinned = ovs_pin_history(&st->store.grace, c, end, rg->has_start_ordinal, rg->start_ordinal, pinned, cap, &had_any);
 	ovs_version *v = npinned ? pinned[0] : NULL;
 	uint64_t dropped = 0;
 	ovstage_api_status_t s = check_bounds(st, c, rg, floor, &dropped, err, errlen);
@@ -527,7 +527,7 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 	if (!E)
 		goto oom;
 	for (size_t i = 0; i < qn; i++)
-		if (ovs_prim_exists(st, r->q->paths[i]) && (kind != D_PARENT || ovs_pd_path_parent(pd, r->q->paths[i])))
+		if (ovs_prim_exists(&st->store, r->q->paths[i]) && (kind != D_PARENT || ovs_pd_path_parent(pd, r->q->paths[i])))
 			E[k++] = (uint32_t)i;
 	if (!k) {
 		free(E);
@@ -587,7 +587,7 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 	if (!kids)
 		goto oom;
 	for (ovx_primpath_t p = 1; p <= npaths; p++)
-		if (ovs_prim_exists(st, p))
+		if (ovs_prim_exists(&st->store, p))
 			kids[nk++] = ((uint64_t)ovs_pd_path_parent(pd, p) << 32) | (uint32_t)p; /* (parent, child) */
 	qsort(kids, nk, sizeof *kids, cmp_u64);
 	vals = malloc((nk + 1) * sizeof *vals);
@@ -651,7 +651,7 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 				}
 				continue;
 			}
-			ovs_column *c = ovs_column_find(st, r->attrs[i]);
+			ovs_column *c = ovs_column_find(&st->store, r->attrs[i]);
 			if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
 				continue; /* missing attribute: zero groups, not an error */
 			ovstage_api_status_t s = read_column(r, c, err, sizeof err);
@@ -662,8 +662,8 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 			}
 		}
 	} else {
-		size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
-		ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+		size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+		ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 		for (size_t i = 0; i < nc; i++) {
 			if (!atomic_load_explicit(&cols[i]->has_schema, memory_order_acquire))
 				continue;
@@ -684,12 +684,12 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 static ovstage_api_status_t check_bounds_at_call(ovs_stage *st, const ovx_token_t *attrs, size_t nattrs,
 						 const ovstage_ordinal_range_t *rg)
 {
-	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
-	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	size_t n = attrs ? nattrs : nc;
 	char err[512];
 	for (size_t i = 0; i < n; i++) {
-		ovs_column *c = attrs ? ovs_column_find(st, attrs[i]) : cols[i];
+		ovs_column *c = attrs ? ovs_column_find(&st->store, attrs[i]) : cols[i];
 		if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
 			continue; /* missing or derived: zero groups or synthesized, never refused */
 		uint64_t dropped;

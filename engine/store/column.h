@@ -10,8 +10,8 @@
 
 #include "store.h"
 
-ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name);
-ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name);
+ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name);
+ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name);
 /* Row of a path in a column, or UINT32_MAX if it has none. Lock-free. */
 uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
 /* Row of a path, creating it: lock-free when it exists, else under the column's rows_lock, so rows
@@ -19,13 +19,22 @@ uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
 uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created);
 
 /* Prim existence (latest state). */
-bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path);
-bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state);
+bool ovs_prim_exists(ovs_store *st, ovx_primpath_t path);
+bool ovs_prim_set(ovs_store *st, ovx_primpath_t path, uint32_t state);
+
+/* Some column may now hold rows of prims that do not exist (a whole-prim delete, or an op that
+ * created rows and then failed): from now on writes through a cached row map re-assert the
+ * existence of their prims instead of inferring it from the rows. */
+static inline void ovs_prims_need_reassert(ovs_store *st)
+{
+	/* release: a write that sees the count also sees the prim states set before it. */
+	atomic_fetch_add_explicit(&st->prim_deletes, 1, memory_order_release);
+}
 
 /* The oldest ordinal whose change history every column still has. */
-ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st);
+ovstage_ordinal_t ovs_store_oldest_preserved(ovs_store *st);
 
 /* Frees all store state (destroy: no other thread is inside the stage). */
-void ovs_store_fini(ovs_stage *st);
+void ovs_store_fini(ovs_store *st);
 
 #endif /* OVSTAGE_ENGINE_COLUMN_H */

@@ -3,7 +3,10 @@
 #include <string.h>
 
 #include "errors.h"
-#include "stage.h"
+#include "store.h"
+#include "column.h"
+#include "delta.h"
+#include "version.h"
 
 /* Whether a write at `ordinal` fills a gap of column c: it is at most the column's lowest writable
  * ordinal (floor + 1) or at most the lowest ordinal of its unsealed data. relaxed: both are hints
@@ -16,7 +19,7 @@ static bool fills_gap(const ovs_column *c, ovstage_ordinal_t ordinal)
 }
 
 /* Whether every column in cols (every column of the stage when cols is NULL) admits the gap filler. */
-static bool all_fill_gaps(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols, size_t ncols)
+static bool all_fill_gaps(ovs_store *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols, size_t ncols)
 {
 	if (cols) {
 		for (size_t i = 0; i < ncols; i++) {
@@ -34,7 +37,7 @@ static bool all_fill_gaps(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_to
 	return true;
 }
 
-ovstage_api_status_t ovs_check_unsealed(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
+ovstage_api_status_t ovs_check_unsealed(ovs_store *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
 					size_t ncols)
 {
 	/* relaxed: a heuristic bound; a few writes may slip past a concurrent check. */
@@ -78,7 +81,7 @@ static size_t delta_bytes(const ovs_column *c, const ovs_delta *d)
 	return b;
 }
 
-void ovs_column_push_delta(ovs_stage *st, ovs_column *c, ovs_delta *d)
+void ovs_column_push_delta(ovs_store *st, ovs_column *c, ovs_delta *d)
 {
 	d->bytes = delta_bytes(c, d);
 	/* The shape of the row list, found here on the writer's thread (writes run in parallel) so that

@@ -16,7 +16,8 @@
 #include "copy.h"
 #include "errors.h"
 #include "exec.h"
-#include "stage.h"
+#include "store.h"
+#include "version.h"
 
 /* A version fragmented into more runs than this, or whose chunks keep more than this many times its
  * size in buffers alive (a chunk holds its whole buffer), is compacted into one buffer: a full copy,
@@ -235,7 +236,7 @@ static bool compute_runs(ovs_version *v, size_t rb, size_t *held)
 }
 
 /* Rebuilds v's chunks in one new buffer (one run). Keeps v as it is if memory is short. */
-static void compact(ovs_stage *st, jobs_worker *w, ovs_version *v, size_t rb)
+static void compact(ovs_store *st, jobs_worker *w, ovs_version *v, size_t rb)
 {
 	uint32_t shift = v->chunk_shift;
 	size_t bytes = (size_t)v->rows * rb;
@@ -307,7 +308,7 @@ static bool spares_usable(const ovs_column *c, ovs_version *prev, ovs_version **
 	return true;
 }
 
-bool ovs_chunks_build(ovs_stage *st, jobs_worker *w, ovs_column *c, ovs_version *v, ovs_version *prev,
+bool ovs_chunks_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version *v, ovs_version *prev,
 		      ovs_delta *ds, char *err, size_t errlen)
 {
 	size_t rb = c->row_bytes;

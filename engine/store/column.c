@@ -3,10 +3,33 @@
 #include <string.h>
 
 #include "chunk.h"
-#include "stage.h"
+#include "store.h"
+#include "column.h"
+#include "delta.h"
+#include "seal.h"
+#include "version.h"
 
 
-ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name)
+void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_t max_unsealed_bytes)
+{
+	memset(s, 0, sizeof *s);
+	s->retention = retention;
+	s->chunk_bytes = chunk_bytes;
+	s->max_unsealed_bytes = max_unsealed_bytes;
+	pthread_mutex_init(&s->cols_lock, NULL);
+	atomic_init(&s->cols, NULL);
+	atomic_init(&s->ncols, 0);
+	atomic_init(&s->all_floor, 0);
+	ovs_radix_init(&s->prims);
+	atomic_init(&s->prim_deletes, 0);
+	ovs_pool_init(&s->pool);
+	atomic_init(&s->mem.buffer_bytes, 0);
+	atomic_init(&s->mem.buffers, 0);
+	atomic_init(&s->unsealed_bytes, 0);
+	ovs_grace_init(&s->grace);
+}
+
+ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name)
 {
 	/* acquire: pairs with the release publication of the array and of its count, so the column
 	 * structs and their initialised fields are visible. */
@@ -18,7 +41,7 @@ ovs_column *ovs_column_find(ovs_stage *st, ovx_token_t name)
 	return NULL;
 }
 
-ovs_column *ovs_column_get_or_create(ovs_stage *st, ovx_token_t name)
+ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name)
 {
 	ovs_column *c = ovs_column_find(st, name);
 	if (c)
@@ -123,14 +146,14 @@ uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created
 	return v - 1;
 }
 
-bool ovs_prim_exists(ovs_stage *st, ovx_primpath_t path)
+bool ovs_prim_exists(ovs_store *st, ovx_primpath_t path)
 {
 	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, false);
 	/* acquire: pairs with ovs_prim_set's release. */
 	return slot && atomic_load_explicit(slot, memory_order_acquire) == 1;
 }
 
-bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state)
+bool ovs_prim_set(ovs_store *st, ovx_primpath_t path, uint32_t state)
 {
 	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, true);
 	if (!slot)
@@ -140,7 +163,7 @@ bool ovs_prim_set(ovs_stage *st, ovx_primpath_t path, uint32_t state)
 	return true;
 }
 
-ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st)
+ovstage_ordinal_t ovs_store_oldest_preserved(ovs_store *st)
 {
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
 	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
@@ -154,7 +177,7 @@ ovstage_ordinal_t ovs_store_oldest_preserved(ovs_stage *st)
 }
 
 
-void ovs_store_fini(ovs_stage *st)
+void ovs_store_fini(ovs_store *st)
 {
 	ovs_seal_fini(st);
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
@@ -185,4 +208,6 @@ void ovs_store_fini(ovs_stage *st)
 		free(st->old_arrays[i]);
 	free(st->old_arrays);
 	ovs_radix_fini(&st->prims);
+	pthread_mutex_destroy(&st->cols_lock);
+	ovs_pool_fini(st); /* last: freed versions returned their buffers to the pool */
 }

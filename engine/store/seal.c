@@ -4,7 +4,11 @@
 
 #include "chunk.h"
 #include "errors.h"
-#include "stage.h"
+#include "store.h"
+#include "seal.h"
+#include "column.h"
+#include "delta.h"
+#include "version.h"
 
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 {
@@ -84,7 +88,7 @@ static void empty_limbo(ovs_limbo *g, bool harvest)
 }
 
 /* Waits until the readers that could reach the limbo's contents have left, then frees them. */
-static void reclaim_limbo(ovs_stage *st)
+static void reclaim_limbo(ovs_store *st)
 {
 	ovs_limbo *g = &st->limbo;
 	if (!g->used)
@@ -103,7 +107,7 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
 
 /* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
  * retention. The inbox was taken by the caller. */
-static ovstage_api_status_t seal_column(ovs_stage *st, jobs_worker *w, ovs_column *c, ovstage_ordinal_t n,
+static ovstage_api_status_t seal_column(ovs_store *st, jobs_worker *w, ovs_column *c, ovstage_ordinal_t n,
 					ovs_limbo *gy, char *err, size_t errlen)
 {
 	while (c->pending && c->pending->ordinal <= n) {
@@ -163,7 +167,7 @@ static ovstage_ordinal_t batch_end(ovs_column **cols, size_t ncols, ovstage_ordi
 }
 
 /* Publishes a snapshot of every column's latest version and raises the floors of `cols` to m. */
-static ovstage_api_status_t publish(ovs_stage *st, ovs_column **cols, size_t ncols, ovstage_ordinal_t m,
+static ovstage_api_status_t publish(ovs_store *st, ovs_column **cols, size_t ncols, ovstage_ordinal_t m,
 				    bool advance_stage_floor, char *err, size_t errlen)
 {
 	size_t total = atomic_load_explicit(&st->ncols, memory_order_acquire);
@@ -216,7 +220,7 @@ static ovstage_api_status_t publish(ovs_stage *st, ovs_column **cols, size_t nco
 	return OVSTAGE_OK;
 }
 
-ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+ovstage_api_status_t ovs_store_seal(ovs_store *st, jobs_worker *w, ovs_column **cols, size_t ncols,
 				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
 {
 	/* The previous seal's retirees first (their spare buffers serve this seal's sparse versions). */
@@ -255,7 +259,7 @@ ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **
 	}
 }
 
-void ovs_seal_fini(ovs_stage *st)
+void ovs_seal_fini(ovs_store *st)
 {
 	empty_limbo(&st->limbo, false); /* no readers are left at destroy */
 	free(st->limbo.v);

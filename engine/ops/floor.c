@@ -32,7 +32,7 @@ static void seal_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	seal_op *s = arg;
 	char err[256];
-	ovstage_api_status_t r = ovs_store_seal(s->st, w, s->cols, s->ncols, s->n, s->all, err, sizeof err);
+	ovstage_api_status_t r = ovs_store_seal(&s->st->store, w, s->cols, s->ncols, s->n, s->all, err, sizeof err);
 	if (r != OVSTAGE_OK)
 		ovs_op_fail(run, r, "advance_write_floor(%llu): %s", (unsigned long long)s->n, err);
 }
@@ -94,7 +94,7 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 	/* INCLUDE names columns that may not exist yet: create their records so that the floor sticks. */
 	if (desc->scope == OVSTAGE_SCOPE_INCLUDE)
 		for (size_t i = 0; i < desc->attribute_count; i++)
-			if (!ovs_column_get_or_create(st, desc->attributes[i]))
+			if (!ovs_column_get_or_create(&st->store, desc->attributes[i]))
 				return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
 	seal_op *s = calloc(1, sizeof *s);
 	if (!s)
@@ -102,8 +102,8 @@ ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const o
 	s->st = st;
 	s->n = desc->ordinal;
 	s->all = all;
-	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
-	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	s->cols = malloc((nc ? nc : 1) * sizeof *s->cols);
 	if (!s->cols) {
 		seal_free(s, false);
@@ -153,16 +153,16 @@ static void ordq_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovs_stage *st = q->st;
 	uint64_t v;
 	if (q->oldest) {
-		v = ovs_store_oldest_preserved(st);
+		v = ovs_store_oldest_preserved(&st->store);
 	} else if (q->attr) {
-		ovs_column *c = ovs_column_find(st, q->attr);
+		ovs_column *c = ovs_column_find(&st->store, q->attr);
 		v = c ? atomic_load_explicit(&c->floor, memory_order_acquire)
-		      : atomic_load_explicit(&st->all_floor, memory_order_acquire);
+		      : atomic_load_explicit(&st->store.all_floor, memory_order_acquire);
 	} else {
 		/* global floor: the minimum over known columns (the stage floor when there are none) */
-		size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
-		ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
-		v = nc ? UINT64_MAX : atomic_load_explicit(&st->all_floor, memory_order_acquire);
+		size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+		ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
+		v = nc ? UINT64_MAX : atomic_load_explicit(&st->store.all_floor, memory_order_acquire);
 		for (size_t i = 0; i < nc; i++) {
 			uint64_t f = atomic_load_explicit(&cols[i]->floor, memory_order_acquire);
 			if (f < v)

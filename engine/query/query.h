@@ -7,6 +7,7 @@
 #ifndef OVSTAGE_ENGINE_QUERY_H
 #define OVSTAGE_ENGINE_QUERY_H
 
+#include "names.h"
 #include "ops.h"
 #include "stage.h"
 
@@ -69,17 +70,5 @@ static inline bool ovs_query_ready(ovs_query *q)
 /* Takes a reference to the query behind `handle`, or sets the last error and returns NULL. */
 ovs_query *ovs_query_get(ovs_stage *st, ovstage_query_handle_t handle);
 void ovs_query_put(ovs_query *q);
-
-/* Resolves an attribute name: a token (validated) or a string (interned). Empty -> *out = 0 and
- * OK only if allow_empty. Sets the last error on failure; `what` names the argument. */
-ovstage_api_status_t ovs_resolve_attr(ovs_stage *st, ovx_string_or_token_t a, bool allow_empty, ovx_token_t *out,
-				      const char *what);
-
-/* The derived, read-only names (usd-path, usd-parent, usd-children): writes and deletes of them are
- * NOT_SUPPORTED. */
-bool ovs_attr_is_derived(ovs_stage *st, ovx_token_t t);
-
-/* The attribute's name for messages. */
-const char *ovs_attr_name(ovs_stage *st, ovx_token_t t);
 
 #endif /* OVSTAGE_ENGINE_QUERY_H */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "errors.h"
-#include "query.h"
+#include "names.h"
 
 void ovs_sequencer_applied(ovs_column *c, ovstage_ordinal_t ordinal)
 {
@@ -43,7 +43,7 @@ static uint64_t written_through_locked(ovs_stage *st, ovs_column *c)
 static bool left_unapplied(ovs_stage *st, const ovs_inflight *f)
 {
 	for (size_t i = 0; f->cols && i < f->ncols; i++) {
-		ovs_column *c = ovs_column_find(st, f->cols[i]);
+		ovs_column *c = ovs_column_find(&st->store, f->cols[i]);
 		if (c && atomic_load_explicit(&c->max_applied, memory_order_relaxed) < f->ordinal)
 			return true;
 	}
@@ -62,7 +62,7 @@ void ovs_inflight_done(ovs_stage *st, ovs_inflight *f)
 	pthread_mutex_lock(&st->seq_lock);
 	atomic_store_explicit(&f->done, true, memory_order_release);
 	for (size_t i = 0; i < f->ncols; i++) {
-		ovs_column *c = ovs_column_find(st, f->cols[i]);
+		ovs_column *c = ovs_column_find(&st->store, f->cols[i]);
 		if (c)
 			/* relaxed: max_written is stored under seq_lock only; readers take it as a hint
 			 * ordered by their own floor load (read.c). */
@@ -108,10 +108,10 @@ static bool at_or_below_floor_locked(ovs_stage *st, ovstage_ordinal_t ordinal, c
 	*fl = st->all_floor_requested;
 	if (!cols && ordinal <= *fl)
 		return true;
-	size_t nc = cols ? ncols : atomic_load_explicit(&st->ncols, memory_order_acquire);
-	ovs_column **all = cols ? NULL : atomic_load_explicit(&st->cols, memory_order_acquire);
+	size_t nc = cols ? ncols : atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+	ovs_column **all = cols ? NULL : atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	for (size_t i = 0; i < nc; i++) {
-		ovs_column *c = cols ? ovs_column_find(st, cols[i]) : all[i];
+		ovs_column *c = cols ? ovs_column_find(&st->store, cols[i]) : all[i];
 		/* relaxed: floor_requested is stored under seq_lock, which we hold. */
 		*fl = c ? atomic_load_explicit(&c->floor_requested, memory_order_relaxed) : st->all_floor_requested;
 		if (ordinal <= *fl) {
@@ -182,7 +182,7 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 	}
 	f->op = r.op_index;
 	for (size_t i = 0; cols && i < ncols; i++) {
-		ovs_column *c = ovs_column_find(st, cols[i]);
+		ovs_column *c = ovs_column_find(&st->store, cols[i]);
 		if (c) {
 			/* relaxed: stored under seq_lock only (here and in ovs_inflight_done). */
 			uint64_t m = atomic_load_explicit(&c->max_written, memory_order_relaxed);

@@ -127,23 +127,11 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->name = name;
 	st->sched = ovs_runtime_sched();
 	st->pd = pd;
-	st->retention = ovs_runtime_settings()->retention;
-	st->max_unsealed_bytes = (int64_t)(ovs_runtime_settings()->max_unsealed_mb << 20);
-	st->chunk_bytes = (size_t)ovs_runtime_settings()->chunk_kb << 10;
-	atomic_init(&st->unsealed_bytes, 0);
-	pthread_mutex_init(&st->cols_lock, NULL);
-	ovs_pool_init(&st->pool);
-	atomic_init(&st->mem.buffer_bytes, 0);
-	atomic_init(&st->mem.buffers, 0);
-	atomic_init(&st->cols, NULL);
-	atomic_init(&st->ncols, 0);
-	ovs_radix_init(&st->prims);
-	ovs_grace_init(&st->grace);
+	ovs_store_init(&st->store, ovs_runtime_settings()->retention, (size_t)ovs_runtime_settings()->chunk_kb << 10,
+		       (int64_t)(ovs_runtime_settings()->max_unsealed_mb << 20));
 	pthread_mutex_init(&st->seq_lock, NULL);
-	atomic_init(&st->all_floor, 0);
 	ovs_handles_init(&st->handles, st->serial);
 	atomic_init(&st->live_ops, 0);
-	atomic_init(&st->prim_deletes, 0);
 	st->derived[0] = ovs_pd_intern_token(pd, "usd-path", 8);
 	st->derived[1] = ovs_pd_intern_token(pd, "usd-parent", 10);
 	st->derived[2] = ovs_pd_intern_token(pd, "usd-children", 12);
@@ -179,10 +167,8 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 		free(f);
 		f = n;
 	}
-	ovs_store_fini(st);
-	ovs_pool_fini(st); /* after the store: freed versions return their buffers to the pool */
+	ovs_store_fini(&st->store);
 	ovs_pd_destroy(st->pd);
-	pthread_mutex_destroy(&st->cols_lock);
 	pthread_mutex_destroy(&st->seq_lock);
 	free(st->name);
 	free(st);
@@ -199,13 +185,13 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t
 	ovs_stage *st = ovs_stage_of(instance->context);
 	if (!st || instance->vtable != &g_vtable)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance was not created by ovstage_create_instance");
-	int64_t u = atomic_load_explicit(&st->unsealed_bytes, memory_order_relaxed); /* relaxed: statistics */
-	int64_t b = atomic_load_explicit(&st->mem.buffer_bytes, memory_order_relaxed);
-	int64_t n = atomic_load_explicit(&st->mem.buffers, memory_order_relaxed);
+	int64_t u = atomic_load_explicit(&st->store.unsealed_bytes, memory_order_relaxed); /* relaxed: statistics */
+	int64_t b = atomic_load_explicit(&st->store.mem.buffer_bytes, memory_order_relaxed);
+	int64_t n = atomic_load_explicit(&st->store.mem.buffers, memory_order_relaxed);
 	out->unsealed_bytes = u > 0 ? (uint64_t)u : 0;
-	out->unsealed_limit = st->max_unsealed_bytes > 0 ? (uint64_t)st->max_unsealed_bytes : 0;
+	out->unsealed_limit = st->store.max_unsealed_bytes > 0 ? (uint64_t)st->store.max_unsealed_bytes : 0;
 	out->buffer_bytes = b > 0 ? (uint64_t)b : 0;
-	out->pooled_bytes = ovs_pool_bytes(&st->pool);
+	out->pooled_bytes = ovs_pool_bytes(&st->store.pool);
 	out->buffers = n > 0 ? (uint64_t)n : 0;
 	return OVSTAGE_OK;
 }

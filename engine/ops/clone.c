@@ -91,7 +91,7 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 	clone_op *c = arg;
 	ovs_stage *st = c->st;
 	ovs_pd *pd = st->pd;
-	if (!ovs_prim_exists(st, c->source)) {
+	if (!ovs_prim_exists(&st->store, c->source)) {
 		ovs_op_fail(run, OVSTAGE_ERROR_NOT_FOUND, "clone: source %s does not exist",
 			    ovs_pd_path_string(pd, c->source).ptr);
 		return;
@@ -108,7 +108,7 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 	}
 	size_t n = 0;
 	for (ovx_primpath_t p = 1; p <= npaths; p++)
-		if (ovs_prim_exists(st, p) && ovs_pd_path_is_prefix(pd, c->source, p))
+		if (ovs_prim_exists(&st->store, p) && ovs_pd_path_is_prefix(pd, c->source, p))
 			sub[n++] = p;
 	/* All or nothing: every target prim must be new. */
 	for (size_t t = 0; t < c->ntargets; t++)
@@ -120,7 +120,7 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 				ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "clone: out of memory interning paths");
 				return;
 			}
-			if (ovs_prim_exists(st, d)) {
+			if (ovs_prim_exists(&st->store, d)) {
 				ovs_op_fail(run, OVSTAGE_ERROR_PRIM_NOT_FOUND, "clone: target prim %s already exists",
 					    ovs_pd_path_string(pd, d).ptr);
 				free(sub);
@@ -130,8 +130,8 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 			dst[t * n + i] = d;
 		}
 	/* Values: the latest sealed version of every column, pinned inside the grace section. */
-	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
-	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
+	size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+	ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	ovstage_api_status_t s = OVSTAGE_OK;
 	for (size_t k = 0; k < nc && s == OVSTAGE_OK; k++) {
 		ovs_column *col = cols[k];
@@ -147,7 +147,7 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 			 col->schema.semantic == OVSTAGE_SEMANTIC_CONNECTION_PATH_ID && col->schema.dtype.lanes == 2)
 			path_lanes = 2;
 		ovs_version *v;
-		ovs_pin_latest(&st->grace, &col, 1, &v);
+		ovs_pin_latest(&st->store.grace, &col, 1, &v);
 		if (!v)
 			continue;
 		size_t rb = col->row_bytes;
@@ -204,10 +204,10 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_delta_free(d);
 			continue;
 		}
-		ovs_column_push_delta(st, col, d);
+		ovs_column_push_delta(&st->store, col, d);
 	}
 	for (size_t i = 0; i < n * c->ntargets; i++)
-		ovs_prim_set(st, dst[i], 1);
+		ovs_prim_set(&st->store, dst[i], 1);
 	free(sub);
 	free(dst);
 	if (s != OVSTAGE_OK)

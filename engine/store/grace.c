@@ -3,7 +3,9 @@
 
 #include <sched.h>
 
-#include "stage.h"
+#include "store.h"
+#include "seal.h"
+#include "version.h"
 
 void ovs_grace_init(ovs_grace *g)
 {

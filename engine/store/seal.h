@@ -16,7 +16,7 @@
 
 /* Seals `cols` (ncols columns) through ordinal n and publishes one snapshot. Runs as a job; w is
  * the worker (for parallel work). Returns OVSTAGE_OK or a status with a message in err. */
-ovstage_api_status_t ovs_store_seal(ovs_stage *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+ovstage_api_status_t ovs_store_seal(ovs_store *st, jobs_worker *w, ovs_column **cols, size_t ncols,
 				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen);
 
 /* The latest version of a column in a snapshot, or NULL. */
@@ -28,6 +28,6 @@ typedef void (*ovs_seal_hook_fn)(void);
 void ovs_seal_set_test_hook(ovs_seal_hook_fn fn);
 
 /* Frees the limbo and the current snapshot (destroy). */
-void ovs_seal_fini(ovs_stage *st);
+void ovs_seal_fini(ovs_store *st);
 
 #endif /* OVSTAGE_ENGINE_SEAL_H */

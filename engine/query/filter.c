@@ -391,7 +391,7 @@ static bool pin_predicates(ovs_stage *st, fop *o)
 	if (ok) {
 		for (size_t i = 0; i < o->np; i++)
 			cols[i] = o->p[i].col;
-		ovs_pin_latest(&st->grace, cols, o->np, vers);
+		ovs_pin_latest(&st->store.grace, cols, o->np, vers);
 		for (size_t i = 0; i < o->np; i++)
 			o->p[i].v = vers[i];
 	}
@@ -425,7 +425,7 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 	for (size_t i = 0; i < o->np; i++) {
 		fpred *p = &o->p[i];
 		if (p->kind == F_HAS_COL || p->kind == F_TYPE_IN || p->kind == F_SCHEMAS_CONTAINS)
-			p->col = ovs_column_find(st, p->attr);
+			p->col = ovs_column_find(&st->store, p->attr);
 		need_children |= p->kind == F_HAS_CHILDREN;
 	}
 	if (!pin_predicates(st, o)) {
@@ -473,7 +473,7 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 		if (!p->parents)
 			goto oom;
 		for (size_t j = 0; j < p->nids; j++)
-			if (ovs_prim_exists(st, p->ids[j]))
+			if (ovs_prim_exists(&st->store, p->ids[j]))
 				p->parents[p->nparents++] = ovs_pd_path_parent(st->pd, p->ids[j]);
 		p->nparents = sort_unique(p->parents, p->nparents);
 	}
@@ -482,7 +482,7 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 		if (!has_child)
 			goto oom;
 		for (ovx_primpath_t id = 2; id <= n; id++) {
-			if (!ovs_prim_exists(st, id))
+			if (!ovs_prim_exists(&st->store, id))
 				continue;
 			ovx_primpath_t par = ovs_pd_path_parent(st->pd, id);
 			if (par && par <= n)
@@ -494,7 +494,7 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 	fctx cx = { st, has_child };
 	size_t k = 0, cap = 0;
 	for (ovx_primpath_t id = 1; id <= n; id++) {
-		if (!ovs_prim_exists(st, id))
+		if (!ovs_prim_exists(&st->store, id))
 			continue;
 		ovx_string_t str = { NULL, 0 };
 		bool ok = true;
@@ -650,13 +650,13 @@ bool ovs_filter_result_attrs(ovs_stage *st, ovs_query *q, ovx_token_t **out, siz
 	bool ok = true;
 	/* Pin the latest sealed version of each candidate column (one snapshot); test the matched prims
 	 * afterwards. A snapshot holds at most the columns that exist now. */
-	size_t cap = q->scope ? q->nscope : atomic_load_explicit(&st->ncols, memory_order_acquire);
+	size_t cap = q->scope ? q->nscope : atomic_load_explicit(&st->store.ncols, memory_order_acquire);
 	cols = malloc((cap ? cap : 1) * sizeof *cols);
 	vers = malloc((cap ? cap : 1) * sizeof *vers);
 	if (!cols || !vers)
 		ok = false;
 	else
-		nc = ovs_pin_all_latest(&st->grace, q->scope, q->scope ? q->nscope : 0, cols, vers, cap);
+		nc = ovs_pin_all_latest(&st->store.grace, q->scope, q->scope ? q->nscope : 0, cols, vers, cap);
 	ovx_token_t *res = ok ? malloc((nc ? nc : 1) * sizeof *res) : NULL;
 	if (!res)
 		ok = false;

@@ -61,7 +61,7 @@ static bool tombstone(delete_op *d, ovs_column *c, uint64_t seq)
 	del->seq = seq;
 	del->nrows = k;
 	del->rows = rows;
-	ovs_column_push_delta(d->st, c, del);
+	ovs_column_push_delta(&d->st->store, c, del);
 	return true;
 }
 
@@ -81,16 +81,16 @@ static void delete_job(jobs_worker *w, void *arg, jobs_run *run)
 			}
 		return;
 	}
-	size_t nc = atomic_load_explicit(&st->ncols, memory_order_acquire);
-	ovs_column **all = atomic_load_explicit(&st->cols, memory_order_acquire);
+	size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
+	ovs_column **all = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	for (size_t i = 0; i < nc; i++)
 		if (!tombstone(d, all[i], seq)) {
 			ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "delete_attributes: out of memory");
 			return;
 		}
-	ovs_prims_need_reassert(st);
+	ovs_prims_need_reassert(&st->store);
 	for (size_t i = 0; i < d->q->count; i++)
-		ovs_prim_set(st, d->q->paths[i], 2);
+		ovs_prim_set(&st->store, d->q->paths[i], 2);
 }
 
 ovstage_enqueue_result_t ovs_delete_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,
@@ -129,7 +129,7 @@ ovstage_enqueue_result_t ovs_delete_attributes(ovstage_context_t *ctx, ovstage_q
 		if (s == OVSTAGE_OK && ovs_attr_is_derived(st, toks[i]))
 			s = ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "attributes[%zu] = \"%s\" is derived and cannot be "
 					"deleted", i, ovs_attr_name(st, toks[i]));
-		if (s == OVSTAGE_OK && !(d->cols[i] = ovs_column_get_or_create(st, toks[i])))
+		if (s == OVSTAGE_OK && !(d->cols[i] = ovs_column_get_or_create(&st->store, toks[i])))
 			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory");
 		if (s != OVSTAGE_OK) {
 			free(toks);

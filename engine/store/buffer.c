@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 
 #include "copy.h"
-#include "stage.h"
+#include "store.h"
 
 /* ---- live counters (process-wide and per stage; relaxed: statistics only) ---------------------- */
 
@@ -24,7 +24,7 @@ void ovs_count_version(int sign)
 	atomic_fetch_add_explicit(&g_live_versions, sign, memory_order_relaxed);
 }
 
-static void count_buffer(ovs_stage *st, size_t bytes, int sign)
+static void count_buffer(ovs_store *st, size_t bytes, int sign)
 {
 	atomic_fetch_add_explicit(&g_live_buffers, sign, memory_order_relaxed);
 	atomic_fetch_add_explicit(&g_live_buffer_bytes, sign * (int64_t)bytes, memory_order_relaxed);
@@ -174,13 +174,13 @@ static void pool_push_locked(ovs_pool *p, ovs_buffer *b)
 
 static void buffer_destroy(ovs_buffer *b)
 {
-	count_buffer(b->stage, b->capacity, -1);
+	count_buffer(b->store, b->capacity, -1);
 	b->ops->free(b->data, b->capacity);
 	free(b);
 }
 
 /* A free buffer of class cls, or NULL. */
-static ovs_buffer *pool_take(ovs_stage *st, uint32_t cls)
+static ovs_buffer *pool_take(ovs_store *st, uint32_t cls)
 {
 	ovs_pool *p = &st->pool;
 	pthread_mutex_lock(&p->lock);
@@ -194,7 +194,7 @@ static ovs_buffer *pool_take(ovs_stage *st, uint32_t cls)
 }
 
 /* Keeps b for reuse, freeing the buffers returned longest ago when the pool would exceed its bound. */
-static void pool_give(ovs_stage *st, ovs_buffer *b)
+static void pool_give(ovs_store *st, ovs_buffer *b)
 {
 	ovs_pool *p = &st->pool;
 	if (b->capacity > OVS_POOL_MAX_BYTES) {
@@ -218,7 +218,7 @@ static void pool_give(ovs_stage *st, ovs_buffer *b)
 	}
 }
 
-void ovs_pool_fini(ovs_stage *st)
+void ovs_pool_fini(ovs_store *st)
 {
 	ovs_pool *p = &st->pool;
 	while (p->oldest) {
@@ -232,7 +232,7 @@ void ovs_pool_fini(ovs_stage *st)
 /* ---- buffers ------------------------------------------------------------------------------------ */
 
 /* One reference (the caller's), counted live. */
-static ovs_buffer *buffer_init(ovs_buffer *b, ovs_stage *st, void *data, size_t cap, uint32_t cls,
+static ovs_buffer *buffer_init(ovs_buffer *b, ovs_store *st, void *data, size_t cap, uint32_t cls,
 			       DLManagedTensorVersioned *mt, DLDevice dev, const ovs_memops *ops)
 {
 	memset(b, 0, sizeof *b);
@@ -241,14 +241,14 @@ static ovs_buffer *buffer_init(ovs_buffer *b, ovs_stage *st, void *data, size_t 
 	b->capacity = cap;
 	b->data = data;
 	b->managed = mt;
-	b->stage = st;
+	b->store = st;
 	b->device = dev;
 	b->ops = ops;
 	count_buffer(st, cap, 1);
 	return b;
 }
 
-ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
+ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes)
 {
 	uint32_t cls = ovs_buffer_class(bytes);
 	/* A free buffer of the same class first: steady-state writes of a column reuse the buffers of the
@@ -266,7 +266,7 @@ ovs_buffer *ovs_buffer_new(ovs_stage *st, size_t bytes)
 	return buffer_init(b, st, p, cap, cls, NULL, (DLDevice){ kDLCPU, 0 }, &ovs_memops_cpu);
 }
 
-ovs_buffer *ovs_buffer_adopt(ovs_stage *st, DLManagedTensorVersioned *mt, void *data, size_t bytes)
+ovs_buffer *ovs_buffer_adopt(ovs_store *st, DLManagedTensorVersioned *mt, void *data, size_t bytes)
 {
 	ovs_buffer *b = malloc(sizeof *b);
 	return b ? buffer_init(b, st, data, bytes, UINT32_MAX, mt, mt->dl_tensor.device, &ovs_memops_cpu) : NULL;
@@ -286,18 +286,18 @@ void ovs_buffer_unref(ovs_buffer *b)
 	if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	if (b->managed) {
-		count_buffer(b->stage, b->capacity, -1);
+		count_buffer(b->store, b->capacity, -1);
 		if (b->managed->deleter)
 			b->managed->deleter(b->managed); /* exactly once: only the last reference gets here */
 		free(b);
 		return;
 	}
-	pool_give(b->stage, b); /* still counted live: pooled memory is retained memory */
+	pool_give(b->store, b); /* still counted live: pooled memory is retained memory */
 }
 
 /* ---- delta arrays ------------------------------------------------------------------------------- */
 
-void *ovs_delta_array(ovs_stage *st, size_t bytes, ovs_buffer **buf)
+void *ovs_delta_array(ovs_store *st, size_t bytes, ovs_buffer **buf)
 {
 	*buf = NULL;
 	if (bytes < OVS_DELTA_POOLED_MIN)

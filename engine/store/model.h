@@ -1,5 +1,5 @@
 /*
- * store.h — the epoch-based snapshot store: columns, their sealed versions, pending deltas, and the
+ * model.h — the data model of the snapshot store: columns, their sealed versions, pending deltas, and the
  * atomic publication of everything one floor advance seals.
  *
  * Model
@@ -30,8 +30,8 @@
  * Thread safety: seals of one stage are serialised by the op ordering (each seal runs after the
  * previous one); everything else may run concurrently with them.
  */
-#ifndef OVSTAGE_ENGINE_STORE_H
-#define OVSTAGE_ENGINE_STORE_H
+#ifndef OVSTAGE_ENGINE_MODEL_H
+#define OVSTAGE_ENGINE_MODEL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,7 +44,7 @@
 #include "buffer.h"
 #include "radix.h"
 
-typedef struct ovs_stage ovs_stage;
+typedef struct ovs_store ovs_store;
 
 /* A column's schema: kind, element type (lanes = tuple width for fixed columns) and role. */
 typedef struct ovs_schema {
@@ -215,4 +215,4 @@ static inline uint32_t ovs_version_run_of(const ovs_version *v, uint32_t r)
 	return lo;
 }
 
-#endif /* OVSTAGE_ENGINE_STORE_H */
+#endif /* OVSTAGE_ENGINE_MODEL_H */

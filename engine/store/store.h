@@ -1,0 +1,49 @@
+/*
+ * store.h — the snapshot store of one stage: its columns, prim existence, column memory, the latest
+ * snapshot with its grace period, and what bounds the unsealed data. Everything below the op layer
+ * works on an ovs_store, never on the stage around it (the data model is in model.h).
+ *
+ * Thread safety: see each module (column.h, delta.h, version.h, seal.h, grace.h, buffer.h). The
+ * fields marked seal-owned are touched only by the seal in progress (seals of a stage are chained).
+ */
+#ifndef OVSTAGE_ENGINE_STORE_H
+#define OVSTAGE_ENGINE_STORE_H
+
+#include "buffer.h"
+#include "grace.h"
+#include "model.h"
+#include "radix.h"
+
+struct ovs_store {
+	uint32_t retention;             /* sealed versions retained per column */
+	size_t chunk_bytes;             /* copy-on-write chunk of fixed-size columns (OVSTAGE_CHUNK_KB) */
+
+	/* --- columns --- */
+	pthread_mutex_t cols_lock;      /* guards creating columns */
+	_Atomic(ovs_column **) cols;    /* published array of columns (grows; old arrays kept) */
+	_Atomic size_t ncols;           /* entries valid in cols */
+	size_t cols_cap;                /* capacity of the current array (under cols_lock) */
+	void **old_arrays;              /* superseded column arrays, freed at destroy */
+	size_t n_old_arrays;            /* entries in old_arrays */
+	_Atomic uint64_t all_floor;     /* the stage floor new columns start from (sealed) */
+
+	/* --- prim existence (latest state): path id -> 0 unknown, 1 exists, 2 deleted --- */
+	ovs_radix prims;
+	_Atomic uint64_t prim_deletes;  /* whole-prim deletes executed, and failed ops that left rows of
+	                                 * prims that do not exist (writes re-assert existence if any) */
+
+	/* --- column memory (buffer.h) --- */
+	ovs_pool pool;                  /* free, already-faulted buffers by size class */
+	ovs_mem_counters mem;           /* live buffers of this store */
+	_Atomic int64_t unsealed_bytes; /* bytes held by deltas not yet sealed */
+	int64_t max_unsealed_bytes;     /* back-pressure limit (0 = none), from OVSTAGE_MAX_UNSEALED_MB */
+
+	/* --- snapshot publication (grace.h, seal.h) --- */
+	ovs_grace grace;                /* the latest snapshot and its grace period (own cache lines) */
+	ovs_limbo limbo;                /* the previous publication's retirees (seal-owned) */
+};
+
+/* Initialises an empty store (retention, chunk and back-pressure settings given). */
+void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_t max_unsealed_bytes);
+
+#endif /* OVSTAGE_ENGINE_STORE_H */
