@@ -124,7 +124,8 @@ inline version_ref(x)
 	atomic {
 		deref_version(x);
 		assert(vrefs[x] > 0); /* P1 */
-		vrefs[x]++
+		vrefs[x]++;
+		printf("    version %d pinned\n", x)
 	}
 }
 
@@ -142,6 +143,7 @@ inline version_unref(x)
 			if
 			:: vrefs[tv] > 0 -> tv = NONE
 			:: else ->
+				printf("    version %d: last reference dropped, freed\n", tv);
 				check_unheld_version(tv);
 				assert(vstate[tv] == V_RETIRED); /* P3 */
 				vstate[tv] = V_FREED;
@@ -166,6 +168,7 @@ inline empty_limbo()
 	fi;
 	version_unref(sver[lim_snap]);
 	atomic {
+		printf("    snapshot %d freed\n", lim_snap);
 		check_unheld_snapshot(lim_snap);
 		assert(sstate[lim_snap] == S_RETIRED); /* P3 */
 		sstate[lim_snap] = S_FREED;
@@ -191,6 +194,7 @@ inline trim_retention()
 			lim_ver = older[x];
 			assert(vstate[lim_ver] == V_PUBLISHED); /* P3 */
 			vstate[lim_ver] = V_RETIRED;
+			printf("seal %d: cuts version %d from retention\n", k, lim_ver);
 			link_was[x] = older[x];
 			cut_at[x] = k;
 			older[x] = NONE
@@ -214,7 +218,10 @@ proctype sealer()
 		 * (seq_cst load, spinning: a blocking guard) */
 		if
 		:: lim_used ->
-			readers[lim_parity] == 0;
+			atomic {
+				readers[lim_parity] == 0;
+				printf("seal %d: readers[%d] reads 0: empties the previous limbo\n", k, lim_parity)
+			}
 			empty_limbo()
 		:: else
 		fi;
@@ -229,7 +236,8 @@ proctype sealer()
 			vstate[k] = V_COMPLETE;
 #endif
 			older[k] = latest;
-			latest = k
+			latest = k;
+			printf("seal %d: builds version %d\n", k, k)
 		}
 
 #ifndef NEG_CUT_AFTER_FLIP
@@ -243,13 +251,17 @@ proctype sealer()
 			sstate[k] = S_LIVE;
 			old = snapshot;
 			snapshot = k;
+			printf("seal %d: publishes snapshot %d (version %d)\n", k, k, latest);
 #ifndef NEG_PUBLISH_EARLY
 			assert(vstate[k] == V_COMPLETE); /* P3 */
 			vstate[k] = V_PUBLISHED
 #endif
 		}
 #ifdef NEG_PUBLISH_EARLY
-		vstate[k] = V_COMPLETE;
+		atomic {
+			vstate[k] = V_COMPLETE;
+			printf("seal %d: completes version %d\n", k, k)
+		}
 		vstate[k] = V_PUBLISHED;
 #endif
 
@@ -257,10 +269,14 @@ proctype sealer()
 		 * free at once if readers[old parity] reads 0 (seq_cst load) */
 		p = parity;
 #ifdef NEG_CHECK_BEFORE_FLIP
-		zero = (readers[p] == 0);
+		atomic {
+			zero = (readers[p] == 0);
+			printf("seal %d: readers[%d] reads %d\n", k, p, readers[p])
+		}
 #endif
 		atomic {
 			parity = 1 - p;
+			printf("seal %d: flips parity %d -> %d, retires snapshot %d\n", k, p, 1 - p, old);
 			flips++;
 			sstate[old] = S_RETIRED;
 			lim_snap = old;
@@ -271,11 +287,14 @@ proctype sealer()
 		trim_retention();
 #endif
 #ifndef NEG_CHECK_BEFORE_FLIP
-		zero = (readers[p] == 0);
+		atomic {
+			zero = (readers[p] == 0);
+			printf("seal %d: readers[%d] reads %d\n", k, p, readers[p])
+		}
 #endif
 		if
 		:: zero -> empty_limbo()
-		:: else
+		:: else -> printf("seal %d: leaves the limbo to the next seal\n", k)
 		fi;
 		p = 0;
 		old = 0;
@@ -294,15 +313,21 @@ end:
 	:: /* ovs_snapshot_enter */
 		do
 		::
+			atomic {
 #ifdef SC_ONLY
-			p = parity;
+				p = parity;
 #else
-			if /* W1: acquire load, any parity */
-			:: p = 0
-			:: p = 1
-			fi;
+				if /* W1: acquire load, any parity */
+				:: p = 0
+				:: p = 1
+				fi;
 #endif
-			readers[p]++; /* fetch_add seq_cst */
+				printf("reader %d: loads parity %d\n", me, p)
+			}
+			atomic {
+				readers[p]++; /* fetch_add seq_cst */
+				printf("reader %d: readers[%d]++\n", me, p)
+			}
 #ifdef NEG_NO_RECHECK
 			break
 #else
@@ -316,12 +341,16 @@ end:
 					skip
 #endif
 				:: else -> f = NONE
-				fi
+				fi;
+				printf("reader %d: re-check reads parity %d\n", me, parity)
 			}
 			if
 			:: f != NONE -> break
 			:: else ->
-				readers[p]--; /* fetch_sub release: retry on the other counter */
+				atomic {
+					readers[p]--; /* fetch_sub release: retry on the other counter */
+					printf("reader %d: readers[%d]--, retries\n", me, p)
+				}
 				f = 0
 			fi
 #endif
@@ -336,13 +365,15 @@ end:
 			do
 			:: hold_s[me] < snapshot -> hold_s[me]++
 			:: break
-			od
+			od;
 #endif
+			printf("reader %d: loads snapshot %d\n", me, hold_s[me])
 		}
 		/* ovs_snapshot_version: read the snapshot's version */
 		atomic {
 			assert(sstate[hold_s[me]] == S_LIVE || sstate[hold_s[me]] == S_RETIRED); /* P1 */
 			HV(0) = sver[hold_s[me]];
+			printf("reader %d: snapshot %d holds version %d\n", me, hold_s[me], HV(0));
 			hold_s[me] = NONE
 		}
 		/* the version as of the read's end: read it and pin it (a relaxed increment) */
@@ -361,8 +392,9 @@ end:
 				if /* W3 */
 				:: HV(j + 1) = older[HV(j)]
 				:: cut_at[HV(j)] > f -> HV(j + 1) = link_was[HV(j)]
-				fi
+				fi;
 #endif
+				printf("reader %d: version %d's older link reads %d\n", me, HV(j), HV(j + 1))
 			}
 			if
 			:: HV(j + 1) == NONE -> break
@@ -376,7 +408,10 @@ end:
 		od;
 
 		/* ovs_snapshot_leave: fetch_sub release */
-		readers[p]--;
+		atomic {
+			readers[p]--;
+			printf("reader %d: leaves (readers[%d]--)\n", me, p)
+		}
 
 #ifdef NEG_PIN_AFTER_LEAVE
 		for (i : 0 .. j) {
@@ -390,6 +425,7 @@ end:
 				deref_version(HV(j));
 				x = HV(j);
 				HV(j) = NONE;
+				printf("reader %d: releases version %d\n", me, x);
 				version_unref(x);
 				x = 0
 			}
