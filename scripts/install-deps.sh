@@ -10,6 +10,7 @@ packages=(
 	check libsubunit-dev                 # test framework
 	libtbb-dev liblmdb-dev               # benchmark peers (oneTBB, LMDB); OpenMP comes with gcc
 	python3-dev python3-numpy            # the Python extension and its tests
+	spin                                 # model checker for verify/ (the grace-period model)
 )
 
 missing=()
