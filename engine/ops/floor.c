@@ -32,7 +32,8 @@ static void seal_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	seal_op *s = arg;
 	char err[256];
-	ovstage_api_status_t r = ovs_store_seal(&s->st->store, w, s->cols, s->ncols, s->n, s->all, err, sizeof err);
+	ovs_exec x = ovs_exec_cpu(w);
+	ovstage_api_status_t r = ovs_store_seal(&s->st->store, &x, s->cols, s->ncols, s->n, s->all, err, sizeof err);
 	if (r != OVSTAGE_OK)
 		ovs_op_fail(run, r, "advance_write_floor(%llu): %s", (unsigned long long)s->n, err);
 }

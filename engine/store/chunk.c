@@ -86,6 +86,12 @@ static inline char *chunk_data(const ovs_chunk *k)
 	return (char *)k->buf->data + k->off;
 }
 
+/* Copies bytes into chunk k's memory with its device's operations (the seal's bulk copies). */
+static void chunk_copy(ovs_exec *x, const ovs_chunk *k, void *dst, const void *src, size_t bytes)
+{
+	k->buf->ops->copy(x, dst, src, bytes);
+}
+
 /* Rows [lo, hi) of a scattered delta of rb = 4, 8 or 16 bytes (no library call per row). Rows far
  * apart miss the cache each: the lines are fetched a few rows ahead of use. */
 static void apply_rows(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
@@ -137,7 +143,7 @@ enum { APPLY_GRAIN = 16384 }; /* rows per range of a parallel apply */
 /* Copies a sparse delta's rows into the chunks of t whose mark in `how` is `want` (how == NULL: every
  * chunk the delta touches, all private to the version being built). Consecutive rows inside one
  * chunk go in one memcpy. */
-static void apply_sparse(jobs_worker *w, ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+static void apply_sparse(ovs_exec *x, ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
 			 const ovs_delta *d)
 {
 	uint32_t mask = (1u << shift) - 1;
@@ -154,11 +160,10 @@ static void apply_sparse(jobs_worker *w, ovs_chunk **t, const uint8_t *how, uint
 		return;
 	}
 	if (rb == 4 || rb == 8 || rb == 16) { /* scattered rows of a common size: no call per row */
-		if (w && d->sorted && d->nrows > 2 * APPLY_GRAIN) {
+		if (x->w && d->sorted && d->nrows > 2 * APPLY_GRAIN) {
 			/* memory-latency bound (a cache miss per row): split across the workers */
 			apply_ctx a = { t, how, d, rb, shift, want };
-			ovs_exec x = ovs_exec_cpu(w);
-			ovs_parallel_for(&x, d->nrows, APPLY_GRAIN, 1, apply_range, &a);
+			ovs_parallel_for(x, d->nrows, APPLY_GRAIN, 1, apply_range, &a);
 		} else {
 			apply_rows(t, how, want, shift, rb, d, 0, d->nrows);
 		}
@@ -189,10 +194,10 @@ static bool overwritten(const ovs_delta *d, const ovs_delta *ds)
 }
 
 /* Copies a full delta's rows into the chunks of t (all private: the delta marked them). */
-static void apply_full(jobs_worker *w, ovs_chunk **t, uint32_t shift, size_t rb, const ovs_delta *d)
+static void apply_full(ovs_exec *x, ovs_chunk **t, uint32_t shift, size_t rb, const ovs_delta *d)
 {
 	for (uint32_t j = 0; ((uint64_t)j << shift) < d->nrows; j++)
-		ovs_copy(w, chunk_data(t[j]), (const char *)d->full->data + ((size_t)j << shift) * rb,
+		chunk_copy(x, t[j], chunk_data(t[j]), (const char *)d->full->data + ((size_t)j << shift) * rb,
 			 (size_t)rows_in(d->nrows, shift, j) * rb);
 }
 
@@ -236,7 +241,7 @@ static bool compute_runs(ovs_version *v, size_t rb, size_t *held)
 }
 
 /* Rebuilds v's chunks in one new buffer (one run). Keeps v as it is if memory is short. */
-static void compact(ovs_store *st, jobs_worker *w, ovs_version *v, size_t rb)
+static void compact(ovs_store *st, ovs_exec *x, ovs_version *v, size_t rb)
 {
 	uint32_t shift = v->chunk_shift;
 	size_t bytes = (size_t)v->rows * rb;
@@ -263,7 +268,7 @@ static void compact(ovs_store *st, jobs_worker *w, ovs_version *v, size_t rb)
 	ovs_buffer_unref(b); /* the chunks hold it */
 	atomic_fetch_add_explicit(&g_compactions, 1, memory_order_relaxed);
 	for (uint32_t i = 0; i < v->nruns; i++)
-		ovs_copy(w, (char *)b->data + (size_t)v->runs[i].row0 * rb, v->runs[i].data, (size_t)v->runs[i].nrows * rb);
+		b->ops->copy(x, (char *)b->data + (size_t)v->runs[i].row0 * rb, v->runs[i].data, (size_t)v->runs[i].nrows * rb);
 	for (uint32_t j = 0; j < v->nchunks; j++)
 		ovs_chunk_unref(v->chunks[j]);
 	if (v->chunks != &v->chunk1)
@@ -308,7 +313,7 @@ static bool spares_usable(const ovs_column *c, ovs_version *prev, ovs_version **
 	return true;
 }
 
-bool ovs_chunks_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version *v, ovs_version *prev,
+bool ovs_chunks_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
 		      ovs_delta *ds, char *err, size_t errlen)
 {
 	size_t rb = c->row_bytes;
@@ -339,7 +344,7 @@ bool ovs_chunks_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version 
 		}
 		for (ovs_delta *d = last_full->next; d; d = d->next)
 			if (d->kind == OVS_DELTA_SPARSE)
-				apply_sparse(w, v->chunks, NULL, 0, shift, rb, d);
+				apply_sparse(x, v->chunks, NULL, 0, shift, rb, d);
 		goto runs;
 	}
 	how = calloc(nch ? nch : 1, 1);
@@ -408,7 +413,7 @@ bool ovs_chunks_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version 
 				bytes += (size_t)rows_in(prev->rows, shift, e) * rb;
 			}
 			if (bytes)
-				ovs_copy(w, chunk_data(v->chunks[j]), chunk_data(prev->chunks[j]), bytes);
+				chunk_copy(x, v->chunks[j], chunk_data(v->chunks[j]), chunk_data(prev->chunks[j]), bytes);
 			j = e + 1;
 		}
 	}
@@ -426,7 +431,7 @@ bool ovs_chunks_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version 
 				else if (overwritten(d, ds))
 					atomic_fetch_add_explicit(&g_replays_skipped, 1, memory_order_relaxed);
 				else
-					apply_sparse(w, v->chunks, how, 2, shift, rb, d);
+					apply_sparse(x, v->chunks, how, 2, shift, rb, d);
 	}
 	/* The rest: prev's chunks, shared. */
 	uint32_t nshared = 0, nreplayed = 0;
@@ -444,16 +449,16 @@ bool ovs_chunks_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version 
 	/* This ordinal's deltas, in op-id order, onto its private chunks. */
 	for (ovs_delta *d = ds; d; d = d->next) {
 		if (d->kind == OVS_DELTA_FULL)
-			apply_full(w, v->chunks, shift, rb, d);
+			apply_full(x, v->chunks, shift, rb, d);
 		else if (d->kind == OVS_DELTA_SPARSE)
-			apply_sparse(w, v->chunks, NULL, 0, shift, rb, d);
+			apply_sparse(x, v->chunks, NULL, 0, shift, rb, d);
 	}
 runs:;
 	size_t held;
 	if (!compute_runs(v, rb, &held))
 		goto oom;
 	if (v->nruns > OVS_MAX_RUNS || held > OVS_MAX_HELD_FACTOR * ((size_t)rows * rb) + st->chunk_bytes) {
-		compact(st, w, v, rb);
+		compact(st, x, v, rb);
 		if (!compute_runs(v, rb, &held))
 			goto oom;
 	}

@@ -28,7 +28,7 @@ uint32_t ovs_chunk_shift(size_t chunk_bytes, size_t rb);
 /* Builds the rows of the fixed-size version v (v->rows set) on top of prev (NULL for the first)
  * from the deltas ds of one ordinal in op-id order: its chunk table and runs. Seal-owned. Returns
  * false with a message in err when out of memory (v then holds no chunks). */
-bool ovs_chunks_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version *v, ovs_version *prev,
+bool ovs_chunks_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
 		      ovs_delta *ds, char *err, size_t errlen);
 
 /* After the grace period of the seal that cut v from retention: if only the caller holds v, keeps

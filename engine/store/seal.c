@@ -107,7 +107,7 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
 
 /* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
  * retention. The inbox was taken by the caller. */
-static ovstage_api_status_t seal_column(ovs_store *st, jobs_worker *w, ovs_column *c, ovstage_ordinal_t n,
+static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *c, ovstage_ordinal_t n,
 					ovs_limbo *gy, char *err, size_t errlen)
 {
 	while (c->pending && c->pending->ordinal <= n) {
@@ -123,7 +123,7 @@ static ovstage_api_status_t seal_column(ovs_store *st, jobs_worker *w, ovs_colum
 		uint64_t sealed_cost = 0;
 		for (ovs_delta *d = ds; d; d = d->next)
 			sealed_cost += d->cost;
-		ovs_version *v = ovs_version_build(st, w, c, c->latest, ds, err, errlen);
+		ovs_version *v = ovs_version_build(st, x, c, c->latest, ds, err, errlen);
 		if (!v) {
 			/* keep the deltas for a later seal */
 			last->next = c->pending;
@@ -220,7 +220,7 @@ static ovstage_api_status_t publish(ovs_store *st, ovs_column **cols, size_t nco
 	return OVSTAGE_OK;
 }
 
-ovstage_api_status_t ovs_store_seal(ovs_store *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **cols, size_t ncols,
 				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen)
 {
 	/* The previous seal's retirees first (their spare buffers serve this seal's sparse versions). */
@@ -240,7 +240,7 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, jobs_worker *w, ovs_column **
 	for (;;) {
 		ovstage_ordinal_t m = batch_end(cols, ncols, done, n, batch);
 		for (size_t i = 0; i < ncols; i++) {
-			ovstage_api_status_t s = seal_column(st, w, cols[i], m, gy, err, errlen);
+			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, err, errlen);
 			if (s != OVSTAGE_OK) {
 				/* Versions built so far stay chained (the next seal publishes them); the ones cut
 				 * from retention are dropped after a grace period (rare path: wait for it here). */

@@ -9,14 +9,15 @@
 #ifndef OVSTAGE_ENGINE_SEAL_H
 #define OVSTAGE_ENGINE_SEAL_H
 
+#include "exec.h"
 #include "store.h"
 
 /* Most ordinals one publication of a seal covers (also at most half the retention). */
 #define OVS_SEAL_BATCH 32u
 
 /* Seals `cols` (ncols columns) through ordinal n and publishes one snapshot. Runs as a job; w is
- * the worker (for parallel work). Returns OVSTAGE_OK or a status with a message in err. */
-ovstage_api_status_t ovs_store_seal(ovs_store *st, jobs_worker *w, ovs_column **cols, size_t ncols,
+ * the execution context (on the CPU: the worker, for parallel work). Returns OVSTAGE_OK or a status with a message in err. */
+ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **cols, size_t ncols,
 				    ovstage_ordinal_t n, bool advance_stage_floor, char *err, size_t errlen);
 
 /* The latest version of a column in a snapshot, or NULL. */

@@ -199,7 +199,7 @@ static bool same_runs(const ovs_version *a, const ovs_version *b)
 }
 
 /* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
-ovs_version *ovs_version_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
+ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *prev, ovs_delta *ds,
 				  char *err, size_t errlen)
 {
 	uint32_t rows = prev ? prev->rows : 0;
@@ -259,7 +259,7 @@ ovs_version *ovs_version_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs
 					ovs_blob_ref(v->blobs[r]);
 				}
 			}
-	} else if (!ovs_chunks_build(st, w, c, v, prev, ds, err, errlen)) {
+	} else if (!ovs_chunks_build(st, x, c, v, prev, ds, err, errlen)) {
 		ovs_version_unref(v);
 		return NULL;
 	} else if (prev && !prev->blobs && !same_runs(v, prev)) {

@@ -16,7 +16,7 @@ void ovs_version_unref(ovs_version *v);
 /* Builds the version sealing the deltas `ds` (one ordinal, sorted by op id) on top of `prev` (the
  * column's latest, or NULL). Sealer only. NULL with a message in err when out of memory (the deltas
  * are not consumed). */
-ovs_version *ovs_version_build(ovs_store *st, jobs_worker *w, ovs_column *c, ovs_version *prev, ovs_delta *ds,
+ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *prev, ovs_delta *ds,
 			       char *err, size_t errlen);
 
 /* Blobs: rows of array columns (len elements of elem_bytes), one reference on return. */
