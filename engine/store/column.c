@@ -52,7 +52,9 @@ ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name)
 		pthread_mutex_unlock(&st->cols_lock);
 		return c;
 	}
-	c = calloc(1, sizeof *c);
+	c = aligned_alloc(_Alignof(ovs_column), sizeof *c); /* the line groups must be real lines */
+	if (c)
+		memset(c, 0, sizeof *c);
 	if (!c) {
 		pthread_mutex_unlock(&st->cols_lock);
 		return NULL;

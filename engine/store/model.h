@@ -33,6 +33,7 @@
 #ifndef OVSTAGE_ENGINE_MODEL_H
 #define OVSTAGE_ENGINE_MODEL_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -136,7 +137,12 @@ typedef struct ovs_version {
 } ovs_version;
 
 /* A column: one attribute name. */
+/* A column: one attribute name. Three groups of fields on separate cache lines: what every op reads
+ * (name, schema, floors, the row map), what every writer updates (the inbox and its hints: a push
+ * invalidates only this line), and what only the sealer touches. */
+#define OVS_COLUMN_LINE 64
 typedef struct ovs_column {
+	/* --- read by every op; written at column creation, the first schema, row creation, seals --- */
 	ovx_token_t name;                 /* attribute token */
 	pthread_mutex_t schema_lock;      /* guards the first schema assignment */
 	pthread_mutex_t rows_lock;        /* serialises row creation (once per prim: rows without holes) */
@@ -152,21 +158,31 @@ typedef struct ovs_column {
 	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
-	_Atomic(ovs_delta *) inbox;       /* deltas waiting for a seal (Treiber push, take-all) */
+
+	/* --- written by every write (a push), taken by the seal --- */
+	_Alignas(OVS_COLUMN_LINE) _Atomic(ovs_delta *) inbox; /* deltas waiting for a seal (Treiber push,
+	                                   * take-all) */
 	_Atomic uint64_t min_unsealed;    /* lowest ordinal of unsealed deltas (UINT64_MAX: none); a hint
 	                                   * for back-pressure that may be too high, never too low */
 	_Atomic uint64_t seal_cost;       /* bytes the unsealed deltas may make a seal copy (estimate:
 	                                   * added at push, subtracted when sealed; floor.c runs small
 	                                   * seals in the call) */
-	ovs_delta *pending;               /* sealing side: deltas above the floor, sorted (seal-owned) */
-	ovs_version *latest;              /* sealing side: newest version (seal-owned reference) */
-	ovs_chunk **spares;               /* sealing side: chunks of the version that last left retention
-	                                   * that nobody else holds, by chunk index (NULL = none); each
-	                                   * holds its rows as of that version */
+
+	/* --- the sealer's alone (seals of a stage are chained) --- */
+	_Alignas(OVS_COLUMN_LINE) ovs_delta *pending; /* deltas above the floor, sorted */
+	ovs_version *latest;              /* newest version (seal-owned reference) */
+	ovs_chunk **spares;               /* chunks of the version that last left retention that nobody
+	                                   * else holds, by chunk index (NULL = none); each holds its rows
+	                                   * as of that version */
 	uint32_t nspares;                 /* entries in spares */
 	ovstage_ordinal_t spare_ordinal;  /* the ordinal of the version the spares came from */
-	uint64_t run_changes;             /* sealing side: how often the run layout changed (generation) */
+	uint64_t run_changes;             /* how often the run layout changed (generation) */
 } ovs_column;
+
+static_assert(offsetof(ovs_column, inbox) % OVS_COLUMN_LINE == 0, "the writers' fields start a line");
+static_assert(offsetof(ovs_column, pending) - offsetof(ovs_column, inbox) >= OVS_COLUMN_LINE,
+	      "the writers' fields fit their line");
+static_assert(offsetof(ovs_column, pending) % OVS_COLUMN_LINE == 0, "the sealer's fields start a line");
 
 /* Immutable map of columns to their latest sealed versions, replaced by each seal. */
 typedef struct ovs_snapshot {
