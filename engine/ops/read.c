@@ -20,6 +20,7 @@
 
 #include "api.h"
 #include "errors.h"
+#include "layout.h"
 #include "ops.h"
 #include "query.h"
 
@@ -138,13 +139,8 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_r
 		identity = E[i] == i && R[i] == i; /* E == NULL: the caller knows it is the identity */
 	ovs_version_ref(v);
 	g->v = v;
-	g->tensor.data = run->data;
-	g->tensor.device = c->schema.device; /* where the column's storage lives */
-	g->tensor.ndim = 1;
-	g->tensor.dtype = c->schema.dtype;
-	g->tensor.shape = &g->shape;
-	g->tensor.strides = &g->stride;
-	g->tensor.byte_offset = 0;
+	/* on the device where the column's storage lives */
+	ovs_tensor_1d(&g->tensor, run->data, c->schema.device, c->schema.dtype, &g->shape, &g->stride);
 	g->stride = 1;
 	g->g.data.tensors = &g->tensor;
 	g->g.data.tensor_count = 1;
@@ -243,14 +239,9 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	g->stride = 1;
 	for (uint32_t i = 0; i < k; i++) {
 		ovs_blob *b = v->blobs[R[i]];
-		DLTensor *t = &g->row_tensors[i];
-		t->data = b && b->len ? b->data : NULL;
-		t->device = c->schema.device;
-		t->ndim = 1;
-		t->dtype = c->schema.dtype;
-		t->shape = b ? &b->shape : &g->shape; /* g->shape is 0: an empty row */
-		t->strides = &g->stride;
-		t->byte_offset = 0;
+		/* g->shape is 0: the shape of an empty row */
+		ovs_tensor_1d(&g->row_tensors[i], b && b->len ? b->data : NULL, c->schema.device, c->schema.dtype,
+			      b ? &b->shape : &g->shape, &g->stride);
 	}
 	g->shape = 0;
 	g->g.data.tensors = g->row_tensors;
@@ -635,6 +626,7 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 	g->g.prims.count = k;
 	g->stride = 1;
 	DLDataType u64 = { kDLUInt, 64, 1 };
+	DLDevice cpu = { kDLCPU, 0 }; /* synthesized values live in host memory */
 	if (!add_group(r, g)) {
 		group_destroy(&g->h);
 		goto oom;
@@ -656,13 +648,8 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 			vals[i] = kind == D_PATH ? p : ovs_pd_path_parent(pd, p);
 		}
 		g->synth = vals;
-		g->tensor.data = vals;
-		g->tensor.device.device_type = kDLCPU;
-		g->tensor.ndim = 1;
-		g->tensor.dtype = u64;
 		g->shape = k;
-		g->tensor.shape = &g->shape;
-		g->tensor.strides = &g->stride;
+		ovs_tensor_1d(&g->tensor, vals, cpu, u64, &g->shape, &g->stride);
 		g->g.data.tensors = &g->tensor;
 		g->g.data.tensor_count = 1;
 		return OVSTAGE_OK;
@@ -702,13 +689,7 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 		for (size_t j = lo; j < nk && (kids[j] >> 32) == parent; j++)
 			vals[at++] = (uint32_t)kids[j];
 		shapes[i] = (int64_t)(at - start);
-		DLTensor *tt = &g->row_tensors[i];
-		tt->data = shapes[i] ? &vals[start] : NULL;
-		tt->device.device_type = kDLCPU;
-		tt->ndim = 1;
-		tt->dtype = u64;
-		tt->shape = &shapes[i];
-		tt->strides = &g->stride;
+		ovs_tensor_1d(&g->row_tensors[i], shapes[i] ? &vals[start] : NULL, cpu, u64, &shapes[i], &g->stride);
 	}
 	free(kids);
 	g->g.data.tensors = g->row_tensors;
