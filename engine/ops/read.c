@@ -98,6 +98,17 @@ static bool add_group(ovs_read *r, ovs_group *g)
 	return true;
 }
 
+/* The sync a reader applies before touching the data of a group viewing v (the group's cuda_sync):
+ * v's readiness. On the CPU every version is ready once sealed (ready is NULL): {0, 0}. The CUDA
+ * backend fills it from the event it records in v->ready (wait_event = that cudaEvent_t). */
+static ovstage_cuda_sync_t group_sync_of(const ovs_version *v)
+{
+	ovstage_cuda_sync_t sync = { 0, 0 };
+	if (v && v->ready)
+		sync.wait_event = (uintptr_t)v->ready;
+	return sync;
+}
+
 static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_delete)
 {
 	ovs_group *g = calloc(1, sizeof *g);
@@ -115,6 +126,7 @@ static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_
 	g->g.prims.list = r->q->list;
 	g->g.meta.attribute_write_floor_ordinal = atomic_load_explicit(&c->floor, memory_order_acquire);
 	g->g.meta.layout_generation = v ? v->generation : 0;
+	g->g.data.cuda_sync = group_sync_of(is_delete ? NULL : v); /* a tombstone group has no data */
 	return g;
 }
 
@@ -144,9 +156,7 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_r
 	g->stride = 1;
 	g->g.data.tensors = &g->tensor;
 	g->g.data.tensor_count = 1;
-	g->g.data.mask = NULL;
-	g->g.data.cuda_sync.stream = 0;
-	g->g.data.cuda_sync.wait_event = 0;
+	g->g.data.mask = NULL; /* cuda_sync: set by new_group */
 	if (identity) {
 		/* The query's prims are rows 0..k-1 in order: no maps. */
 		g->shape = k;
