@@ -1,7 +1,8 @@
 /*
  * layout.h — validation and normalisation of a write payload (ovstage_write_data_t) into one
- * storage-independent description, ovs_layout, plus the row access a writer needs and the schema
- * checks of a payload against an existing column. Implements seed 000 and spec section 5.
+ * storage-independent description, ovs_layout, plus the row access a writer needs, the schema
+ * checks of a payload against an existing column, and the 1-D tensor descriptor read and map groups
+ * hand out (ovs_tensor_1d). Implements seed 000 and spec section 5.
  *
  * Contract:
  *  - Every function here is pure: no global state, no locks, no allocation, no I/O. All of them
@@ -241,6 +242,23 @@ ovstage_api_status_t ovs_layout_check_schema(const ovs_layout *l, ovstage_attrib
 					     bool col_is_array, DLDataType col_dtype,
 					     ovstage_attribute_semantic_t col_semantic, const char *name, char *err,
 					     size_t err_size);
+
+/* ---- Group tensors --------------------------------------------------------------------------- */
+
+/** Fills t as the 1-D view a read or map group hands out: data on device, dtype, *shape elements
+ *  at strides *stride, byte_offset 0. shape and stride are the caller's (they live in the group,
+ *  which outlives t). Inline: array reads fill one tensor per row. */
+static inline void ovs_tensor_1d(DLTensor *t, void *data, DLDevice device, DLDataType dtype, int64_t *shape,
+				 int64_t *stride)
+{
+	t->data = data;
+	t->device = device;
+	t->ndim = 1;
+	t->dtype = dtype;
+	t->shape = shape;
+	t->strides = stride;
+	t->byte_offset = 0;
+}
 
 #ifdef __cplusplus
 }

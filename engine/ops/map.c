@@ -156,15 +156,10 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_prim_set(&st->store, m->q->paths[i], 1);
 		m->n = n;
 		m->full = identity && n > 0 && n == atomic_load_explicit(&c->nrows, memory_order_acquire);
-		m->tensor.data = m->buf->data;
-		m->tensor.device = c->schema.device; /* the storage's device, as recorded */
-		m->tensor.ndim = 1;
-		m->tensor.dtype = m->dtype;
 		m->shape = n;
 		m->stride = 1;
-		m->tensor.shape = &m->shape;
-		m->tensor.strides = &m->stride;
-		m->tensor.byte_offset = 0;
+		/* on the storage's device, as recorded */
+		ovs_tensor_1d(&m->tensor, m->buf->data, c->schema.device, m->dtype, &m->shape, &m->stride);
 		m->group.prims.list = m->q->list;
 		m->group.prims.offset = 0;
 		m->group.prims.count = n;

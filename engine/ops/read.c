@@ -20,6 +20,7 @@
 
 #include "api.h"
 #include "errors.h"
+#include "layout.h"
 #include "ops.h"
 #include "query.h"
 
@@ -97,6 +98,17 @@ static bool add_group(ovs_read *r, ovs_group *g)
 	return true;
 }
 
+/* The sync a reader applies before touching the data of a group viewing v (the group's cuda_sync):
+ * v's readiness. On the CPU every version is ready once sealed (ready is NULL): {0, 0}. The CUDA
+ * backend fills it from the event it records in v->ready (wait_event = that cudaEvent_t). */
+static ovstage_cuda_sync_t group_sync_of(const ovs_version *v)
+{
+	ovstage_cuda_sync_t sync = { 0, 0 };
+	if (v && v->ready)
+		sync.wait_event = (uintptr_t)v->ready;
+	return sync;
+}
+
 static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_delete)
 {
 	ovs_group *g = calloc(1, sizeof *g);
@@ -114,6 +126,18 @@ static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_
 	g->g.prims.list = r->q->list;
 	g->g.meta.attribute_write_floor_ordinal = atomic_load_explicit(&c->floor, memory_order_acquire);
 	g->g.meta.layout_generation = v ? v->generation : 0;
+	g->g.data.cuda_sync = group_sync_of(is_delete ? NULL : v); /* a tombstone group has no data */
+	return g;
+}
+
+/* A new group, added to the read (which owns it from then on); NULL when out of memory. */
+static ovs_group *add_new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_delete)
+{
+	ovs_group *g = new_group(r, c, v, is_delete);
+	if (g && !add_group(r, g)) {
+		group_destroy(&g->h);
+		return NULL;
+	}
 	return g;
 }
 
@@ -127,19 +151,12 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_r
 		identity = E[i] == i && R[i] == i; /* E == NULL: the caller knows it is the identity */
 	ovs_version_ref(v);
 	g->v = v;
-	g->tensor.data = run->data;
-	g->tensor.device = c->schema.device; /* where the column's storage lives */
-	g->tensor.ndim = 1;
-	g->tensor.dtype = c->schema.dtype;
-	g->tensor.shape = &g->shape;
-	g->tensor.strides = &g->stride;
-	g->tensor.byte_offset = 0;
+	/* on the device where the column's storage lives */
+	ovs_tensor_1d(&g->tensor, run->data, c->schema.device, c->schema.dtype, &g->shape, &g->stride);
 	g->stride = 1;
 	g->g.data.tensors = &g->tensor;
 	g->g.data.tensor_count = 1;
-	g->g.data.mask = NULL;
-	g->g.data.cuda_sync.stream = 0;
-	g->g.data.cuda_sync.wait_event = 0;
+	g->g.data.mask = NULL; /* cuda_sync: set by new_group */
 	if (identity) {
 		/* The query's prims are rows 0..k-1 in order: no maps. */
 		g->shape = k;
@@ -175,10 +192,8 @@ static bool add_value_groups(ovs_read *r, ovs_column *c, ovs_version *v, uint32_
 			     size_t qn)
 {
 	if (v->nruns == 1) {
-		ovs_group *g = new_group(r, c, v, false);
-		if (!g || !add_group(r, g)) {
-			if (g)
-				group_destroy(&g->h);
+		ovs_group *g = add_new_group(r, c, v, false);
+		if (!g) {
 			free(E);
 			free(R);
 			return false;
@@ -199,10 +214,8 @@ static bool add_value_groups(ovs_read *r, ovs_column *c, ovs_version *v, uint32_
 		if (!cnt[ri])
 			continue;
 		uint32_t *e = malloc(cnt[ri] * sizeof *e), *d = malloc(cnt[ri] * sizeof *d), n = 0;
-		ovs_group *g = e && d ? new_group(r, c, v, false) : NULL;
-		if (!g || !add_group(r, g)) {
-			if (g)
-				group_destroy(&g->h);
+		ovs_group *g = e && d ? add_new_group(r, c, v, false) : NULL;
+		if (!g) {
 			free(e);
 			free(d);
 			ok = false;
@@ -236,14 +249,9 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	g->stride = 1;
 	for (uint32_t i = 0; i < k; i++) {
 		ovs_blob *b = v->blobs[R[i]];
-		DLTensor *t = &g->row_tensors[i];
-		t->data = b && b->len ? b->data : NULL;
-		t->device = c->schema.device;
-		t->ndim = 1;
-		t->dtype = c->schema.dtype;
-		t->shape = b ? &b->shape : &g->shape; /* g->shape is 0: an empty row */
-		t->strides = &g->stride;
-		t->byte_offset = 0;
+		/* g->shape is 0: the shape of an empty row */
+		ovs_tensor_1d(&g->row_tensors[i], b && b->len ? b->data : NULL, c->schema.device, c->schema.dtype,
+			      b ? &b->shape : &g->shape, &g->stride);
 	}
 	g->shape = 0;
 	g->g.data.tensors = g->row_tensors;
@@ -297,193 +305,273 @@ static ovstage_api_status_t check_bounds(ovs_stage *st, ovs_column *c, const ovs
 	return OVSTAGE_OK;
 }
 
-/* Reads one column into groups. */
-static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, size_t errlen)
+/* The versions a read of one column holds while it builds its groups (ovs_pin_history): the one as
+ * of the end first, then older ones back to a range read's start. Not to be copied (v may point
+ * into small). */
+typedef struct read_pins {
+	ovs_version *small[16];  /* room for a short history without an allocation */
+	ovs_version **v;         /* the pinned versions, newest first: small, or malloc'd */
+	size_t n;                /* entries in v */
+	bool had_any;            /* the column had sealed data at all */
+} read_pins;
+
+/* Inside the grace section: finds the version as of the range's end and, for a range read, the
+ * versions back to its start, and pins them all (the sealer may cut the chain meanwhile; what we
+ * reach stays alive until we leave). */
+static ovstage_api_status_t pin_versions(ovs_stage *st, ovs_column *c, const ovstage_ordinal_range_t *rg,
+					 read_pins *p, char *err, size_t errlen)
 {
-	ovs_stage *st = r->st;
-	const ovstage_ordinal_range_t *rg = &r->range;
-	uint64_t end = rg->end_ordinal;
-	/* Floor first (acquire), then the snapshot: the seal publishes the snapshot before the floor. */
-	uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
-	/* Inside the grace section: find the version as of `end` and, for a range read, the versions
-	 * back to the range start, and pin them all (the sealer may cut the chain meanwhile; what we
-	 * reach stays alive until we leave). */
 	/* Room for every retained version (the retention depth bounds the walk), plus one. */
 	size_t cap = (size_t)st->store.retention + 2;
-	ovs_version *small[16];
-	ovs_version **pinned = cap <= 16 ? small : malloc(cap * sizeof *pinned);
-	size_t npinned = 0;
-	if (!pinned) {
+	p->v = cap <= sizeof p->small / sizeof *p->small ? p->small : malloc(cap * sizeof *p->v);
+	p->n = 0;
+	p->had_any = false;
+	if (!p->v) {
 		ovs_err_format(err, errlen, "out of memory pinning versions");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	bool had_any;
-	npinned = ovs_pin_history(&st->store.grace, c, end, rg->has_start_ordinal, rg->start_ordinal, pinned, cap, &had_any);
-	ovs_version *v = npinned ? pinned[0] : NULL;
+	p->n = ovs_pin_history(&st->store.grace, c, rg->end_ordinal, rg->has_start_ordinal, rg->start_ordinal, p->v,
+			       cap, &p->had_any);
+	return OVSTAGE_OK;
+}
+
+/* Drops what pin_versions pinned (the groups hold their own references). */
+static void unpin_versions(read_pins *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		ovs_version_unref(p->v[i]);
+	if (p->v != p->small)
+		free(p->v);
+}
+
+/* The checks of a read against the state it pinned: the bounds (check_bounds), then, for a column
+ * with sealed data but none as of the end, OUT_OF_RANGE when that state left retention. *v = the
+ * version to read, or NULL: zero groups. */
+static ovstage_api_status_t check_pinned(ovs_stage *st, ovs_column *c, const ovstage_ordinal_range_t *rg,
+					 uint64_t floor, const read_pins *p, ovs_version **v, char *err, size_t errlen)
+{
+	*v = NULL;
 	uint64_t dropped = 0;
 	ovstage_api_status_t s = check_bounds(st, c, rg, floor, &dropped, err, errlen);
-	if (s != OVSTAGE_OK)
-		goto out;
-	if (!had_any)
-		goto out; /* no sealed data: zero groups */
-	if (!v) {
-		if (dropped) {
-			ovs_err_format(err, errlen, "\"%s\": the state as of ordinal %llu is no longer retained (oldest "
-				       "preserved is %llu)", ovs_attr_name(st, c->name), (unsigned long long)end,
-				       (unsigned long long)dropped + 1);
-			s = OVSTAGE_ERROR_OUT_OF_RANGE;
-		}
-		goto out; /* the column had no data at `end` */
+	if (s != OVSTAGE_OK || !p->had_any)
+		return s; /* refused, or no sealed data: zero groups */
+	if (p->n) {
+		*v = p->v[0];
+		return OVSTAGE_OK;
 	}
+	if (dropped) {
+		ovs_err_format(err, errlen, "\"%s\": the state as of ordinal %llu is no longer retained (oldest "
+			       "preserved is %llu)", ovs_attr_name(st, c->name), (unsigned long long)rg->end_ordinal,
+			       (unsigned long long)dropped + 1);
+		return OVSTAGE_ERROR_OUT_OF_RANGE;
+	}
+	return OVSTAGE_OK; /* the column had no data at the end */
+}
+
+/* The query's cached rows in column c, built on first use once every prim has a row (NULL until). */
+static const ovs_rowmap *read_rowmap(ovs_read *r, ovs_column *c)
+{
 	size_t qn = r->q->count;
-	uint32_t *E = NULL, *R = NULL; /* allocated below unless the O(1) path applies */
-	uint32_t *DE = NULL;
-	uint64_t *chg = NULL;
-	uint32_t k = 0, kd = 0;
-	/* The query's cached rows in this column (built on first use once every prim has a row). */
 	const ovs_rowmap *map = ovs_query_rowmap(r->q, c);
-	if (!map && qn) {
-		ovs_rowmap *m = ovs_rowmap_alloc(c, (uint32_t)qn);
-		bool complete = m != NULL;
-		for (size_t i = 0; complete && i < qn; i++) {
-			m->rows[i] = ovs_column_row(c, r->q->paths[i]);
-			complete = m->rows[i] != UINT32_MAX;
-		}
-		if (complete)
-			map = ovs_query_rowmap_install(r->q, m);
-		else
-			free(m);
+	if (map || !qn)
+		return map;
+	ovs_rowmap *m = ovs_rowmap_alloc(c, (uint32_t)qn);
+	bool complete = m != NULL;
+	for (size_t i = 0; complete && i < qn; i++) {
+		m->rows[i] = ovs_column_row(c, r->q->paths[i]);
+		complete = m->rows[i] != UINT32_MAX;
 	}
-	if (!rg->has_start_ordinal && map && map->identity && !v->present && qn <= v->rows) {
-		/* The query is rows 0..qn-1 of the column and all hold values: a view, O(1). */
-		ovs_group *g = new_group(r, c, v, false);
-		if (!g || !add_group(r, g)) {
-			if (g)
-				group_destroy(&g->h);
-			goto oom;
-		}
-		if (c->schema.is_array) {
-			uint32_t *E2 = malloc(qn * sizeof *E2), *R2 = malloc(qn * sizeof *R2);
-			if (!E2 || !R2) {
-				free(E2);
-				free(R2);
-				goto oom;
-			}
-			for (uint32_t i = 0; i < qn; i++)
-				E2[i] = R2[i] = i;
-			if (!fill_arrays(g, c, v, E2, R2, (uint32_t)qn, qn)) {
-				free(E2);
-				free(R2);
-				goto oom;
-			}
-		} else {
-			/* One group per run the query's rows reach (one for a column written in full). */
-			static const ovs_run empty = { 0, 0, NULL };
-			const ovs_run *r0 = v->nruns ? &v->runs[0] : &empty;
-			fill_run_slice(g, c, v, r0, r0->nrows < qn ? r0->nrows : (uint32_t)qn);
-			for (uint32_t ri = 1; ri < v->nruns && v->runs[ri].row0 < qn; ri++) {
-				ovs_group *g2 = new_group(r, c, v, false);
-				if (!g2 || !add_group(r, g2)) {
-					if (g2)
-						group_destroy(&g2->h);
-					goto oom;
-				}
-				uint32_t rend = v->runs[ri].row0 + v->runs[ri].nrows;
-				fill_run_slice(g2, c, v, &v->runs[ri], (rend < qn ? rend : (uint32_t)qn) - v->runs[ri].row0);
-			}
-		}
-		goto out;
-	}
-	E = malloc((qn ? qn : 1) * sizeof *E);
-	R = malloc((qn ? qn : 1) * sizeof *R);
-	if (!E || !R)
-		goto oom;
-	if (!rg->has_start_ordinal) {
-		for (size_t i = 0; i < qn; i++) {
-			uint32_t row = map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);
-			if (row < v->rows && ovs_version_present(v, row)) {
-				E[k] = (uint32_t)i;
-				R[k++] = row;
-			}
+	if (complete)
+		return ovs_query_rowmap_install(r->q, m);
+	free(m);
+	return NULL;
+}
+
+/* The row of query element i in c (UINT32_MAX: none), from the cached map when there is one. */
+static uint32_t read_row_of(const ovs_read *r, ovs_column *c, const ovs_rowmap *map, size_t i)
+{
+	return map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);
+}
+
+/* The elements a read of one column answers, in query order. */
+typedef struct read_elems {
+	uint32_t *E;   /* query positions of the elements with values */
+	uint32_t *R;   /* their rows in the version read */
+	uint32_t k;    /* entries in E and R */
+	uint32_t *DE;  /* range reads: query positions of the elements deleted in the range; else NULL */
+	uint32_t kd;   /* entries in DE */
+} read_elems;
+
+/* Room for qn elements (and as many deleted ones when deletes). False when out of memory (then
+ * nothing is held). */
+static bool elems_alloc(read_elems *el, size_t qn, bool deletes)
+{
+	size_t cap = qn ? qn : 1;
+	*el = (read_elems){ .E = malloc(cap * sizeof *el->E), .R = malloc(cap * sizeof *el->R),
+			    .DE = deletes ? malloc(cap * sizeof *el->DE) : NULL };
+	if (el->E && el->R && (!deletes || el->DE))
+		return true;
+	free(el->E);
+	free(el->R);
+	free(el->DE);
+	return false;
+}
+
+/* The groups of the listed elements: value groups (one per run of v, or one array group), then one
+ * is_delete group for the deleted ones. Takes the lists (freed, or owned by the groups). */
+static bool emit_groups(ovs_read *r, ovs_column *c, ovs_version *v, read_elems *el, size_t qn)
+{
+	bool ok = true;
+	if (el->k && !c->schema.is_array) {
+		ok = add_value_groups(r, c, v, el->E, el->R, el->k, qn); /* takes E and R */
+	} else if (el->k) {
+		ovs_group *g = add_new_group(r, c, v, false);
+		ok = g && fill_arrays(g, c, v, el->E, el->R, el->k, qn);
+		if (!ok) { /* g took nothing: E and R are freed here; the failed read drops g */
+			free(el->E);
+			free(el->R);
 		}
 	} else {
-		/* Rows changed at ordinals in [a, b]: the versions from v back to a. */
-		size_t words = ((size_t)v->rows + 63) / 64;
-		chg = calloc(words ? words : 1, sizeof *chg);
-		DE = malloc((qn ? qn : 1) * sizeof *DE);
-		if (!chg || !DE)
-			goto oom;
-		for (size_t pi = 0; pi < npinned && pinned[pi]->ordinal >= rg->start_ordinal; pi++) {
-			ovs_version *u = pinned[pi];
-			if (u->all_changed) {
-				for (size_t w = 0; w < words; w++)
-					chg[w] = ~(uint64_t)0;
-				break;
-			}
-			for (uint32_t j = 0; j < u->nchanged; j++)
-				if (u->changed[j] < v->rows)
-					chg[u->changed[j] / 64] |= (uint64_t)1 << (u->changed[j] % 64);
-		}
-		for (size_t i = 0; i < qn; i++) {
-			uint32_t row = map ? map->rows[i] : ovs_column_row(c, r->q->paths[i]);
-			if (row >= v->rows || !bit_get(chg, row))
-				continue;
-			if (ovs_version_present(v, row)) {
-				E[k] = (uint32_t)i;
-				R[k++] = row;
-			} else {
-				DE[kd++] = (uint32_t)i;
-			}
-		}
-		free(chg);
-		chg = NULL;
+		free(el->E);
+		free(el->R);
 	}
-	if (k && !c->schema.is_array) {
-		uint32_t *E1 = E, *R1 = R;
-		E = R = NULL;
-		if (!add_value_groups(r, c, v, E1, R1, k, qn))
-			goto oom;
-	} else if (k) {
-		ovs_group *g = new_group(r, c, v, false);
-		if (!g || !add_group(r, g)) {
-			if (g)
-				group_destroy(&g->h);
-			goto oom;
+	if (ok && el->kd) {
+		ovs_group *g = add_new_group(r, c, v, true);
+		ok = g != NULL;
+		if (g) {
+			g->prim_index = el->DE;
+			g->g.prims.offset = 0;
+			g->g.prims.count = el->kd;
+			g->g.prims.index_map = el->DE;
+			el->DE = NULL;
 		}
-		if (!fill_arrays(g, c, v, E, R, k, qn))
-			goto oom; /* g took nothing: E and R are freed below; the failed read drops g */
-	} else {
+	}
+	free(el->DE);
+	*el = (read_elems){ 0 };
+	return ok;
+}
+
+/* An array column whose first rows are the query, in order: element i is row i. */
+static bool identity_arrays(ovs_group *g, ovs_column *c, ovs_version *v, size_t qn)
+{
+	uint32_t *E = malloc(qn * sizeof *E), *R = malloc(qn * sizeof *R);
+	for (uint32_t i = 0; E && R && i < qn; i++)
+		E[i] = R[i] = i;
+	if (!E || !R || !fill_arrays(g, c, v, E, R, (uint32_t)qn, qn)) {
 		free(E);
 		free(R);
+		return false;
 	}
-	E = R = NULL;
-	if (kd) {
-		ovs_group *g = new_group(r, c, v, true);
-		if (!g || !add_group(r, g)) {
-			if (g)
-				group_destroy(&g->h);
-			goto oom;
+	return true;
+}
+
+/* The query is rows 0..qn-1 of the column and all hold values: views, O(1) per run. */
+static bool identity_groups(ovs_read *r, ovs_column *c, ovs_version *v, size_t qn)
+{
+	ovs_group *g = add_new_group(r, c, v, false);
+	if (!g)
+		return false;
+	if (c->schema.is_array)
+		return identity_arrays(g, c, v, qn);
+	/* One group per run the query's rows reach (one for a column written in full). */
+	static const ovs_run empty = { 0, 0, NULL };
+	const ovs_run *r0 = v->nruns ? &v->runs[0] : &empty;
+	fill_run_slice(g, c, v, r0, r0->nrows < qn ? r0->nrows : (uint32_t)qn);
+	for (uint32_t ri = 1; ri < v->nruns && v->runs[ri].row0 < qn; ri++) {
+		ovs_group *g2 = add_new_group(r, c, v, false);
+		if (!g2)
+			return false;
+		uint32_t rend = v->runs[ri].row0 + v->runs[ri].nrows;
+		fill_run_slice(g2, c, v, &v->runs[ri], (rend < qn ? rend : (uint32_t)qn) - v->runs[ri].row0);
+	}
+	return true;
+}
+
+/* A latest read of v: the query's elements whose rows hold values in v (a view of v's runs when the
+ * query is the column's first rows in order). */
+static bool latest_groups(ovs_read *r, ovs_column *c, ovs_version *v)
+{
+	size_t qn = r->q->count;
+	const ovs_rowmap *map = read_rowmap(r, c);
+	if (map && map->identity && !v->present && qn <= v->rows)
+		return identity_groups(r, c, v, qn);
+	read_elems el;
+	if (!elems_alloc(&el, qn, false))
+		return false;
+	for (size_t i = 0; i < qn; i++) {
+		uint32_t row = read_row_of(r, c, map, i);
+		if (row < v->rows && ovs_version_present(v, row)) {
+			el.E[el.k] = (uint32_t)i;
+			el.R[el.k++] = row;
 		}
-		g->prim_index = DE;
-		g->g.prims.offset = 0;
-		g->g.prims.count = kd;
-		g->g.prims.index_map = DE;
-		DE = NULL;
 	}
-	free(DE);
-	goto out;
-oom:
-	free(E);
-	free(R);
-	free(DE);
+	return emit_groups(r, c, v, &el, qn);
+}
+
+/* Sets in chg (words words, a bit per row below rows) the rows changed at an ordinal >= start: those
+ * of the pinned versions from the newest back to start. */
+static void mark_changed(const read_pins *p, ovstage_ordinal_t start, uint32_t rows, uint64_t *chg, size_t words)
+{
+	for (size_t pi = 0; pi < p->n && p->v[pi]->ordinal >= start; pi++) {
+		const ovs_version *u = p->v[pi];
+		if (u->all_changed) {
+			for (size_t w = 0; w < words; w++)
+				chg[w] = ~(uint64_t)0;
+			return;
+		}
+		for (uint32_t j = 0; j < u->nchanged; j++)
+			if (u->changed[j] < rows)
+				chg[u->changed[j] / 64] |= (uint64_t)1 << (u->changed[j] % 64);
+	}
+}
+
+/* A range read [a, b]: the query's elements whose rows changed at an ordinal in [a, b], with their
+ * values as of b (the newest pinned version); the deleted ones in an is_delete group. */
+static bool range_groups(ovs_read *r, ovs_column *c, const read_pins *p)
+{
+	ovs_version *v = p->v[0];
+	size_t qn = r->q->count;
+	const ovs_rowmap *map = read_rowmap(r, c);
+	size_t words = ((size_t)v->rows + 63) / 64;
+	uint64_t *chg = calloc(words ? words : 1, sizeof *chg);
+	read_elems el;
+	if (!chg || !elems_alloc(&el, qn, true)) {
+		free(chg);
+		return false;
+	}
+	mark_changed(p, r->range.start_ordinal, v->rows, chg, words);
+	for (size_t i = 0; i < qn; i++) {
+		uint32_t row = read_row_of(r, c, map, i);
+		if (row >= v->rows || !bit_get(chg, row))
+			continue;
+		if (ovs_version_present(v, row)) {
+			el.E[el.k] = (uint32_t)i;
+			el.R[el.k++] = row;
+		} else {
+			el.DE[el.kd++] = (uint32_t)i;
+		}
+	}
 	free(chg);
-	ovs_err_format(err, errlen, "out of memory building read groups");
-	s = OVSTAGE_ERROR_OUT_OF_MEMORY;
-out:
-	for (size_t i = 0; i < npinned; i++)
-		ovs_version_unref(pinned[i]);
-	if (pinned != small)
-		free(pinned);
+	return emit_groups(r, c, v, &el, qn);
+}
+
+/* Reads one column into groups: pins its history, checks the bounds against what it pinned, then
+ * builds the groups of a latest or a range read. */
+static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, size_t errlen)
+{
+	/* Floor first (acquire), then the snapshot: the seal publishes the snapshot before the floor. */
+	uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+	read_pins p;
+	ovstage_api_status_t s = pin_versions(r->st, c, &r->range, &p, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_version *v;
+	s = check_pinned(r->st, c, &r->range, floor, &p, &v, err, errlen);
+	if (s == OVSTAGE_OK && v && !(r->range.has_start_ordinal ? range_groups(r, c, &p) : latest_groups(r, c, v))) {
+		ovs_err_format(err, errlen, "out of memory building read groups");
+		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	unpin_versions(&p);
 	return s;
 }
 
@@ -548,6 +636,7 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 	g->g.prims.count = k;
 	g->stride = 1;
 	DLDataType u64 = { kDLUInt, 64, 1 };
+	DLDevice cpu = { kDLCPU, 0 }; /* synthesized values live in host memory */
 	if (!add_group(r, g)) {
 		group_destroy(&g->h);
 		goto oom;
@@ -569,13 +658,8 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 			vals[i] = kind == D_PATH ? p : ovs_pd_path_parent(pd, p);
 		}
 		g->synth = vals;
-		g->tensor.data = vals;
-		g->tensor.device.device_type = kDLCPU;
-		g->tensor.ndim = 1;
-		g->tensor.dtype = u64;
 		g->shape = k;
-		g->tensor.shape = &g->shape;
-		g->tensor.strides = &g->stride;
+		ovs_tensor_1d(&g->tensor, vals, cpu, u64, &g->shape, &g->stride);
 		g->g.data.tensors = &g->tensor;
 		g->g.data.tensor_count = 1;
 		return OVSTAGE_OK;
@@ -615,13 +699,7 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 		for (size_t j = lo; j < nk && (kids[j] >> 32) == parent; j++)
 			vals[at++] = (uint32_t)kids[j];
 		shapes[i] = (int64_t)(at - start);
-		DLTensor *tt = &g->row_tensors[i];
-		tt->data = shapes[i] ? &vals[start] : NULL;
-		tt->device.device_type = kDLCPU;
-		tt->ndim = 1;
-		tt->dtype = u64;
-		tt->shape = &shapes[i];
-		tt->strides = &g->stride;
+		ovs_tensor_1d(&g->row_tensors[i], shapes[i] ? &vals[start] : NULL, cpu, u64, &shapes[i], &g->stride);
 	}
 	free(kids);
 	g->g.data.tensors = g->row_tensors;

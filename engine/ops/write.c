@@ -355,11 +355,60 @@ static uint32_t mask_count_prefix(const uint64_t *mask, uint32_t n, uint32_t **p
 	return total;
 }
 
-/* Releases a row list that no delta took (a borrowed one belongs to the query's row map). */
-static void release_rows(uint32_t *rows, ovs_buffer *buf, bool borrowed)
+/* Who owns an entry's row list: what releases it when no delta takes it. */
+typedef enum rows_owner {
+	ROWS_UNLISTED, /* no list (rows NULL): the write covers rows 0..k-1 in row order */
+	ROWS_OWNED,    /* ours, from ovs_delta_array: malloc'd, or in a pooled buffer (row_list.buf) */
+	ROWS_BORROWED  /* the query's row map's own rows (row_list.map): a delta takes a reference on it */
+} rows_owner;
+
+/* The rows an entry writes, as mapping the selected elements on the host produced them (phase 1 of
+ * apply_entry): the list, who owns it, what is known of its shape, and what the same pass made. */
+typedef struct row_list {
+	uint32_t *rows;          /* row of selected element j, in element order; NULL when ROWS_UNLISTED */
+	uint32_t k;              /* selected elements (entries in rows, or rows covered when unlisted) */
+	rows_owner owner;        /* what releases rows */
+	ovs_buffer *buf;         /* ROWS_OWNED: the pooled buffer rows lives in; NULL: malloc'd */
+	const ovs_rowmap *map;   /* ROWS_BORROWED: the query's row map rows belongs to */
+	bool identity;           /* element i is row i for every element of the query (no mask): a FULL
+	                          * delta when that is every row of the column */
+	bool shape_known;        /* sorted and contig were set here (else the push scans the rows) */
+	bool sorted;             /* rows strictly increasing (when shape_known) */
+	bool contig;             /* rows[j] == rows[0] + j: one block of the column (when shape_known) */
+	unsigned char *values;   /* the selected elements' bytes, gathered with the rows (a masked
+	                          * contiguous payload); NULL: the delta copies them itself */
+	ovs_buffer *values_buf;  /* the pooled buffer values lives in; NULL: malloc'd */
+	ovs_rowmap *new_map;     /* a complete row map made in the same pass (rows created for the whole
+	                          * query), for publish_entry to cache; NULL if none */
+} row_list;
+
+/* Records what is known of the rows' shape (the push then does not scan them). */
+static void row_list_set_shape(row_list *rl, bool sorted, bool contig)
 {
-	if (!borrowed)
-		ovs_delta_array_free(rows, buf);
+	rl->shape_known = true;
+	rl->sorted = sorted;
+	rl->contig = contig;
+}
+
+/* Frees the rows when they are ours and no delta took them (borrowed ones belong to the row map). */
+static void row_list_drop_rows(row_list *rl)
+{
+	if (rl->owner == ROWS_OWNED)
+		ovs_delta_array_free(rl->rows, rl->buf);
+	rl->owner = ROWS_UNLISTED;
+	rl->rows = NULL;
+	rl->buf = NULL;
+}
+
+/* Releases everything a row list holds when no delta was made from it. */
+static void row_list_release(row_list *rl)
+{
+	row_list_drop_rows(rl);
+	ovs_delta_array_free(rl->values, rl->values_buf);
+	rl->values = NULL;
+	rl->values_buf = NULL;
+	free(rl->new_map);
+	rl->new_map = NULL;
 }
 
 /* Makes a checked entry visible, in one place so that an entry failing before it leaves no trace:
@@ -389,38 +438,34 @@ static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, ovs_delt
 	return OVSTAGE_OK;
 }
 
-/* Applies one entry: rows, then a FULL or SPARSE delta for the column. */
-static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, char *err,
-					size_t errlen)
+/* The layout rules that depend on the query's prim count, for a query that resolved after the call
+ * (its paths and count were published by its op, which this one ran after). */
+static ovstage_api_status_t check_deferred(write_op *op, write_entry *e, char *err, size_t errlen)
 {
 	ovs_stage *st = op->st;
 	ovs_column *c = e->col;
-	if (op->deferred) {
-		/* The query resolved after the call: the layout rules that depend on its prim count are
-		 * checked now (the query's paths and count were published by its op, which we ran after). */
-		char lerr[400];
-		ovstage_api_status_t ls = ovs_layout_from_write(&e->data, (uint32_t)op->q->count, &e->layout, lerr,
-							       sizeof lerr);
-		if (ls != OVSTAGE_OK) {
-			ovs_err_format(err, errlen, "\"%s\": %s", ovs_attr_name(st, c->name), lerr);
-			return ls;
-		}
-		e->semantic = e->data.semantic;
-		ls = ovs_layout_check_reserved(e->layout.is_array, e->layout.dtype, e->semantic,
-					       ovs_attr_name(st, c->name), lerr, sizeof lerr);
-		if (ls != OVSTAGE_OK) {
-			ovs_err_format(err, errlen, "%s", lerr);
-			return ls;
-		}
+	char lerr[400];
+	ovstage_api_status_t ls = ovs_layout_from_write(&e->data, (uint32_t)op->q->count, &e->layout, lerr,
+						       sizeof lerr);
+	if (ls != OVSTAGE_OK) {
+		ovs_err_format(err, errlen, "\"%s\": %s", ovs_attr_name(st, c->name), lerr);
+		return ls;
 	}
-	/* Every check that can refuse the entry runs before anything changes (the schema is installed
-	 * by publish_entry, after the delta exists): a refused entry leaves no trace. */
-	ovstage_api_status_t s = check_schema(st, e, err, errlen);
-	if (s != OVSTAGE_OK)
-		return s;
+	e->semantic = e->data.semantic;
+	ls = ovs_layout_check_reserved(e->layout.is_array, e->layout.dtype, e->semantic, ovs_attr_name(st, c->name),
+				       lerr, sizeof lerr);
+	if (ls != OVSTAGE_OK)
+		ovs_err_format(err, errlen, "%s", lerr);
+	return ls;
+}
+
+/* The checks of a non-empty entry against the stage as it is now: a host-accessible payload, an
+ * ordinal above the column's write floor, and for INSERT no selected prim existing yet. */
+static ovstage_api_status_t check_admission(write_op *op, const write_entry *e, char *err, size_t errlen)
+{
+	ovs_stage *st = op->st;
+	ovs_column *c = e->col;
 	const ovs_layout *l = &e->layout;
-	if (l->kind == OVS_LAYOUT_EMPTY)
-		return publish_entry(op, e, NULL, false, NULL, err, errlen);
 	if (!l->host_accessible) {
 		ovs_err_format(err, errlen, "attribute \"%s\": device-resident (CUDA) tensors need the GPU backend, "
 			       "which is not built in", ovs_attr_name(st, c->name));
@@ -433,40 +478,143 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 			       (unsigned long long)op->ordinal, (unsigned long long)floor, ovs_attr_name(st, c->name));
 		return OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
 	}
+	if (op->mode != OVSTAGE_PRIM_MODE_INSERT)
+		return OVSTAGE_OK;
+	for (uint32_t i = 0; i < l->count; i++)
+		if (ovs_layout_selected(l, i) && ovs_prim_exists(&st->store, op->q->paths[i])) {
+			ovs_err_format(err, errlen, "INSERT: prim %s (query element %u) already exists",
+				       ovs_pd_path_string(st->pd, op->q->paths[i]).ptr, i);
+			return OVSTAGE_ERROR_PRIM_NOT_FOUND;
+		}
+	return OVSTAGE_OK;
+}
+
+/* Gives the list its rows: none when unlisted; the query's row map's own when the write covers the
+ * whole query without a mask (the map never changes once installed: no copy of it per write); else
+ * a fresh list sized by the selected elements (a 1 % mask over 16 M prims needs 160 K entries, not
+ * 16 M: a list the size of the query would be fresh memory, faulted in on every write). False when
+ * out of memory. */
+static bool row_list_alloc(ovs_store *store, const ovs_layout *l, const ovs_rowmap *map, bool unlisted,
+			   uint32_t nsel, row_list *rl)
+{
+	if (unlisted) {
+		rl->owner = ROWS_UNLISTED;
+		return true;
+	}
+	if (map && !l->mask && !l->is_array) {
+		rl->owner = ROWS_BORROWED;
+		rl->map = map;
+		rl->rows = (uint32_t *)(uintptr_t)map->rows;
+		return true;
+	}
+	rl->owner = ROWS_OWNED;
+	rl->rows = ovs_delta_array(store, (size_t)nsel * sizeof *rl->rows, &rl->buf);
+	return rl->rows != NULL;
+}
+
+/* A contiguous payload under a mask: its rows and values in one pass over the mask (split across
+ * the workers when prefix is set). */
+static ovstage_api_status_t rows_gather(jobs_worker *w, ovs_store *store, const ovs_layout *l, const ovs_rowmap *map,
+					const uint32_t *prefix, uint32_t nsel, row_list *rl, char *err, size_t errlen)
+{
+	rl->values = ovs_delta_array(store, (size_t)nsel * l->elem_bytes, &rl->values_buf);
+	if (!rl->values) {
+		ovs_err_format(err, errlen, "out of memory copying %u rows", nsel);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	gather_ctx cx = { l->mask, l->count, map->identity ? NULL : map->rows, prefix, ovs_layout_contiguous_base(l),
+			  l->elem_bytes, rl->rows, rl->values };
+	gather_masked(w, &cx);
+	rl->k = nsel;
+	if (map->identity) /* element order is row order: sorted; one block iff they span exactly k rows */
+		row_list_set_shape(rl, true, nsel == 0 || rl->rows[nsel - 1] - rl->rows[0] == nsel - 1);
+	return OVSTAGE_OK;
+}
+
+/* The rows of the selected elements from the query's cached row map: no per-prim lookups. */
+static ovstage_api_status_t rows_from_map(jobs_worker *w, ovs_store *store, const ovs_layout *l,
+					  const ovs_rowmap *map, const uint32_t *prefix, uint32_t nsel, row_list *rl,
+					  char *err, size_t errlen)
+{
+	uint32_t n = l->count;
+	rl->identity = rl->identity && map->identity;
+	if (rl->owner == ROWS_UNLISTED) {
+		rl->k = n; /* rows 0..n-1 are every row: the FULL delta needs no row list */
+		return OVSTAGE_OK;
+	}
+	if (!l->mask) {
+		if (rl->owner == ROWS_OWNED) /* an array write: a list of its own */
+			memcpy(rl->rows, map->rows, (size_t)n * sizeof *rl->rows);
+		rl->k = n;
+		row_list_set_shape(rl, map->sorted, map->contig);
+		return OVSTAGE_OK;
+	}
+	if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l))
+		return rows_gather(w, store, l, map, prefix, nsel, rl, err, errlen);
+	/* runs of selected elements, a word at a time: zero words cost one test each */
+	uint32_t i = 0, end;
+	while (next_run(l->mask, n, &i, &end)) {
+		if (map->identity)
+			for (; i < end; i++)
+				rl->rows[rl->k++] = i;
+		else
+			for (; i < end; i++)
+				rl->rows[rl->k++] = map->rows[i];
+	}
+	return OVSTAGE_OK;
+}
+
+/* The rows of the selected elements by lookup, creating rows for new prims; for a write of the
+ * whole query, also the complete row map publish_entry caches (when the entry succeeds). */
+static ovstage_api_status_t rows_create(write_op *op, write_entry *e, row_list *rl, char *err, size_t errlen)
+{
+	const ovs_layout *l = &e->layout;
 	uint32_t n = l->count;
 	const ovx_primpath_t *paths = op->q->paths;
-	if (op->mode == OVSTAGE_PRIM_MODE_INSERT) {
-		for (uint32_t i = 0; i < n; i++)
-			if (ovs_layout_selected(l, i) && ovs_prim_exists(&st->store, paths[i])) {
-				ovs_err_format(err, errlen, "INSERT: prim %s (query element %u) already exists",
-					       ovs_pd_path_string(st->pd, paths[i]).ptr, i);
-				return OVSTAGE_ERROR_PRIM_NOT_FOUND;
-			}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!ovs_layout_selected(l, i))
+			continue;
+		bool created;
+		uint32_t r = ovs_column_row_create(e->col, paths[i], &created);
+		if (r == UINT32_MAX) {
+			ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too "
+				       "large)", (unsigned long long)paths[i]);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+		if (r != i)
+			rl->identity = false;
+		e->created_rows = e->created_rows || created;
+		rl->rows[rl->k++] = r;
 	}
-	/* Map the selected elements to rows (creating rows for new prims). A query that has written
-	 * this column before has its rows cached: no per-prim lookups then. */
-	uint32_t k = 0;
-	bool identity = !l->mask && n == op->q->count;
+	if (!l->mask && n == op->q->count && n) {
+		/* every prim of the query has a row now: cache the map (when the entry succeeds) */
+		rl->new_map = ovs_rowmap_alloc(e->col, n);
+		if (rl->new_map)
+			memcpy(rl->new_map->rows, rl->rows, (size_t)n * sizeof *rl->rows);
+	}
+	return OVSTAGE_OK;
+}
+
+/* Phase 1: maps the selected elements to rows on the host (creating rows for new prims). A query
+ * that has written this column before has its rows cached: no per-prim lookups then. *set_prims:
+ * publish_entry is to mark the selected prims existing. On failure *rl holds nothing. */
+static ovstage_api_status_t map_rows(jobs_worker *w, write_op *op, write_entry *e, row_list *rl, bool *set_prims,
+				     char *err, size_t errlen)
+{
+	ovs_stage *st = op->st;
+	ovs_column *c = e->col;
+	const ovs_layout *l = &e->layout;
+	uint32_t n = l->count;
+	*rl = (row_list){ .identity = !l->mask && n == op->q->count };
 	const ovs_rowmap *map = ovs_query_rowmap(op->q, c);
-	/* The row list is needed unless the write covers every row in row order (FULL below, the
-	 * common steady state of a cached identity map): then it is not even allocated. */
-	bool full_rows = map && identity && map->identity && !l->is_array &&
-			 n == atomic_load_explicit(&c->nrows, memory_order_acquire);
-	/* Sized by the selected elements: a 1 % mask over 16 M prims needs 160 K entries, not 16 M
-	 * (a list the size of the query would be fresh memory, faulted in on every write). */
+	/* The row list is needed unless the write covers every row in row order (FULL, the common
+	 * steady state of a cached identity map): then it is not even allocated.
+	 * acquire: row count including rows other writes created concurrently. */
+	bool unlisted = map && rl->identity && map->identity && !l->is_array &&
+			n == atomic_load_explicit(&c->nrows, memory_order_acquire);
 	uint32_t *prefix = NULL; /* per-block counts of a large mask (parallel gather), freed below */
 	uint32_t nsel = l->mask ? mask_count_prefix(l->mask, n, &prefix) : n;
-	ovs_buffer *rows_buf = NULL, *pre_values_buf = NULL;
-	unsigned char *pre_values = NULL; /* values gathered with the rows (masked contiguous payload) */
-	bool identity_rows = false;       /* rows are the selected elements' own indices (ascending) */
-	const ovs_rowmap *rows_shape = NULL; /* rows are this map's rows (its shape is known) */
-	/* A write of the whole query without a mask borrows the query's row map as its row list (a
-	 * reference on the map; the map never changes once installed): no copy of it per write. */
-	bool borrowed = map && !full_rows && !l->mask && !l->is_array;
-	uint32_t *rows = full_rows ? NULL
-			 : borrowed ? (uint32_t *)(uintptr_t)map->rows
-				    : ovs_delta_array(&st->store, (size_t)nsel * sizeof *rows, &rows_buf);
-	if (!full_rows && !rows) {
+	if (!row_list_alloc(&st->store, l, map, unlisted, nsel, rl)) {
 		free(prefix);
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -474,219 +622,242 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	/* acquire: a whole-prim delete since the prims were created means their existence must be
 	 * re-asserted; without any, every prim with a row exists. */
 	bool reassert = atomic_load_explicit(&st->store.prim_deletes, memory_order_acquire) != 0;
-	bool set_prims = reassert || !map; /* publish_entry marks the selected prims existing */
-	ovs_rowmap *new_map = NULL;        /* a complete row map publish_entry caches for the query */
-	if (map) {
-		identity = identity && map->identity;
-		if (full_rows) {
-			k = n; /* rows 0..n-1 are every row: the FULL delta below needs no row list */
-		} else if (!l->mask) {
-			if (!borrowed)
-				memcpy(rows, map->rows, (size_t)n * sizeof *rows);
-			k = n;
-			rows_shape = map;
-		} else if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l)) {
-			/* A contiguous payload under a mask: rows and values in one pass over the mask. */
-			pre_values = ovs_delta_array(&st->store, (size_t)nsel * l->elem_bytes, &pre_values_buf);
-			if (!pre_values) {
-				free(prefix);
-				release_rows(rows, rows_buf, borrowed);
-				ovs_err_format(err, errlen, "out of memory copying %u rows", nsel);
-				return OVSTAGE_ERROR_OUT_OF_MEMORY;
-			}
-			gather_ctx cx = { l->mask, n, map->identity ? NULL : map->rows, prefix,
-					  ovs_layout_contiguous_base(l), l->elem_bytes, rows, pre_values };
-			gather_masked(w, &cx);
-			k = nsel;
-			identity_rows = map->identity;
-		} else {
-			/* runs of selected elements, a word at a time: zero words cost one test each */
-			uint32_t i = 0, end;
-			while (next_run(l->mask, n, &i, &end)) {
-				if (map->identity)
-					for (; i < end; i++)
-						rows[k++] = i;
-				else
-					for (; i < end; i++)
-						rows[k++] = map->rows[i];
-			}
+	*set_prims = reassert || !map;
+	ovstage_api_status_t s = map ? rows_from_map(w, &st->store, l, map, prefix, nsel, rl, err, errlen)
+				     : rows_create(op, e, rl, err, errlen);
+	free(prefix); /* only the gather uses it */
+	if (s != OVSTAGE_OK)
+		row_list_release(rl);
+	return s;
+}
+
+/* What delta an entry makes (a write never makes a TOMBSTONE: delete.c does). */
+typedef enum entry_delta {
+	ENTRY_ARRAY,  /* SPARSE, one blob per written row (an array column) */
+	ENTRY_FULL,   /* FULL: the rows are every row of the column, in row order */
+	ENTRY_SPARSE  /* SPARSE: the listed rows and their bytes */
+} entry_delta;
+
+/* Phase 2: the delta's kind, from the row list and the column's row count. */
+static entry_delta choose_delta(ovs_column *c, const ovs_layout *l, const row_list *rl)
+{
+	if (l->is_array)
+		return ENTRY_ARRAY;
+	/* acquire: row count including rows other writes created concurrently. */
+	if (rl->identity && rl->k == atomic_load_explicit(&c->nrows, memory_order_acquire) && rl->k > 0)
+		return ENTRY_FULL;
+	return ENTRY_SPARSE;
+}
+
+/* Array rows: one blob per written row (ragged), shared by later versions by reference. The delta
+ * takes the row list. */
+static ovstage_api_status_t fill_array_delta(const ovs_layout *l, row_list *rl, ovs_delta *d, char *err,
+					     size_t errlen)
+{
+	d->kind = OVS_DELTA_SPARSE;
+	d->rows = rl->rows;
+	d->rows_buf = rl->buf;
+	d->blobs = calloc(rl->k ? rl->k : 1, sizeof *d->blobs);
+	if (!d->blobs) {
+		ovs_err_format(err, errlen, "out of memory copying %u array rows", rl->k);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	d->nrows = rl->k;
+	uint32_t j = 0;
+	for (uint32_t i = 0; i < l->count; i++) {
+		if (!ovs_layout_selected(l, i))
+			continue;
+		uint32_t src = ovs_layout_source_row(l, i);
+		uint64_t len = ovs_layout_array_len(l, src);
+		ovs_blob *b = ovs_blob_new(len, l->elem_bytes);
+		if (!b) {
+			ovs_err_format(err, errlen, "out of memory copying array row %u (%llu elements)", src,
+				       (unsigned long long)len);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
-	} else {
-		for (uint32_t i = 0; i < n; i++) {
-			if (!ovs_layout_selected(l, i))
-				continue;
-			bool created;
-			uint32_t r = ovs_column_row_create(c, paths[i], &created);
-			if (r == UINT32_MAX) {
-				free(prefix);
-				release_rows(rows, rows_buf, borrowed);
-				ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too "
-					       "large)", (unsigned long long)paths[i]);
-				return OVSTAGE_ERROR_OUT_OF_MEMORY;
-			}
-			if (r != i)
-				identity = false;
-			e->created_rows = e->created_rows || created;
-			rows[k++] = r;
-		}
-		if (!l->mask && n == op->q->count && n) {
-			/* every prim of the query has a row now: cache the map (when the entry succeeds) */
-			new_map = ovs_rowmap_alloc(c, n);
-			if (new_map)
-				memcpy(new_map->rows, rows, (size_t)n * sizeof *rows);
+		if (len)
+			ovs_layout_copy_array_row(l, src, b->data);
+		d->blobs[j++] = b;
+	}
+	return OVSTAGE_OK;
+}
+
+/* The payload as rows 0..k-1: adopted from the producer's managed tensor without a copy, or copied
+ * into a fresh buffer. The row list is not needed (it is dropped). */
+static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, write_entry *e, row_list *rl,
+					    ovs_delta *d, char *err, size_t errlen)
+{
+	const ovs_layout *l = &e->layout;
+	size_t rb = l->elem_bytes; /* = the column's row_bytes, which publish_entry may install */
+	size_t bytes = (size_t)rl->k * rb;
+	const void *base = ovs_layout_contiguous_base(l);
+	d->kind = OVS_DELTA_FULL;
+	d->nrows = rl->k;
+	row_list_drop_rows(rl);
+	if (base && !l->index_map && e->nmanaged == 1) {
+		/* Zero copy: the version adopts the producer's buffer; its deleter runs when the last
+		 * version or read group holding it is reclaimed. */
+		d->full = ovs_buffer_adopt(store, e->managed[0], (void *)(uintptr_t)base, bytes);
+		if (d->full) {
+			e->managed[0] = NULL; /* ownership moved to the buffer */
+			return OVSTAGE_OK;
 		}
 	}
-	free(prefix); /* only the gather above uses it */
-	size_t rb = l->elem_bytes; /* = the column's row_bytes, which publish_entry may install */
+	d->full = ovs_buffer_new(store, bytes);
+	if (!d->full) {
+		ovs_err_format(err, errlen, "out of memory allocating %zu bytes", bytes);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	if (base && !l->index_map)
+		ovs_copy(w, d->full->data, base, bytes);
+	else
+		for (uint32_t i = 0; i < d->nrows; i++)
+			ovs_layout_copy_row(l, ovs_layout_source_row(l, i), (char *)d->full->data + (size_t)i * rb);
+	return OVSTAGE_OK;
+}
+
+/* Rows 0..k-1 as a malloc'd list, or NULL when out of memory. */
+static uint32_t *identity_rows(uint32_t k)
+{
+	uint32_t *rows = malloc(((size_t)k ? (size_t)k : 1) * sizeof *rows);
+	for (uint32_t i = 0; rows && i < k; i++)
+		rows[i] = i;
+	return rows;
+}
+
+/* Copies the selected elements' bytes to dst, in element order. */
+static void copy_selected(const ovs_layout *l, unsigned char *dst)
+{
+	uint32_t n = l->count, j = 0;
+	size_t rb = l->elem_bytes;
+	const void *base = ovs_layout_contiguous_base(l);
+	if (base && !l->index_map) {
+		/* Contiguous source, element i = source row i: copy runs of selected rows at once (the
+		 * whole payload without a mask; each run of set mask bits with one). */
+		uint32_t i = 0, run;
+		while (next_run(l->mask, n, &i, &run)) {
+			memcpy(dst + (size_t)j * rb, (const char *)base + (size_t)i * rb, (size_t)(run - i) * rb);
+			j += run - i;
+			i = run;
+		}
+		return;
+	}
+	/* Visit the selected elements only: with a mask, its set bits (ctz over words), so the cost
+	 * follows the rows written, not the query's size. */
+	for (uint32_t wd = 0; wd < (n + 63) / 64; wd++) {
+		uint64_t bits = l->mask ? l->mask[wd] : ~(uint64_t)0;
+		if (wd == (n - 1) / 64 && n % 64)
+			bits &= ((uint64_t)1 << (n % 64)) - 1;
+		while (bits) {
+			uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			uint32_t src = ovs_layout_source_row(l, i);
+			if (base)
+				memcpy(dst + (size_t)j * rb, (const char *)base + (size_t)src * rb, rb);
+			else
+				ovs_layout_copy_row(l, src, dst + (size_t)j * rb);
+			j++;
+		}
+	}
+}
+
+/* The listed rows and their bytes (gathered with the rows, or copied here). The delta takes the row
+ * list and the gathered values. */
+static ovstage_api_status_t fill_sparse_delta(ovs_store *store, const ovs_layout *l, row_list *rl, ovs_delta *d,
+					      char *err, size_t errlen)
+{
+	d->kind = OVS_DELTA_SPARSE;
+	d->nrows = rl->k;
+	d->values = rl->values;
+	d->values_buf = rl->values_buf;
+	d->shape_known = rl->shape_known;
+	d->sorted = rl->sorted;
+	d->contig = rl->contig;
+	if (rl->owner == ROWS_BORROWED) {
+		ovs_rowmap_ref(rl->map);
+		d->rows_map = rl->map;
+	}
+	/* Unlisted: rows were added since that was decided (another query's write); the identity map
+	 * still says element i is row i, so list them. */
+	d->rows = rl->owner == ROWS_UNLISTED ? identity_rows(rl->k) : rl->rows;
+	d->rows_buf = rl->buf;
+	if (!d->rows) {
+		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", rl->k);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	if (d->values) /* already gathered */
+		return OVSTAGE_OK;
+	d->values = ovs_delta_array(store, (size_t)rl->k * l->elem_bytes, &d->values_buf);
+	if (!d->values) {
+		ovs_err_format(err, errlen, "out of memory copying %u rows", rl->k);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	copy_selected(l, d->values);
+	return OVSTAGE_OK;
+}
+
+/* Phases 2 and 3: the delta of the kind the row list calls for, filled (it takes the list). On
+ * failure nothing is left: the list's contents are released with the delta. */
+static ovstage_api_status_t make_delta(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, row_list *rl,
+				       ovs_delta **out, char *err, size_t errlen)
+{
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
-		free(new_map);
-		ovs_delta_array_free(pre_values, pre_values_buf);
-		release_rows(rows, rows_buf, borrowed);
+		row_list_release(rl);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	if (l->is_array) {
-		/* Array rows: one blob per written row (ragged), shared by later versions by reference. */
-		d->kind = OVS_DELTA_SPARSE;
-		d->ordinal = op->ordinal;
-		d->seq = seq;
-		d->rows = rows;
-		d->rows_buf = rows_buf;
-		d->blobs = calloc(k ? k : 1, sizeof *d->blobs);
-		if (!d->blobs) {
-			ovs_delta_free(d);
-			ovs_err_format(err, errlen, "out of memory copying %u array rows", k);
-			free(new_map);
-			return OVSTAGE_ERROR_OUT_OF_MEMORY;
-		}
-		d->nrows = k;
-		uint32_t j = 0;
-		for (uint32_t i = 0; i < n; i++) {
-			if (!ovs_layout_selected(l, i))
-				continue;
-			uint32_t src = ovs_layout_source_row(l, i);
-			uint64_t len = ovs_layout_array_len(l, src);
-			ovs_blob *b = ovs_blob_new(len, l->elem_bytes);
-			if (!b) {
-				ovs_delta_free(d);
-				ovs_err_format(err, errlen, "out of memory copying array row %u (%llu elements)", src,
-					       (unsigned long long)len);
-				free(new_map);
-				return OVSTAGE_ERROR_OUT_OF_MEMORY;
-			}
-			if (len)
-				ovs_layout_copy_array_row(l, src, b->data);
-			d->blobs[j++] = b;
-		}
-		return publish_entry(op, e, d, set_prims, new_map, err, errlen);
-	}
 	d->ordinal = op->ordinal;
 	d->seq = seq; /* the op id: same-ordinal deltas seal in submission order */
-	const void *base = ovs_layout_contiguous_base(l);
-	/* acquire: row count including rows other writes created concurrently. */
-	if (identity && k == atomic_load_explicit(&c->nrows, memory_order_acquire) && k > 0) {
-		d->kind = OVS_DELTA_FULL;
-		d->nrows = k;
-		release_rows(rows, rows_buf, borrowed);
-		if (base && !l->index_map && e->nmanaged == 1) {
-			/* Zero copy: the version adopts the producer's buffer; its deleter runs when the last
-			 * version or read group holding it is reclaimed. */
-			d->full = ovs_buffer_adopt(&st->store, e->managed[0], (void *)(uintptr_t)base, (size_t)k * rb);
-			if (d->full) {
-				e->managed[0] = NULL; /* ownership moved to the buffer */
-			}
-		}
-		if (!d->full) {
-			d->full = ovs_buffer_new(&st->store, (size_t)k * rb);
-			if (!d->full) {
-				free(d);
-				ovs_err_format(err, errlen, "out of memory allocating %zu bytes", (size_t)k * rb);
-				free(new_map);
-				return OVSTAGE_ERROR_OUT_OF_MEMORY;
-			}
-			if (base && !l->index_map)
-				ovs_copy(w, d->full->data, base, (size_t)k * rb);
-			else
-				for (uint32_t i = 0; i < k; i++)
-					ovs_layout_copy_row(l, ovs_layout_source_row(l, i), (char *)d->full->data + (size_t)i * rb);
-		}
-	} else {
-		if (!rows) {
-			/* Rows were added since full_rows was decided (another query's write): the identity
-			 * map still says element i is row i, so list them. */
-			rows = malloc(((size_t)k ? (size_t)k : 1) * sizeof *rows);
-			if (!rows) {
-				free(d);
-				ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", k);
-				free(new_map);
-				return OVSTAGE_ERROR_OUT_OF_MEMORY;
-			}
-			for (uint32_t i = 0; i < k; i++)
-				rows[i] = i;
-		}
-		d->kind = OVS_DELTA_SPARSE;
-		d->nrows = k;
-		d->rows = rows;
-		d->rows_buf = rows_buf;
-		if (borrowed) {
-			ovs_rowmap_ref(map);
-			d->rows_map = map;
-		}
-		if (rows_shape) {
-			d->shape_known = true;
-			d->sorted = rows_shape->sorted;
-			d->contig = rows_shape->contig;
-		}
-		if (pre_values) { /* already gathered */
-			d->values = pre_values;
-			d->values_buf = pre_values_buf;
-			if (identity_rows) {
-				/* element order is row order: sorted; one block iff they span exactly k rows */
-				d->shape_known = true;
-				d->sorted = true;
-				d->contig = k == 0 || rows[k - 1] - rows[0] == k - 1;
-			}
-			return publish_entry(op, e, d, set_prims, new_map, err, errlen);
-		}
-		d->values = ovs_delta_array(&st->store, (size_t)k * rb, &d->values_buf);
-		if (!d->values) {
-			ovs_delta_free(d);
-			ovs_err_format(err, errlen, "out of memory copying %u rows", k);
-			free(new_map);
-			return OVSTAGE_ERROR_OUT_OF_MEMORY;
-		}
-		uint32_t j = 0;
-		if (base && !l->index_map) {
-			/* Contiguous source, element i = source row i: copy runs of selected rows at once (the
-			 * whole payload without a mask; each run of set mask bits with one). */
-			uint32_t i = 0, run;
-			while (next_run(l->mask, n, &i, &run)) {
-				memcpy(d->values + (size_t)j * rb, (const char *)base + (size_t)i * rb, (size_t)(run - i) * rb);
-				j += run - i;
-				i = run;
-			}
-			return publish_entry(op, e, d, set_prims, new_map, err, errlen);
-		}
-		/* Visit the selected elements only: with a mask, its set bits (ctz over words), so the cost
-		 * follows the rows written, not the query's size. */
-		for (uint32_t wd = 0; wd < (n + 63) / 64; wd++) {
-			uint64_t bits = l->mask ? l->mask[wd] : ~(uint64_t)0;
-			if (wd == (n - 1) / 64 && n % 64)
-				bits &= ((uint64_t)1 << (n % 64)) - 1;
-			while (bits) {
-				uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(bits);
-				bits &= bits - 1;
-				uint32_t src = ovs_layout_source_row(l, i);
-				if (base)
-					memcpy(d->values + (size_t)j * rb, (const char *)base + (size_t)src * rb, rb);
-				else
-					ovs_layout_copy_row(l, src, d->values + (size_t)j * rb);
-				j++;
-			}
-		}
+	ovstage_api_status_t s;
+	switch (choose_delta(e->col, &e->layout, rl)) {
+	case ENTRY_ARRAY:
+		s = fill_array_delta(&e->layout, rl, d, err, errlen);
+		break;
+	case ENTRY_FULL:
+		s = fill_full_delta(w, &op->st->store, e, rl, d, err, errlen);
+		break;
+	default:
+		s = fill_sparse_delta(&op->st->store, &e->layout, rl, d, err, errlen);
+		break;
 	}
-	return publish_entry(op, e, d, set_prims, new_map, err, errlen);
+	if (s != OVSTAGE_OK) {
+		ovs_delta_free(d); /* with the rows and values it took */
+		free(rl->new_map);
+		return s;
+	}
+	*out = d;
+	return OVSTAGE_OK;
+}
+
+/* Applies one entry: checks, then rows (phase 1), then a FULL or SPARSE delta for the column
+ * (phases 2 and 3), then publication. */
+static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, char *err,
+					size_t errlen)
+{
+	ovstage_api_status_t s = op->deferred ? check_deferred(op, e, err, errlen) : OVSTAGE_OK;
+	if (s != OVSTAGE_OK)
+		return s;
+	/* Every check that can refuse the entry runs before anything changes (the schema is installed
+	 * by publish_entry, after the delta exists): a refused entry leaves no trace. */
+	s = check_schema(op->st, e, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	if (e->layout.kind == OVS_LAYOUT_EMPTY)
+		return publish_entry(op, e, NULL, false, NULL, err, errlen);
+	s = check_admission(op, e, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	row_list rl;
+	bool set_prims;
+	s = map_rows(w, op, e, &rl, &set_prims, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_delta *d = NULL;
+	s = make_delta(w, op, e, seq, &rl, &d, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	return publish_entry(op, e, d, set_prims, rl.new_map, err, errlen);
 }
 
 static void write_job(jobs_worker *w, void *arg, jobs_run *run)

@@ -131,6 +131,9 @@ typedef struct ovs_version {
 	bool changed_owned;         /* changed was allocated for this version (else it is a delta's rows) */
 	bool all_changed;           /* every row changed (FULL delta) */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
+	void *ready;                /* completion a reader must wait on before touching the data (a device
+	                             * event); NULL: ready (always on the CPU). Set before the version is
+	                             * published, constant after: read without ordering of its own */
 	struct ovs_version *_Atomic older; /* the previous retained version (owned reference); cut by the
 	                                     * sealer when it leaves retention, so readers follow it only
 	                                     * inside the snapshot grace section */

@@ -480,6 +480,7 @@ START_TEST(test_group_outlives_read_and_later_writes)
 	ck_assert_float_eq(d[0], 1.f);
 	ck_assert_float_eq(d[2], 3.f);
 	ck_assert_uint_eq(g.ordinal, 1);
+	ck_assert(g.data.cuda_sync.stream == 0 && g.data.cuda_sync.wait_event == 0); /* CPU data: no sync */
 	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
 	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_ERROR_INVALID_HANDLE);
 	read_result r;
