@@ -11,8 +11,8 @@ void ovs_grace_init(ovs_grace *g)
 {
 	atomic_init(&g->snapshot, NULL);
 	atomic_init(&g->parity, 0);
-	atomic_init(&g->readers[0].n, 0);
-	atomic_init(&g->readers[1].n, 0);
+	atomic_init(&g->readers[0], 0);
+	atomic_init(&g->readers[1], 0);
 }
 
 /* Enters the section; returns the parity to leave with. */
@@ -22,11 +22,11 @@ static unsigned grace_enter(ovs_grace *g)
 		/* relaxed: only a guess of the counter to use; the seq_cst re-check below decides. */
 		unsigned p = atomic_load_explicit(&g->parity, memory_order_relaxed);
 		/* seq_cst RMW, then seq_cst load: the reader's half of the Dekker pattern (grace.h, 1). */
-		atomic_fetch_add_explicit(&g->readers[p].n, 1, memory_order_seq_cst);
+		atomic_fetch_add_explicit(&g->readers[p], 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&g->parity, memory_order_seq_cst) == p)
 			return p;
 		/* relaxed: we read nothing under this count; the sealer waiting on it loses nothing. */
-		atomic_fetch_sub_explicit(&g->readers[p].n, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&g->readers[p], 1, memory_order_relaxed);
 	}
 }
 
@@ -34,7 +34,7 @@ static void grace_leave(ovs_grace *g, unsigned p)
 {
 	/* release: our reads of the snapshot and our reference increments happen-before the sealer's
 	 * load that reads the counter at zero (seq_cst, hence also acquire). */
-	atomic_fetch_sub_explicit(&g->readers[p].n, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&g->readers[p], 1, memory_order_release);
 }
 
 /* The snapshot, inside the section. acquire: pairs with ovs_grace_publish (grace.h, 2). */
@@ -66,7 +66,7 @@ bool ovs_grace_quiet(ovs_grace *g, unsigned p)
 {
 	/* seq_cst: must follow the flip in the total order S (grace.h, 1); an acquire load could miss a
 	 * reader's increment that precedes the flip. Also acquires the readers' release decrements. */
-	return atomic_load_explicit(&g->readers[p].n, memory_order_seq_cst) == 0;
+	return atomic_load_explicit(&g->readers[p], memory_order_seq_cst) == 0;
 }
 
 void ovs_grace_wait(ovs_grace *g, unsigned p)
