@@ -19,7 +19,7 @@
 #include "errors.h"
 #include "layout.h"
 #include "ops.h"
-#include "jobs_forkjoin.h"
+#include "exec.h"
 #include "query.h"
 #include "sequencer.h"
 
@@ -286,39 +286,15 @@ static void gather_words(const gather_ctx *cx, uint32_t w0, uint32_t w1, uint32_
 	}
 }
 
-/* A part of a parallel gather (fork-join frame payload). */
-typedef struct gather_args {
-	const gather_ctx *cx;  /* shared description */
-	uint32_t w0, w1;       /* mask words of this part */
-	uint32_t k;            /* its first output */
-} gather_args;
-JOBS_PAYLOAD_FITS(gather_args);
-
-/* Halves the word range down to GATHER_GRAIN words; the second half starts at output k + (bits set
- * in the first half). The parts write disjoint outputs; the join orders them before the delta is
- * pushed. */
+/* A parallel gather over blocks of GATHER_GRAIN mask words (ovs_parallel_for): blocks [lo, hi)
+ * start at output prefix[lo], known from the prefix counts, so the parts write disjoint outputs;
+ * the join orders them before the delta is pushed. */
 enum { GATHER_GRAIN = 1u << 12 };
-static void gather_frame(jobs_worker *w, void *p)
+static void gather_blocks(void *p, size_t lo, size_t hi)
 {
-	gather_args *a = p;
-	if (a->w1 - a->w0 > GATHER_GRAIN) {
-		/* split at a block boundary: its first output is known from the prefix counts */
-		uint32_t mid = (a->w0 / GATHER_GRAIN + (a->w1 - a->w0) / GATHER_GRAIN / 2) * GATHER_GRAIN;
-		if (mid <= a->w0)
-			mid = a->w0 + GATHER_GRAIN;
-		gather_args *child = jobs_spawn_args(w);
-		child->cx = a->cx;
-		child->w0 = mid;
-		child->w1 = a->w1;
-		child->k = a->cx->prefix[mid / GATHER_GRAIN];
-		jobs_spawn(w, gather_frame);
-		a->w1 = mid;
-		gather_frame(w, a);
-		gather_args done;
-		jobs_sync(w, &done, sizeof done);
-		return;
-	}
-	gather_words(a->cx, a->w0, a->w1, a->k);
+	const gather_ctx *cx = p;
+	uint32_t words = (cx->n + 63) / 64, w1 = (uint32_t)hi * GATHER_GRAIN;
+	gather_words(cx, (uint32_t)lo * GATHER_GRAIN, w1 < words ? w1 : words, cx->prefix[lo]);
 }
 
 /* The selected elements of a contiguous payload (element i = source row i): rows[k] = their rows
@@ -326,11 +302,13 @@ static void gather_frame(jobs_worker *w, void *p)
  * workers when there are many (each selected element of a sparse mask is a cache miss). */
 static void gather_masked(jobs_worker *w, gather_ctx *cx)
 {
-	gather_args a = { cx, 0, (cx->n + 63) / 64, 0 };
-	if (w && cx->prefix)
-		gather_frame(w, &a);
-	else
-		gather_words(cx, a.w0, a.w1, 0);
+	uint32_t words = (cx->n + 63) / 64;
+	if (!w || !cx->prefix) {
+		gather_words(cx, 0, words, 0);
+		return;
+	}
+	ovs_exec x = ovs_exec_cpu(w);
+	ovs_parallel_for(&x, (words + GATHER_GRAIN - 1) / GATHER_GRAIN, 1, 1, gather_blocks, cx);
 }
 
 /* Counts the selected elements of a mask; for a mask of several GATHER_GRAIN-word blocks, also
