@@ -930,9 +930,6 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 				(int)prim_mode);
 		goto reject_all;
 	}
-	s = ovs_check_unsealed(&st->store, ordinal, NULL, 0); /* back-pressure: too much written data waits for a seal */
-	if (s != OVSTAGE_OK)
-		goto reject_all;
 	/* Managed tensors: non-NULL and unique across the batch. */
 	for (size_t i = 0; i < write_count; i++) {
 		const ovstage_write_data_t *wd = &writes[i].data;
@@ -1059,6 +1056,12 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 				copy_bytes += (size_t)e->layout.count * e->layout.elem_bytes;
 		}
 		inline_ok = inline_ok && copy_bytes <= WRITE_INLINE_MAX_BYTES;
+		/* Back-pressure, with the columns known: a write that fills a gap of each is admitted. */
+		s = ovs_check_unsealed(&st->store, ordinal, cols, write_count);
+		if (s != OVSTAGE_OK) {
+			free(cols);
+			goto reject_op;
+		}
 		/* A query still resolving: run after its op (reads of q->paths/count are then ordered). */
 		ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free, .after = op->deferred ? &q->op : NULL,
 				  .after_count = op->deferred ? 1 : 0, .run_inline = inline_ok };

@@ -19,7 +19,7 @@ bool ovs_column_take_inbox(ovs_column *c);
 
 /* Back-pressure, checked by writes and maps at the call: OVSTAGE_ERROR_QUEUE_FULL (with a message)
  * when the stage holds more unsealed written data than its limit, unless the write fills a gap in
- * every column it names (cols NULL: every column of the stage) — its ordinal is at most the column's
+ * every column it names (cols NULL: every column of the store) — its ordinal is at most the column's
  * floor + 1 or at most the lowest ordinal of the column's unsealed data. Refusing such a write could
  * leave the seal that frees the budget waiting forever for it (a lagging producer behind a fast one
  * that filled the budget); admitting it adds at most the gap's writes. OVSTAGE_OK otherwise. */

@@ -206,6 +206,30 @@ START_TEST(test_backpressure_lagging_producer)
 }
 END_TEST
 
+/* Over the budget, admission is decided per column written: a column that is never sealed does not
+ * refuse the gap filler of another. */
+START_TEST(test_backpressure_per_column)
+{
+	init_with(1, 2);
+	fixture f;
+	setup(&f);
+	ovx_token_t a = tst_tok(f.pd, "a"), b = tst_tok(f.pd, "b");
+	f.col = a;
+	ck_assert_int_eq(write_full(&f, 1), OVSTAGE_OK);
+	ovstage_write_floor_desc_t inc = { 1, OVSTAGE_SCOPE_INCLUDE, &a, 1 };
+	tst_wait_ok(f.st, ovstage_advance_write_floor(f.st, &inc)); /* a sealed through 1 */
+	f.col = b; /* b is written and never sealed, until the budget is full */
+	uint64_t o = 1;
+	while (write_full(&f, o) == OVSTAGE_OK)
+		ck_assert_uint_lt(++o, 20);
+	ck_assert_ptr_nonnull(strstr(tst_last_error(), "advance_write_floor"));
+	f.col = a;
+	ck_assert_msg(write_full(&f, 2) == OVSTAGE_OK, "a's floor + 1 refused: %s", tst_last_error());
+	ck_assert_int_eq(write_full(&f, 3), OVSTAGE_ERROR_QUEUE_FULL); /* not a gap of a any more */
+	teardown(&f);
+}
+END_TEST
+
 /* ---- a seal that catches up holds a bounded number of versions ---------------------------------- */
 
 static _Atomic int64_t g_versions0, g_versions_max;
@@ -307,6 +331,7 @@ static Suite *memory_suite(void)
 	tcase_add_test(tc, test_memory_stats_args);
 	tcase_add_test(tc, test_memory_stats_counts);
 	tcase_add_test(tc, test_backpressure_lagging_producer);
+	tcase_add_test(tc, test_backpressure_per_column);
 	tcase_add_test(tc, test_seal_catchup_bounded);
 	tcase_add_test(tc, test_racing_first_writes_dense_rows);
 	suite_add_tcase(s, tc);
