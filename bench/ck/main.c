@@ -5,7 +5,7 @@
  *   ovstage_bench_ck [--reps R] [--ms D]
  *
  * Rows (README.md says more):
- *  1. grace-period read side (engine/store/grace.c's grace_enter/grace_leave, reproduced here)
+ *  1. grace-period read side (engine/store/grace.c itself: ovs_grace_enter/leave, sharded counters)
  *     vs ck_epoch_begin/ck_epoch_end, with a writer replacing the pointer every 100 µs and
  *     reclaiming (our flip + wait for readers[old] == 0, vs ck_epoch_synchronize);
  *  2. the injection queue (jobs/inject.c) vs ck_ring MPMC of the same capacity;
@@ -42,6 +42,8 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
+
+#include "grace.h"
 #include <unistd.h>
 
 #include "inject.h"
@@ -168,73 +170,19 @@ typedef struct bobj {
 	_Atomic uint32_t freed;              /* 1 once reclaimed */
 } bobj;
 
-/* engine/store/grace.h's ovs_grace, with the snapshot pointer typed for this benchmark: the
- * snapshot, the parity and each reader counter on their own 64-byte line. */
-#define BG_LINE 64
-typedef struct bg_counter {
-	_Alignas(BG_LINE) _Atomic uint64_t n;
-} bg_counter;
-typedef struct bgrace {
-	_Alignas(BG_LINE) _Atomic(bobj *) snapshot;
-	_Alignas(BG_LINE) _Atomic uint32_t parity;
-	bg_counter readers[2];
-} bgrace;
-static_assert(offsetof(bgrace, parity) == BG_LINE, "parity on its own line");
-static_assert(offsetof(bgrace, readers) == 2 * BG_LINE, "reader counters after");
-static_assert(sizeof(bg_counter) == BG_LINE, "one counter per line");
-static_assert(sizeof(bgrace) == 4 * BG_LINE, "four lines");
+/* Ours is the engine's own grace period (engine/store/grace.{h,c}), called through its raw section;
+ * the snapshot pointer carries a bobj here. */
+typedef ovs_grace bgrace;
 
-/* ---- copied from engine/store/grace.c (grace_enter, grace_leave, publish, flip, quiet, wait) ---- */
 static void bg_init(bgrace *g)
 {
-	atomic_init(&g->snapshot, NULL);
-	atomic_init(&g->parity, 0);
-	atomic_init(&g->readers[0].n, 0);
-	atomic_init(&g->readers[1].n, 0);
-}
-
-static inline unsigned bg_enter(bgrace *g)
-{
-	for (;;) {
-		unsigned p = atomic_load_explicit(&g->parity, memory_order_relaxed);
-		atomic_fetch_add_explicit(&g->readers[p].n, 1, memory_order_seq_cst);
-		if (atomic_load_explicit(&g->parity, memory_order_seq_cst) == p)
-			return p;
-		atomic_fetch_sub_explicit(&g->readers[p].n, 1, memory_order_relaxed);
-	}
-}
-
-static inline void bg_leave(bgrace *g, unsigned p)
-{
-	atomic_fetch_sub_explicit(&g->readers[p].n, 1, memory_order_release);
+	ovs_grace_init(g);
 }
 
 static bobj *bg_publish(bgrace *g, bobj *snap)
 {
-	bobj *old = atomic_load_explicit(&g->snapshot, memory_order_relaxed);
-	atomic_store_explicit(&g->snapshot, snap, memory_order_release);
-	return old;
+	return (bobj *)(void *)ovs_grace_publish(g, (ovs_snapshot *)(void *)snap);
 }
-
-static unsigned bg_flip(bgrace *g)
-{
-	unsigned p = atomic_load_explicit(&g->parity, memory_order_relaxed);
-	atomic_store_explicit(&g->parity, p ^ 1u, memory_order_seq_cst);
-	return p;
-}
-
-static bool bg_quiet(bgrace *g, unsigned p)
-{
-	return atomic_load_explicit(&g->readers[p].n, memory_order_seq_cst) == 0;
-}
-
-static void bg_wait(bgrace *g, unsigned p)
-{
-	for (unsigned spins = 0; !bg_quiet(g, p);)
-		if (++spins > 64)
-			sched_yield();
-}
-/* ---- end of the copy ---- */
 
 /* ck side: the shared pointer on its own line, one epoch, one record per thread, registered once. */
 static struct {
@@ -280,11 +228,10 @@ static void *ep_reader(void *a)
 		bgrace *g = r->g;
 		while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
 			for (int k = 0; k < 64; k++) {
-				unsigned p = bg_enter(g);
-				/* acquire: as grace_snapshot_acq */
-				bobj *o = atomic_load_explicit(&g->snapshot, memory_order_acquire);
+				unsigned p = ovs_grace_enter(g);
+				bobj *o = (bobj *)(void *)ovs_grace_snapshot_acq(g);
 				check_obj(o, "grace");
-				bg_leave(g, p);
+				ovs_grace_leave(g, p);
 			}
 			n += 64;
 		}
@@ -348,8 +295,8 @@ static void *ep_writer(void *a)
 		if (r->impl == 0) {
 			old = bg_publish(r->g, nobj);
 			t0 = now_ns();
-			unsigned p = bg_flip(r->g);
-			bg_wait(r->g, p);
+			unsigned p = ovs_grace_flip(r->g);
+			ovs_grace_wait(r->g, p);
 			t1 = now_ns();
 		} else {
 			old = atomic_load_explicit(&ck_shared.ptr, memory_order_relaxed);

@@ -2,6 +2,7 @@
 #include "grace.h"
 
 #include <sched.h>
+#include <stdint.h>
 
 #include "store.h"
 #include "seal.h"
@@ -11,35 +12,50 @@ void ovs_grace_init(ovs_grace *g)
 {
 	atomic_init(&g->snapshot, NULL);
 	atomic_init(&g->parity, 0);
-	atomic_init(&g->readers[0], 0);
-	atomic_init(&g->readers[1], 0);
+	for (unsigned i = 0; i < OVS_GRACE_SHARDS; i++) {
+		atomic_init(&g->shards[i].n[0], 0);
+		atomic_init(&g->shards[i].n[1], 0);
+	}
 }
 
-/* Enters the section; returns the parity to leave with. */
-static unsigned grace_enter(ovs_grace *g)
+/* This thread's shard: assigned round-robin at the first pin, then fixed (a section is left on the
+ * thread that entered it, so enter and leave find the same counter). */
+static _Atomic unsigned g_next_shard;
+static _Thread_local unsigned tls_shard = UINT32_MAX;
+
+static _Atomic uint64_t *shard_counter(ovs_grace *g, unsigned p)
+{
+	if (tls_shard == UINT32_MAX)
+		/* relaxed: only a spread of threads over the shards; any value is correct. */
+		tls_shard = atomic_fetch_add_explicit(&g_next_shard, 1, memory_order_relaxed) % OVS_GRACE_SHARDS;
+	return &g->shards[tls_shard].n[p];
+}
+
+unsigned ovs_grace_enter(ovs_grace *g)
 {
 	for (;;) {
 		/* relaxed: only a guess of the counter to use; the seq_cst re-check below decides. */
 		unsigned p = atomic_load_explicit(&g->parity, memory_order_relaxed);
+		_Atomic uint64_t *c = shard_counter(g, p);
 		/* seq_cst RMW, then seq_cst load: the reader's half of the Dekker pattern (grace.h, 1). */
-		atomic_fetch_add_explicit(&g->readers[p], 1, memory_order_seq_cst);
+		atomic_fetch_add_explicit(c, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&g->parity, memory_order_seq_cst) == p)
 			return p;
 		/* relaxed: we read nothing under this count; the sealer waiting on it loses nothing. */
-		atomic_fetch_sub_explicit(&g->readers[p], 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(c, 1, memory_order_relaxed);
 	}
 }
 
-static void grace_leave(ovs_grace *g, unsigned p)
+void ovs_grace_leave(ovs_grace *g, unsigned p)
 {
 	/* release: our reads of the snapshot and our reference increments happen-before the sealer's
 	 * load that reads the counter at zero (seq_cst, hence also acquire). */
-	atomic_fetch_sub_explicit(&g->readers[p], 1, memory_order_release);
+	atomic_fetch_sub_explicit(shard_counter(g, p), 1, memory_order_release);
 }
 
-/* The snapshot, inside the section. acquire: pairs with ovs_grace_publish (grace.h, 2). */
-static ovs_snapshot *grace_snapshot_acq(ovs_grace *g)
+ovs_snapshot *ovs_grace_snapshot_acq(ovs_grace *g)
 {
+	/* acquire: pairs with ovs_grace_publish (grace.h, 2). */
 	return atomic_load_explicit(&g->snapshot, memory_order_acquire);
 }
 
@@ -64,9 +80,13 @@ unsigned ovs_grace_flip(ovs_grace *g)
 
 bool ovs_grace_quiet(ovs_grace *g, unsigned p)
 {
-	/* seq_cst: must follow the flip in the total order S (grace.h, 1); an acquire load could miss a
-	 * reader's increment that precedes the flip. Also acquires the readers' release decrements. */
-	return atomic_load_explicit(&g->readers[p], memory_order_seq_cst) == 0;
+	/* seq_cst: each load must follow the flip in the total order S (grace.h, 1); an acquire load
+	 * could miss a reader's increment that precedes the flip. Also acquires the readers' release
+	 * decrements. */
+	for (unsigned i = 0; i < OVS_GRACE_SHARDS; i++)
+		if (atomic_load_explicit(&g->shards[i].n[p], memory_order_seq_cst) != 0)
+			return false;
+	return true;
 }
 
 void ovs_grace_wait(ovs_grace *g, unsigned p)
@@ -84,14 +104,14 @@ ovs_snapshot *ovs_grace_snapshot_owner(ovs_grace *g)
 
 void ovs_pin_latest(ovs_grace *g, ovs_column *const *cols, size_t n, ovs_version **out)
 {
-	unsigned p = grace_enter(g);
-	ovs_snapshot *snap = grace_snapshot_acq(g);
+	unsigned p = ovs_grace_enter(g);
+	ovs_snapshot *snap = ovs_grace_snapshot_acq(g);
 	for (size_t i = 0; i < n; i++) {
 		out[i] = cols[i] ? ovs_snapshot_version(snap, cols[i]) : NULL;
 		if (out[i])
 			ovs_version_ref(out[i]);
 	}
-	grace_leave(g, p);
+	ovs_grace_leave(g, p);
 }
 
 /* Pins entry i of snap into cols/vers at *k. */
@@ -106,8 +126,8 @@ size_t ovs_pin_all_latest(ovs_grace *g, const ovx_token_t *names, size_t nnames,
 			  ovs_version **vers, size_t cap)
 {
 	size_t k = 0;
-	unsigned p = grace_enter(g);
-	ovs_snapshot *snap = grace_snapshot_acq(g);
+	unsigned p = ovs_grace_enter(g);
+	ovs_snapshot *snap = ovs_grace_snapshot_acq(g);
 	for (size_t j = 0; snap && j < (nnames ? nnames : 1); j++)
 		for (size_t i = 0; i < snap->ncols && k < cap; i++) {
 			if (!snap->versions[i] || (nnames && snap->cols[i]->name != names[j]))
@@ -116,7 +136,7 @@ size_t ovs_pin_all_latest(ovs_grace *g, const ovx_token_t *names, size_t nnames,
 			if (nnames)
 				break;
 		}
-	grace_leave(g, p);
+	ovs_grace_leave(g, p);
 	return k;
 }
 
@@ -124,8 +144,8 @@ size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool 
 		       ovstage_ordinal_t start, ovs_version **out, size_t cap, bool *had_any)
 {
 	size_t n = 0;
-	unsigned p = grace_enter(g);
-	ovs_version *v = ovs_snapshot_version(grace_snapshot_acq(g), c);
+	unsigned p = ovs_grace_enter(g);
+	ovs_version *v = ovs_snapshot_version(ovs_grace_snapshot_acq(g), c);
 	*had_any = v != NULL;
 	/* acquire on `older`: pairs with the seal's chain links (published by the snapshot) and with
 	 * trim_retention's release store of NULL (grace.h, 3). */
@@ -137,7 +157,7 @@ size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool 
 		if (!has_start || v->ordinal < start || v->all_changed)
 			break;
 	}
-	grace_leave(g, p);
+	ovs_grace_leave(g, p);
 	return n;
 }
 
