@@ -11,6 +11,7 @@ packages=(
 	libtbb-dev liblmdb-dev               # benchmark peers (oneTBB, LMDB); OpenMP comes with gcc
 	python3-dev python3-numpy            # the Python extension and its tests
 	spin                                 # model checker for verify/ (the grace-period model)
+	clang libclang-rt-14-dev             # libFuzzer targets in fuzz/ (clang 14 with its fuzzer runtime)
 )
 
 missing=()

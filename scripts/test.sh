@@ -57,4 +57,11 @@ for b in "${builds[@]}"; do
 		ctest --test-dir "build/$b" --output-on-failure -j"$jobs"
 	fi
 done
+# A short fuzz smoke run (fuzz/README.md): 20 s per libFuzzer target; a finding fails the run.
+if command -v clang >/dev/null; then
+	echo "=== fuzz smoke run ==="
+	bash fuzz/run.sh 20
+else
+	echo "test.sh: clang not found, skipping the fuzz smoke run"
+fi
 echo "test.sh: all builds passed (${builds[*]})"
