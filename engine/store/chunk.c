@@ -313,129 +313,131 @@ static bool spares_usable(const ovs_column *c, ovs_version *prev, ovs_version **
 	return true;
 }
 
-bool ovs_chunks_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
-		      ovs_delta *ds, char *err, size_t errlen)
+/* The shape of the version being built. */
+typedef struct chunk_geo {
+	size_t rb;      /* row bytes */
+	uint32_t shift; /* log2 rows per chunk */
+	uint32_t cr;    /* rows per chunk */
+	uint32_t rows;  /* rows of the version */
+	uint32_t nch;   /* chunks of the version */
+} chunk_geo;
+
+/* A full write covering every row: its buffer becomes the version's chunks, no copy. What came
+ * before it at this ordinal is overwritten; what came after applies on top. */
+static bool adopt_full(ovs_exec *x, ovs_version *v, const ovs_delta *last_full, const chunk_geo *g)
 {
-	size_t rb = c->row_bytes;
-	uint32_t shift = ovs_chunk_shift(st->chunk_bytes, rb), cr = 1u << shift, rows = v->rows;
-	uint32_t nch = (uint32_t)(((uint64_t)rows + cr - 1) >> shift);
-	uint8_t *how = NULL; /* per chunk: 0 shared with prev, 1 copied from prev, 2 a caught-up spare */
-	ovs_version **chain = NULL;
-	size_t nchain = 0;
-	v->chunk_shift = shift;
-	v->nchunks = nch;
-	v->chunks = nch <= 1 ? &v->chunk1 : calloc(nch, sizeof *v->chunks); /* small columns: no allocation */
-	if (!v->chunks)
-		goto oom;
-	ovs_delta *last_full = NULL;
-	for (ovs_delta *d = ds; d; d = d->next)
-		if (d->kind == OVS_DELTA_FULL)
-			last_full = d;
-	if (last_full && last_full->nrows == rows && last_full->full->capacity >= (size_t)rows * rb) {
-		/* A full write covering every row: its buffer becomes the version's chunks, no copy. What
-		 * came before it at this ordinal is overwritten; what came after applies on top. */
-		ovs_buffer *b = last_full->full;
-		uint64_t cap = b->capacity / rb;
-		for (uint32_t j = 0; j < nch; j++) {
-			uint64_t r0 = (uint64_t)j << shift;
-			v->chunks[j] = ovs_chunk_new(b, (size_t)r0 * rb, (uint32_t)(cap - r0 < cr ? cap - r0 : cr));
-			if (!v->chunks[j])
-				goto oom;
-		}
-		for (ovs_delta *d = last_full->next; d; d = d->next)
-			if (d->kind == OVS_DELTA_SPARSE)
-				apply_sparse(x, v->chunks, NULL, 0, shift, rb, d);
-		goto runs;
+	ovs_buffer *b = last_full->full;
+	uint64_t cap = b->capacity / g->rb;
+	for (uint32_t j = 0; j < g->nch; j++) {
+		uint64_t r0 = (uint64_t)j << g->shift;
+		v->chunks[j] = ovs_chunk_new(b, (size_t)r0 * g->rb, (uint32_t)(cap - r0 < g->cr ? cap - r0 : g->cr));
+		if (!v->chunks[j])
+			return false;
 	}
-	how = calloc(nch ? nch : 1, 1);
-	if (!how)
-		goto oom;
-	/* The chunks this ordinal changes, and those prev cannot provide (new, or too small). */
-	for (ovs_delta *d = ds; d; d = d->next) {
+	for (const ovs_delta *d = last_full->next; d; d = d->next)
+		if (d->kind == OVS_DELTA_SPARSE)
+			apply_sparse(x, v->chunks, NULL, 0, g->shift, g->rb, d);
+	return true;
+}
+
+/* Marks in `how` the chunks this ordinal changes and those prev cannot provide (new, or too small). */
+static void mark_changed(uint8_t *how, const ovs_delta *ds, const ovs_version *prev, const chunk_geo *g)
+{
+	for (const ovs_delta *d = ds; d; d = d->next) {
 		if (d->kind == OVS_DELTA_FULL)
-			memset(how, 1, (size_t)(((uint64_t)d->nrows + cr - 1) >> shift));
+			memset(how, 1, (size_t)(((uint64_t)d->nrows + g->cr - 1) >> g->shift));
 		else if (d->kind == OVS_DELTA_SPARSE && d->contig && d->nrows)
-			memset(how + (d->rows[0] >> shift), 1,
-			       (size_t)((d->rows[d->nrows - 1] >> shift) - (d->rows[0] >> shift)) + 1);
+			memset(how + (d->rows[0] >> g->shift), 1,
+			       (size_t)((d->rows[d->nrows - 1] >> g->shift) - (d->rows[0] >> g->shift)) + 1);
 		else if (d->kind == OVS_DELTA_SPARSE)
 			for (uint32_t i = 0; i < d->nrows; i++)
-				how[d->rows[i] >> shift] = 1;
+				how[d->rows[i] >> g->shift] = 1;
 	}
-	for (uint32_t j = 0; j < nch; j++)
-		if (!prev || j >= prev->nchunks || prev->chunks[j]->cap_rows < rows_in(rows, shift, j))
+	for (uint32_t j = 0; j < g->nch; j++)
+		if (!prev || j >= prev->nchunks || prev->chunks[j]->cap_rows < rows_in(g->rows, g->shift, j))
 			how[j] = 1;
-	bool replay = spares_usable(c, prev, &chain, &nchain);
-	uint32_t ncopy = 0;
-	for (uint32_t j = 0; j < nch; j++) {
-		if (!how[j])
+}
+
+/* Copies prev's rows into the copy slots (how == 1), runs of chunks adjacent on both sides in one
+ * (parallel) copy. */
+static void fill_from_prev(ovs_exec *x, ovs_version *v, const ovs_version *prev, const uint8_t *how,
+			   const chunk_geo *g)
+{
+	for (uint32_t j = 0; j < g->nch;) {
+		if (how[j] != 1 || !prev || j >= prev->nchunks) {
+			j++;
 			continue;
-		if (replay && j < c->nspares && c->spares[j] && c->spares[j]->cap_rows >= rows_in(rows, shift, j))
-			how[j] = 2;
-		else
-			ncopy++;
-	}
-	/* Copy slots: one buffer, in chunk order, so neighbouring copied chunks stay one run. The last
-	 * chunk of the column gets room for its rows rounded up to a power of two (a small column does
-	 * not pay for a whole chunk; a growing one re-copies it O(log) times). */
-	if (ncopy) {
-		uint32_t last_cap = cr;
-		if (how[nch - 1] == 1) {
-			uint32_t need = rows_in(rows, shift, nch - 1);
-			last_cap = 1;
-			while (last_cap < need)
-				last_cap <<= 1;
 		}
-		ovs_buffer *b = ovs_buffer_new(st, ((size_t)(ncopy - 1) * cr + last_cap) * rb);
-		if (!b)
-			goto oom;
-		uint32_t s = 0;
-		for (uint32_t j = 0; j < nch; j++)
-			if (how[j] == 1) {
-				v->chunks[j] = ovs_chunk_new(b, (size_t)s++ * cr * rb, j == nch - 1 ? last_cap : cr);
-				if (!v->chunks[j]) {
-					ovs_buffer_unref(b);
-					goto oom;
-				}
+		uint32_t e = j;
+		size_t bytes = (size_t)rows_in(prev->rows, g->shift, j) * g->rb;
+		while (e + 1 < g->nch && how[e + 1] == 1 && e + 1 < prev->nchunks &&
+		       adjacent(prev->chunks[e], prev->chunks[e + 1], g->shift, g->rb) &&
+		       adjacent(v->chunks[e], v->chunks[e + 1], g->shift, g->rb) &&
+		       rows_in(prev->rows, g->shift, e) == g->cr) {
+			e++;
+			bytes += (size_t)rows_in(prev->rows, g->shift, e) * g->rb;
+		}
+		if (bytes)
+			chunk_copy(x, v->chunks[j], chunk_data(v->chunks[j]), chunk_data(prev->chunks[j]), bytes);
+		j = e + 1;
+	}
+}
+
+/* Copy slots: one buffer, in chunk order, so neighbouring copied chunks stay one run. The last chunk
+ * of the column gets room for its rows rounded up to a power of two (a small column does not pay
+ * for a whole chunk; a growing one re-copies it O(log) times). Filled from prev. */
+static bool copy_chunks(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_version *prev, const uint8_t *how,
+			uint32_t ncopy, const chunk_geo *g)
+{
+	uint32_t last_cap = g->cr;
+	if (how[g->nch - 1] == 1) {
+		uint32_t need = rows_in(g->rows, g->shift, g->nch - 1);
+		last_cap = 1;
+		while (last_cap < need)
+			last_cap <<= 1;
+	}
+	ovs_buffer *b = ovs_buffer_new(st, ((size_t)(ncopy - 1) * g->cr + last_cap) * g->rb);
+	if (!b)
+		return false;
+	uint32_t s = 0;
+	for (uint32_t j = 0; j < g->nch; j++)
+		if (how[j] == 1) {
+			v->chunks[j] = ovs_chunk_new(b, (size_t)s++ * g->cr * g->rb, j == g->nch - 1 ? last_cap : g->cr);
+			if (!v->chunks[j]) {
+				ovs_buffer_unref(b);
+				return false;
 			}
-		ovs_buffer_unref(b); /* the chunks hold it */
-		/* Fill them from prev, runs of chunks adjacent on both sides in one (parallel) copy. */
-		for (uint32_t j = 0; j < nch;) {
-			if (how[j] != 1 || !prev || j >= prev->nchunks) {
-				j++;
+		}
+	ovs_buffer_unref(b); /* the chunks hold it */
+	fill_from_prev(x, v, prev, how, g);
+	return true;
+}
+
+/* Spares (how == 2): take them and replay the retained versions' deltas (oldest first) onto them,
+ * skipping a delta this ordinal rewrites anyway. */
+static void catch_up_spares(ovs_exec *x, ovs_column *c, ovs_version *v, const uint8_t *how, ovs_version **chain,
+			    size_t nchain, const ovs_delta *ds, const chunk_geo *g)
+{
+	for (uint32_t j = 0; j < g->nch; j++)
+		if (how[j] == 2) {
+			v->chunks[j] = c->spares[j];
+			c->spares[j] = NULL;
+		}
+	for (size_t i = 0; i < nchain; i++)
+		for (ovs_delta *d = chain[i]->deltas; d; d = d->next)
+			if (d->kind != OVS_DELTA_SPARSE)
 				continue;
-			}
-			uint32_t e = j;
-			size_t bytes = (size_t)rows_in(prev->rows, shift, j) * rb;
-			while (e + 1 < nch && how[e + 1] == 1 && e + 1 < prev->nchunks &&
-			       adjacent(prev->chunks[e], prev->chunks[e + 1], shift, rb) &&
-			       adjacent(v->chunks[e], v->chunks[e + 1], shift, rb) && rows_in(prev->rows, shift, e) == cr) {
-				e++;
-				bytes += (size_t)rows_in(prev->rows, shift, e) * rb;
-			}
-			if (bytes)
-				chunk_copy(x, v->chunks[j], chunk_data(v->chunks[j]), chunk_data(prev->chunks[j]), bytes);
-			j = e + 1;
-		}
-	}
-	/* Spares: take them and replay the retained versions' deltas (oldest first) onto them. */
-	if (replay) {
-		for (uint32_t j = 0; j < nch; j++)
-			if (how[j] == 2) {
-				v->chunks[j] = c->spares[j];
-				c->spares[j] = NULL;
-			}
-		for (size_t i = 0; i < nchain; i++)
-			for (ovs_delta *d = chain[i]->deltas; d; d = d->next)
-				if (d->kind != OVS_DELTA_SPARSE)
-					continue;
-				else if (overwritten(d, ds))
-					atomic_fetch_add_explicit(&g_replays_skipped, 1, memory_order_relaxed);
-				else
-					apply_sparse(x, v->chunks, how, 2, shift, rb, d);
-	}
-	/* The rest: prev's chunks, shared. */
+			else if (overwritten(d, ds))
+				atomic_fetch_add_explicit(&g_replays_skipped, 1, memory_order_relaxed);
+			else
+				apply_sparse(x, v->chunks, how, 2, g->shift, g->rb, d);
+}
+
+/* The unmarked chunks are prev's, shared; then the statistics. */
+static void share_rest(ovs_version *v, ovs_version *prev, const uint8_t *how, uint32_t ncopy, const chunk_geo *g)
+{
 	uint32_t nshared = 0, nreplayed = 0;
-	for (uint32_t j = 0; j < nch; j++) {
+	for (uint32_t j = 0; j < g->nch; j++) {
 		nreplayed += how[j] == 2;
 		if (!how[j]) {
 			v->chunks[j] = prev->chunks[j];
@@ -446,30 +448,74 @@ bool ovs_chunks_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v,
 	atomic_fetch_add_explicit(&g_shared, nshared, memory_order_relaxed);
 	atomic_fetch_add_explicit(&g_copied, ncopy, memory_order_relaxed);
 	atomic_fetch_add_explicit(&g_replayed, nreplayed, memory_order_relaxed);
-	/* This ordinal's deltas, in op-id order, onto its private chunks. */
-	for (ovs_delta *d = ds; d; d = d->next) {
+}
+
+/* Builds the chunk table of a version that a full write does not cover: marks, copies, catches up,
+ * shares, then applies this ordinal's deltas in op-id order onto the private chunks. */
+static bool build_cow(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
+		      ovs_delta *ds, const chunk_geo *g)
+{
+	uint8_t *how = calloc(g->nch ? g->nch : 1, 1); /* per chunk: 0 shared, 1 copied, 2 a caught-up spare */
+	if (!how)
+		return false;
+	mark_changed(how, ds, prev, g);
+	ovs_version **chain = NULL;
+	size_t nchain = 0;
+	bool replay = spares_usable(c, prev, &chain, &nchain);
+	uint32_t ncopy = 0;
+	for (uint32_t j = 0; j < g->nch; j++) {
+		if (!how[j])
+			continue;
+		if (replay && j < c->nspares && c->spares[j] && c->spares[j]->cap_rows >= rows_in(g->rows, g->shift, j))
+			how[j] = 2;
+		else
+			ncopy++;
+	}
+	bool ok = !ncopy || copy_chunks(st, x, v, prev, how, ncopy, g);
+	if (ok) {
+		if (replay)
+			catch_up_spares(x, c, v, how, chain, nchain, ds, g);
+		share_rest(v, prev, how, ncopy, g);
+		for (ovs_delta *d = ds; d; d = d->next) {
+			if (d->kind == OVS_DELTA_FULL)
+				apply_full(x, v->chunks, g->shift, g->rb, d);
+			else if (d->kind == OVS_DELTA_SPARSE)
+				apply_sparse(x, v->chunks, NULL, 0, g->shift, g->rb, d);
+		}
+	}
+	free(how);
+	free(chain);
+	return ok;
+}
+
+bool ovs_chunks_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
+		      ovs_delta *ds, char *err, size_t errlen)
+{
+	chunk_geo g;
+	g.rb = c->row_bytes;
+	g.shift = ovs_chunk_shift(st->chunk_bytes, g.rb);
+	g.cr = 1u << g.shift;
+	g.rows = v->rows;
+	g.nch = (uint32_t)(((uint64_t)g.rows + g.cr - 1) >> g.shift);
+	v->chunk_shift = g.shift;
+	v->nchunks = g.nch;
+	v->chunks = g.nch <= 1 ? &v->chunk1 : calloc(g.nch, sizeof *v->chunks); /* small columns: no allocation */
+	ovs_delta *last_full = NULL;
+	for (ovs_delta *d = ds; d; d = d->next)
 		if (d->kind == OVS_DELTA_FULL)
-			apply_full(x, v->chunks, shift, rb, d);
-		else if (d->kind == OVS_DELTA_SPARSE)
-			apply_sparse(x, v->chunks, NULL, 0, shift, rb, d);
-	}
-runs:;
+			last_full = d;
+	bool whole = last_full && last_full->nrows == g.rows && last_full->full->capacity >= (size_t)g.rows * g.rb;
+	bool ok = v->chunks && (whole ? adopt_full(x, v, last_full, &g) : build_cow(st, x, c, v, prev, ds, &g));
 	size_t held;
-	if (!compute_runs(v, rb, &held))
-		goto oom;
-	if (v->nruns > OVS_MAX_RUNS || held > OVS_MAX_HELD_FACTOR * ((size_t)rows * rb) + st->chunk_bytes) {
-		compact(st, x, v, rb);
-		if (!compute_runs(v, rb, &held))
-			goto oom;
+	ok = ok && compute_runs(v, g.rb, &held);
+	if (ok && (v->nruns > OVS_MAX_RUNS || held > OVS_MAX_HELD_FACTOR * ((size_t)g.rows * g.rb) + st->chunk_bytes)) {
+		compact(st, x, v, g.rb);
+		ok = compute_runs(v, g.rb, &held);
 	}
-	free(how);
-	free(chain);
-	return true;
-oom:
-	free(how);
-	free(chain);
+	if (ok)
+		return true;
 	ovs_version_chunks_free(v);
-	ovs_err_format(err, errlen, "out of memory building %u chunks of a column version", nch);
+	ovs_err_format(err, errlen, "out of memory building %u chunks of a column version", g.nch);
 	return false;
 }
 
