@@ -214,6 +214,7 @@ static inline ovx_string_or_token_t fz_pick_attr(fz_fixture *f, uint8_t b)
 
 #define FZ_MAX_NDIM 5
 #define FZ_BUF_CAP (64 * 1024)
+#define FZ_LOGICAL_CAP (1024 * 1024)
 
 /* A decoded DLTensor with the storage its pointers refer to. */
 typedef struct {
@@ -311,7 +312,12 @@ static inline void fz_decode_tensor(fz_in *in, DLTensor *t, fz_tensor_store *ts)
 			}
 		}
 	}
-	if (!reachable || (flags & 0x40) || t->byte_offset > FZ_BUF_CAP) {
+	/* A zero-stride (broadcast) tensor reaches few bytes but may describe a huge payload, which
+	 * the engine would legitimately copy: keep the logical size small too, or pass NULL data. */
+	__int128 logical = reachable ? (__int128)eb : 0;
+	for (int k = 0; k < nd && reachable && logical <= FZ_LOGICAL_CAP; k++)
+		logical *= ts->shape[k];
+	if (!reachable || logical > FZ_LOGICAL_CAP || (flags & 0x40) || t->byte_offset > FZ_BUF_CAP) {
 		t->data = NULL;
 		return;
 	}

@@ -20,7 +20,9 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -D
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}" >/dev/null
 
 # abort_on_error: an ASan/UBSan report or an invariant abort() is a crash libFuzzer records.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:halt_on_error=1}:detect_leaks=1"
+# allocator_may_return_null: a huge allocation fails (the engine reports OUT_OF_MEMORY) instead of
+# ASan aborting on it.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:halt_on_error=1}:detect_leaks=1:allocator_may_return_null=1"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 status=0
 for t in "${targets[@]}"; do

@@ -153,7 +153,11 @@ static void view_build(ovs_layout_view *v, const uint8_t *base, size_t eb, int32
 	for (int32_t k = 0; k < ndim; k++) {
 		if (shape[k] == 1)
 			continue; /* a size-1 dim's stride never moves */
-		int64_t bstride = (strides != NULL ? strides[k] : cstride[k]) * (int64_t)eb;
+		int64_t bstride;
+		/* Validated spans fit int64; only a view reaching no element (the row view of an empty
+		 * tensor, whose strides were not checked) can overflow here: saturate, it is never walked. */
+		if (__builtin_mul_overflow(strides != NULL ? strides[k] : cstride[k], (int64_t)eb, &bstride))
+			bstride = INT64_MAX;
 		int64_t whole;
 		if (n > 0 && !__builtin_mul_overflow(shape[k], bstride, &whole) && v->stride[n - 1] == whole) {
 			/* the outer dim steps exactly over the whole inner one: one longer dim */
@@ -405,6 +409,12 @@ const DLTensor *ovs_layout_tensor(const ovs_layout *l, uint32_t i)
 
 /* ---- Transports ------------------------------------------------------------------------------ */
 
+/* data + byte_offset; NULL for an empty tensor with NULL data (NULL + offset is undefined). */
+static const uint8_t *tensor_base(const DLTensor *t)
+{
+	return t->data != NULL ? (const uint8_t *)t->data + t->byte_offset : NULL;
+}
+
 static ovstage_api_status_t check_index_map(const ovs_layout *l, const char *what, char *err, size_t err_size)
 {
 	for (uint32_t i = 0; i < l->count; i++)
@@ -451,7 +461,7 @@ static ovstage_api_status_t layout_fixed(ovs_layout *l, const DLTensor *t, const
 	l->src_row_elems = lanes / t->dtype.lanes;
 	l->row_count = (uint64_t)t->shape[0];
 
-	const uint8_t *base = (const uint8_t *)t->data + t->byte_offset;
+	const uint8_t *base = tensor_base(t);
 	view_build(&l->view, base, src_eb, t->ndim, t->shape, t->strides);
 	ovs_layout_view row;
 	view_build(&row, base, src_eb, t->ndim - 1, t->shape + 1, t->strides != NULL ? t->strides + 1 : NULL);
@@ -502,7 +512,7 @@ static ovstage_api_status_t layout_packed(ovs_layout *l, const DLTensor *t, cons
 	l->row_len = row_bytes / l->elem_bytes;
 	l->row_bytes = (size_t)row_bytes;
 	l->src_row_elems = l->row_len;
-	view_build(&l->view, (const uint8_t *)t->data + t->byte_offset, l->elem_bytes, t->ndim, t->shape, t->strides);
+	view_build(&l->view, tensor_base(t), l->elem_bytes, t->ndim, t->shape, t->strides);
 	l->contiguous = l->view.dense;
 	return OVSTAGE_OK;
 }
@@ -672,7 +682,7 @@ void ovs_layout_copy_array_row(const ovs_layout *l, uint32_t row, void *dst)
 		return;
 	const DLTensor *t = ovs_layout_tensor(l, row);
 	ovs_layout_view v;
-	view_build(&v, (const uint8_t *)t->data + t->byte_offset, l->elem_bytes, t->ndim, t->shape, t->strides);
+	view_build(&v, tensor_base(t), l->elem_bytes, t->ndim, t->shape, t->strides);
 	view_copy(&v, 0, v.elems, (uint8_t *)dst);
 }
 
