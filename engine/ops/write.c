@@ -908,6 +908,146 @@ static void release_all_managed(const ovstage_attribute_write_t *writes, size_t 
 	}
 }
 
+/* Managed tensors: non-NULL and unique across the batch. Sets the last error on failure. */
+static ovstage_api_status_t check_managed_batch(const ovstage_attribute_write_t *writes, size_t write_count)
+{
+	ovstage_api_status_t s;
+	for (size_t i = 0; i < write_count; i++) {
+		const ovstage_write_data_t *wd = &writes[i].data;
+		if (!wd->managed_tensors)
+			continue;
+		for (uint32_t t = 0; t < wd->tensor_count; t++) {
+			if (!wd->managed_tensors[t]) {
+				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu].data.managed_tensors[%u] is NULL",
+						i, t);
+				return s;
+			}
+			size_t j;
+			uint32_t u;
+			if (managed_seen_before(writes, i, t, &j, &u)) {
+				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu].data.managed_tensors[%u] is the same "
+						"tensor as writes[%zu].data.managed_tensors[%u]", i, t, j, u);
+				return s;
+			}
+		}
+	}
+	return OVSTAGE_OK;
+}
+
+/* Resolves and checks entry i of a write at the call (name, duplicates, managed tensors, column,
+ * host layout and, for a ready query, layout and schema). Sets the last error on failure. */
+static ovstage_api_status_t prepare_entry(ovs_stage *st, write_op *op, const ovstage_attribute_write_t *writes,
+					  size_t i)
+{
+	ovstage_api_status_t s;
+	ovs_query *q = op->q;
+	write_entry *e = &op->e[i];
+	ovx_token_t t = writes[i].attribute.token;
+	if (!t || !ovs_pd_token_is_valid(st->pd, t)) { /* strings, and errors: the slower path */
+		char what[64];
+		snprintf(what, sizeof what, "writes[%zu].attribute", i);
+		s = ovs_resolve_attr(st, writes[i].attribute, false, &t, what);
+		if (s != OVSTAGE_OK)
+			return s;
+	}
+	if (ovs_attr_is_derived(st, t)) {
+		s = ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "writes[%zu]: \"%s\" is derived from path structure "
+				"and cannot be written", i, ovs_attr_name(st, t));
+		return s;
+	}
+	for (size_t j = 0; j < i; j++)
+		if (op->e[j].col->name == t) {
+			s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu] and writes[%zu] both write \"%s\"",
+					j, i, ovs_attr_name(st, t));
+			return s;
+		}
+	e->data = writes[i].data;
+	if (e->managed)
+		e->data.managed_tensors = (const DLManagedTensorVersioned *const *)e->managed;
+	else if (writes[i].data.managed_tensors && writes[i].data.tensor_count) {
+		s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory taking managed tensors");
+		return s;
+	}
+	char err[512];
+	e->col = ovs_column_get_or_create(&st->store, t);
+	if (!e->col) {
+		s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating column \"%s\"",
+				ovs_attr_name(st, t));
+		return s;
+	}
+	e->semantic = e->data.semantic;
+	s = ovs_layout_check_host(&e->data, err, sizeof err); /* known without the query's prims */
+	if (s != OVSTAGE_OK) {
+		ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
+		return s;
+	}
+	if (op->deferred)
+		return OVSTAGE_OK; /* layout and schema need the query's count: checked in the op */
+	s = ovs_layout_from_write(&e->data, (uint32_t)(q->count > UINT32_MAX ? UINT32_MAX : q->count), &e->layout,
+				  err, sizeof err);
+	if (s != OVSTAGE_OK) {
+		ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
+		return s;
+	}
+	/* Schema checks that are provable now (the column may get its schema later). */
+	if (atomic_load_explicit(&e->col->has_schema, memory_order_acquire)) {
+		ovs_column *c = e->col;
+		ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic
+											 : e->semantic;
+		if (e->semantic == OVSTAGE_SEMANTIC_NONE)
+			e->semantic = c->schema.semantic;
+		s = ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
+					    ovs_attr_name(st, t), err, sizeof err);
+	} else {
+		s = ovs_layout_check_reserved(e->layout.is_array, e->layout.dtype, e->semantic, ovs_attr_name(st, t),
+					      err, sizeof err);
+	}
+	if (s != OVSTAGE_OK) {
+		ovs_err_set(s, "writes[%zu]: %s", i, err);
+		return s;
+	}
+	return OVSTAGE_OK;
+}
+
+/* Ordinal admission and registration with the sequencer, atomically w.r.t. floor advances. A
+ * rejection before the sequencer sets *rejected (the caller still owns op); otherwise the sequencer
+ * owns op from here on, accepted or not. */
+static ovstage_enqueue_result_t submit_write(ovs_stage *st, write_op *op, size_t write_count,
+					     ovstage_ordinal_t ordinal, ovstage_api_status_t *rejected)
+{
+	ovs_query *q = op->q;
+	*rejected = OVSTAGE_OK;
+	ovx_token_t *cols = malloc((write_count ? write_count : 1) * sizeof *cols);
+	if (!cols) {
+		*rejected = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory preparing a write");
+		return ovs_rejected(*rejected);
+	}
+	/* What the op will copy: fixed rows, except a managed tensor adopted whole (no copy). */
+	size_t copy_bytes = 0;
+	bool inline_ok = !op->deferred;
+	for (size_t i = 0; i < write_count; i++) {
+		const write_entry *e = &op->e[i];
+		cols[i] = e->col->name;
+		if (op->deferred)
+			continue; /* no layout yet (and not inline: it runs after the query's op) */
+		if (e->layout.is_array)
+			inline_ok = false; /* per-row blobs: cost not known from the layout */
+		else if (!(e->nmanaged == 1 && e->layout.contiguous && !e->layout.index_map))
+			copy_bytes += (size_t)e->layout.count * e->layout.elem_bytes;
+	}
+	inline_ok = inline_ok && copy_bytes <= WRITE_INLINE_MAX_BYTES;
+	/* Back-pressure, with the columns known: a write that fills a gap of each is admitted. */
+	*rejected = ovs_check_unsealed(&st->store, ordinal, cols, write_count);
+	if (*rejected != OVSTAGE_OK) {
+		free(cols);
+		return ovs_rejected(*rejected);
+	}
+	/* A query still resolving: run after its op (reads of q->paths/count are then ordered). */
+	ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free, .after = op->deferred ? &q->op : NULL,
+			  .after_count = op->deferred ? 1 : 0, .run_inline = inline_ok };
+	return ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, &d, &op->inflight);
+}
+
 ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,
 					      const ovstage_attribute_write_t *writes, size_t write_count,
 					      ovstage_ordinal_t ordinal, ovstage_prim_mode_t prim_mode)
@@ -930,26 +1070,9 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 				(int)prim_mode);
 		goto reject_all;
 	}
-	/* Managed tensors: non-NULL and unique across the batch. */
-	for (size_t i = 0; i < write_count; i++) {
-		const ovstage_write_data_t *wd = &writes[i].data;
-		if (!wd->managed_tensors)
-			continue;
-		for (uint32_t t = 0; t < wd->tensor_count; t++) {
-			if (!wd->managed_tensors[t]) {
-				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu].data.managed_tensors[%u] is NULL",
-						i, t);
-				goto reject_all;
-			}
-			size_t j;
-			uint32_t u;
-			if (managed_seen_before(writes, i, t, &j, &u)) {
-				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu].data.managed_tensors[%u] is the same "
-						"tensor as writes[%zu].data.managed_tensors[%u]", i, t, j, u);
-				goto reject_all;
-			}
-		}
-	}
+	s = check_managed_batch(writes, write_count);
+	if (s != OVSTAGE_OK)
+		goto reject_all;
 	q = ovs_query_get(st, handle);
 	if (!q) {
 		s = OVSTAGE_ERROR_INVALID_HANDLE;
@@ -969,104 +1092,13 @@ ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_qu
 	adopt_all_managed(op->e, writes, write_count);
 	/* From here on, rejections release what op->e owns (exactly once). */
 	for (size_t i = 0; i < write_count; i++) {
-		write_entry *e = &op->e[i];
-		ovx_token_t t = writes[i].attribute.token;
-		if (!t || !ovs_pd_token_is_valid(st->pd, t)) { /* strings, and errors: the slower path */
-			char what[64];
-			snprintf(what, sizeof what, "writes[%zu].attribute", i);
-			s = ovs_resolve_attr(st, writes[i].attribute, false, &t, what);
-			if (s != OVSTAGE_OK)
-				goto reject_op;
-		}
-		if (ovs_attr_is_derived(st, t)) {
-			s = ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "writes[%zu]: \"%s\" is derived from path structure "
-					"and cannot be written", i, ovs_attr_name(st, t));
+		s = prepare_entry(st, op, writes, i);
+		if (s != OVSTAGE_OK)
 			goto reject_op;
-		}
-		for (size_t j = 0; j < i; j++)
-			if (op->e[j].col->name == t) {
-				s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "writes[%zu] and writes[%zu] both write \"%s\"",
-						j, i, ovs_attr_name(st, t));
-				goto reject_op;
-			}
-		e->data = writes[i].data;
-		if (e->managed)
-			e->data.managed_tensors = (const DLManagedTensorVersioned *const *)e->managed;
-		else if (writes[i].data.managed_tensors && writes[i].data.tensor_count) {
-			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory taking managed tensors");
-			goto reject_op;
-		}
-		char err[512];
-		e->col = ovs_column_get_or_create(&st->store, t);
-		if (!e->col) {
-			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating column \"%s\"",
-					ovs_attr_name(st, t));
-			goto reject_op;
-		}
-		e->semantic = e->data.semantic;
-		s = ovs_layout_check_host(&e->data, err, sizeof err); /* known without the query's prims */
-		if (s != OVSTAGE_OK) {
-			ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
-			goto reject_op;
-		}
-		if (op->deferred)
-			continue; /* layout and schema need the query's count: checked in the op */
-		s = ovs_layout_from_write(&e->data, (uint32_t)(q->count > UINT32_MAX ? UINT32_MAX : q->count), &e->layout,
-					  err, sizeof err);
-		if (s != OVSTAGE_OK) {
-			ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
-			goto reject_op;
-		}
-		/* Schema checks that are provable now (the column may get its schema later). */
-		if (atomic_load_explicit(&e->col->has_schema, memory_order_acquire)) {
-			ovs_column *c = e->col;
-			ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic
-												 : e->semantic;
-			if (e->semantic == OVSTAGE_SEMANTIC_NONE)
-				e->semantic = c->schema.semantic;
-			s = ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
-						    ovs_attr_name(st, t), err, sizeof err);
-		} else {
-			s = ovs_layout_check_reserved(e->layout.is_array, e->layout.dtype, e->semantic, ovs_attr_name(st, t),
-						      err, sizeof err);
-		}
-		if (s != OVSTAGE_OK) {
-			ovs_err_set(s, "writes[%zu]: %s", i, err);
-			goto reject_op;
-		}
 	}
-	/* Ordinal admission and registration with the sequencer, atomically w.r.t. floor advances. */
-	{
-		ovx_token_t *cols = malloc((write_count ? write_count : 1) * sizeof *cols);
-		if (!cols) {
-			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory preparing a write");
-			goto reject_op;
-		}
-		/* What the op will copy: fixed rows, except a managed tensor adopted whole (no copy). */
-		size_t copy_bytes = 0;
-		bool inline_ok = !op->deferred;
-		for (size_t i = 0; i < write_count; i++) {
-			const write_entry *e = &op->e[i];
-			cols[i] = e->col->name;
-			if (op->deferred)
-				continue; /* no layout yet (and not inline: it runs after the query's op) */
-			if (e->layout.is_array)
-				inline_ok = false; /* per-row blobs: cost not known from the layout */
-			else if (!(e->nmanaged == 1 && e->layout.contiguous && !e->layout.index_map))
-				copy_bytes += (size_t)e->layout.count * e->layout.elem_bytes;
-		}
-		inline_ok = inline_ok && copy_bytes <= WRITE_INLINE_MAX_BYTES;
-		/* Back-pressure, with the columns known: a write that fills a gap of each is admitted. */
-		s = ovs_check_unsealed(&st->store, ordinal, cols, write_count);
-		if (s != OVSTAGE_OK) {
-			free(cols);
-			goto reject_op;
-		}
-		/* A query still resolving: run after its op (reads of q->paths/count are then ordered). */
-		ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free, .after = op->deferred ? &q->op : NULL,
-				  .after_count = op->deferred ? 1 : 0, .run_inline = inline_ok };
-		return ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, &d, &op->inflight);
-	}
+	ovstage_enqueue_result_t r = submit_write(st, op, write_count, ordinal, &s);
+	if (s == OVSTAGE_OK)
+		return r;
 reject_op:
 	write_op_free(op, false); /* releases the managed tensors op->e owns, and the query */
 	return ovs_rejected(s);
