@@ -43,6 +43,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "bitmap.h"
 #include "grace.h"
 #include <unistd.h>
 
@@ -824,30 +825,10 @@ static void rows_park(void)
 }
 
 /* =====================================================================================
- * 4. Bitmaps: the presence bitmap (engine/store/version.c) vs ck_bitmap
+ * 4. Bitmaps: the presence bitmap (engine/store/bitmap.h) vs ck_bitmap
  * ===================================================================================== */
 
-/* ---- copied from engine/store/version.c (bit_set, bits_set_prefix, bits_all_prefix) ---- */
-static inline void bit_set(uint64_t *bm, uint32_t r)
-{
-	bm[r / 64] |= (uint64_t)1 << (r % 64);
-}
-
-static void bits_set_prefix(uint64_t *bm, uint32_t n)
-{
-	memset(bm, 0xff, (size_t)(n / 64) * sizeof *bm);
-	if (n % 64)
-		bm[n / 64] |= ((uint64_t)1 << (n % 64)) - 1;
-}
-
-static bool bits_all_prefix(const uint64_t *bm, uint32_t n)
-{
-	for (uint32_t w = 0; w < n / 64; w++)
-		if (bm[w] != ~(uint64_t)0)
-			return false;
-	return !(n % 64) || (bm[n / 64] | ~(((uint64_t)1 << (n % 64)) - 1)) == ~(uint64_t)0;
-}
-/* ---- end of the copy ---- */
+/* The engine's presence-bitmap operations come from engine/store/bitmap.h. */
 
 enum { BM_BITS = 16u << 20, BM_PREFIX = BM_BITS - 5, BM_SPARSE = 1u << 20 };
 

@@ -4,6 +4,7 @@
 
 #include "chunk.h"
 #include "errors.h"
+#include "bitmap.h"
 #include "store.h"
 #include "version.h"
 #include "delta.h"
@@ -77,33 +78,6 @@ static int cmp_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 	return x < y ? -1 : (x > y);
-}
-
-static inline void bit_set(uint64_t *bm, uint32_t r)
-{
-	bm[r / 64] |= (uint64_t)1 << (r % 64);
-}
-
-static inline void bit_clear(uint64_t *bm, uint32_t r)
-{
-	bm[r / 64] &= ~((uint64_t)1 << (r % 64));
-}
-
-/* Sets bits [0, n) (whole words at once). */
-static void bits_set_prefix(uint64_t *bm, uint32_t n)
-{
-	memset(bm, 0xff, (size_t)(n / 64) * sizeof *bm);
-	if (n % 64)
-		bm[n / 64] |= ((uint64_t)1 << (n % 64)) - 1;
-}
-
-/* Whether bits [0, n) are all set. */
-static bool bits_all_prefix(const uint64_t *bm, uint32_t n)
-{
-	for (uint32_t w = 0; w < n / 64; w++)
-		if (bm[w] != ~(uint64_t)0)
-			return false;
-	return !(n % 64) || (bm[n / 64] | ~(((uint64_t)1 << (n % 64)) - 1)) == ~(uint64_t)0;
 }
 
 /* The presence bitmap of a version being built (NULL when every row holds a value): a column whose
