@@ -1022,7 +1022,10 @@ static void *stress_querier(void *arg)
 			ovstage_enqueue_result_t rr = ovstage_release_read(f->st, rh);
 			ovstage_wait_op(f->st, rr.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
 			ovstage_release_op(f->st, rr.op_index);
-		} else {
+		} else if (re.status != OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION) {
+			/* The floor check may trip at the call too: when the query's op finished before this
+			 * read was submitted, the read is known at the call to reach above the floor while a
+			 * later write is unsealed (defect 5: reported at the call, not at wait_op). */
 			atomic_fetch_add_explicit(&s->failures, 1, memory_order_relaxed);
 		}
 		ovstage_enqueue_result_t rq = ovstage_release_query(f->st, h);
