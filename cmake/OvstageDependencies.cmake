@@ -41,17 +41,24 @@ if(OVSTAGE_BUILD_BENCH)
   endif()
 endif()
 
-# CUDA: the jobs layer does not need it; the GPU backend (gpu/) will. Detect nvcc here so that the
-# decision is made once, and report it.
+# CUDA: the GPU backend (gpu/) is built wherever nvcc exists; the jobs layer does not need it.
 set(OVSTAGE_HAVE_CUDA OFF)
 if(NOT OVSTAGE_CUDA STREQUAL "OFF")
   find_program(OVSTAGE_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
   if(OVSTAGE_NVCC)
+    set(CMAKE_CUDA_COMPILER ${OVSTAGE_NVCC})
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # Ampere, Hopper (the H200), Blackwell, and PTX of the newest for JIT on later parts.
+      set(CMAKE_CUDA_ARCHITECTURES 80-real 90-real 100-real 120)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
     set(OVSTAGE_HAVE_CUDA ON)
-    message(STATUS "ovstage: CUDA toolkit found (${OVSTAGE_NVCC}); the GPU backend will be built where it exists")
+    message(STATUS "ovstage: building the CUDA backend with ${OVSTAGE_NVCC} (CUDA ${CUDAToolkit_VERSION}, "
+                   "architectures ${CMAKE_CUDA_ARCHITECTURES}); it runs CPU-only where no GPU or driver exists")
   elseif(OVSTAGE_CUDA STREQUAL "ON")
     message(FATAL_ERROR "OVSTAGE_CUDA=ON but nvcc was not found (looked in PATH, /usr/local/cuda/bin, $CUDA_HOME/bin)")
   else()
-    message(STATUS "ovstage: no CUDA toolkit found; building CPU-only")
+    message(STATUS "ovstage: no CUDA toolkit found; building CPU-only (the CUDA backend is not built)")
   endif()
 endif()

@@ -10,6 +10,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "gpu.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_refs;               /* guarded by g_lock */
@@ -25,6 +26,8 @@ static void settings_default(ovs_settings *s)
 	s->max_unsealed_mb = 4096;
 	s->chunk_kb = 256;
 	s->default_hierarchy_model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL;
+	s->disable_gpu = false;
+	s->gpu_pool_mb = 256;
 }
 
 /* Reads an unsigned environment variable; false (and a message) if set but malformed. */
@@ -98,6 +101,12 @@ static ovstage_api_status_t parse_config(const ovstage_config_t *cfg, ovs_settin
 							   "config.entries[%zu]: retention %llu not in [1, 1024]", i,
 							   (unsigned long long)e->value.uint_value);
 				s->retention = (uint32_t)e->value.uint_value;
+			} else if (e->key.uint64_key == OVSTAGE_CONFIG_EXT_GPU_POOL_MB) {
+				if (e->value.uint_value > (UINT64_MAX >> 20))
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "config.entries[%zu]: GPU pool %llu MiB is too large", i,
+							   (unsigned long long)e->value.uint_value);
+				s->gpu_pool_mb = e->value.uint_value;
 			} else {
 				return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
 						   "config.entries[%zu]: unknown uint64 key %u", i,
@@ -107,6 +116,10 @@ static ovstage_api_status_t parse_config(const ovstage_config_t *cfg, ovs_settin
 		case OVSTAGE_CONFIG_KEY_TYPE_BOOL:
 			if (e->key.bool_key == OVSTAGE_CONFIG_EXT_PIN_WORKERS) {
 				s->pin = e->value.bool_value;
+				break;
+			}
+			if (e->key.bool_key == OVSTAGE_CONFIG_EXT_DISABLE_GPU) {
+				s->disable_gpu = e->value.bool_value;
 				break;
 			}
 			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "config.entries[%zu]: unknown bool key %u",
@@ -196,6 +209,9 @@ ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
 		pthread_mutex_unlock(&g_lock);
 		return ovs_err_set(OVSTAGE_ERROR_INTERNAL, "cannot start the job scheduler: %s", err ? err : "?");
 	}
+	/* GPU settings are process-wide and decided once, at the first use after this (env wins). */
+	ovs_gpu_configure(s.disable_gpu, (int64_t)s.gpu_pool_mb);
+	ovs_gpu_sched_attach(g_sched); /* idle workers poll device completions */
 	g_settings = s;
 	g_refs = 1;
 	pthread_mutex_unlock(&g_lock);

@@ -22,6 +22,8 @@ typedef struct ovs_settings {
 	uint64_t max_unsealed_mb; /* back-pressure: unsealed written data per stage (0 = unlimited) */
 	uint32_t chunk_kb;        /* copy-on-write chunk of fixed-size columns, KiB */
 	uint64_t default_hierarchy_model; /* RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL */
+	bool disable_gpu;         /* CPU-only mode (process-wide; the environment wins) */
+	uint64_t gpu_pool_mb;     /* device memory retained per GPU pool */
 } ovs_settings;
 
 /* Takes one reference; bootstraps on 0 -> 1 with `config` (NULL = defaults). INVALID_ARGUMENT (with a

@@ -129,6 +129,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->pd = pd;
 	ovs_store_init(&st->store, ovs_runtime_settings()->retention, (size_t)ovs_runtime_settings()->chunk_kb << 10,
 		       (int64_t)(ovs_runtime_settings()->max_unsealed_mb << 20));
+	st->store.sched = st->sched; /* device work's completions resolve receipts there */
 	pthread_mutex_init(&st->seq_lock, NULL);
 	ovs_handles_init(&st->handles, st->serial);
 	atomic_init(&st->live_ops, 0);

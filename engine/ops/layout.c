@@ -10,6 +10,8 @@
  */
 #include "layout.h"
 
+#include "gpu.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -369,16 +371,20 @@ ovstage_api_status_t ovs_layout_check_host(const ovstage_write_data_t *wd, char 
 			continue;
 		char tn[64];
 		tensor_label(tn, sizeof tn, managed, i);
-		return fail(err, err_size, OVSTAGE_ERROR_NOT_SUPPORTED,
-			    "%s.device = %s:%d: device-resident tensors need the GPU backend, which is not built in "
-			    "(no CUDA device_id is in range in this CPU-only build)",
-			    tn, device_name(t->device.device_type), (int)t->device.device_id);
+		if (!ovs_gpu_available())
+			return fail(err, err_size, OVSTAGE_ERROR_NOT_SUPPORTED, "%s.device = %s:%d: CUDA tensors cannot be used: %s",
+				    tn, device_name(t->device.device_type), (int)t->device.device_id, ovs_gpu_reason());
+		if (t->device.device_id >= ovs_gpu_device_count())
+			return fail(err, err_size, OVSTAGE_ERROR_INVALID_ARGUMENT,
+				    "%s.device = %s:%d: CUDA device ordinal %d is out of range (%d visible)", tn,
+				    device_name(t->device.device_type), (int)t->device.device_id, (int)t->device.device_id,
+				    ovs_gpu_device_count());
 	}
 	return OVSTAGE_OK;
 }
 
 bool ovs_column_install_schema(struct ovs_column *c, bool is_array, DLDataType dtype,
-			       ovstage_attribute_semantic_t semantic, size_t row_bytes)
+			       ovstage_attribute_semantic_t semantic, size_t row_bytes, DLDevice device)
 {
 	/* acquire: pairs with the release below; a present schema's fields are then stable. */
 	if (atomic_load_explicit(&c->has_schema, memory_order_acquire))
@@ -389,8 +395,7 @@ bool ovs_column_install_schema(struct ovs_column *c, bool is_array, DLDataType d
 		c->schema.is_array = is_array;
 		c->schema.dtype = dtype;
 		c->schema.semantic = semantic;
-		c->schema.device.device_type = kDLCPU; /* host storage (device sources are refused) */
-		c->schema.device.device_id = 0;
+		c->schema.device = device; /* where its storage lives from now on */
 		c->row_bytes = row_bytes;
 		/* release: whoever sees has_schema sees the fields above. */
 		atomic_store_explicit(&c->has_schema, true, memory_order_release);
@@ -604,7 +609,9 @@ ovstage_api_status_t ovs_layout_from_write(const ovstage_write_data_t *wd, uint3
 				    device_name(t0->device.device_type), (int)t0->device.device_id);
 	}
 	l->device = t0->device;
-	l->host_accessible = t0->device.device_type == kDLCPU || t0->device.device_type == kDLCUDAHost;
+	/* managed (unified) memory is host-addressable too: host code reads it after the producer's fence */
+	l->host_accessible = t0->device.device_type == kDLCPU || t0->device.device_type == kDLCUDAHost ||
+			     (int)t0->device.device_type == 13 /* kDLCUDAManaged */;
 
 	if (!wd->is_array) {
 		l->kind = OVS_LAYOUT_FIXED;

@@ -224,18 +224,19 @@ ovstage_api_status_t ovs_layout_check_schema_of(bool is_array, DLDataType dtype,
 						ovstage_attribute_semantic_t col_semantic, const char *name, char *err,
 						size_t err_size);
 
-/** Refuses device-resident source tensors (kDLCUDA, kDLCUDAManaged) at the call: this build has
- * no GPU backend, so no CUDA device_id is in range. NOT_SUPPORTED naming the tensor and device.
+/** Checks device-resident source tensors (kDLCUDA, kDLCUDAManaged) at the call: NOT_SUPPORTED naming
+ * the tensor, the device and why when the process cannot use CUDA (no backend built in, CPU-only
+ * mode, no driver or device); INVALID_ARGUMENT naming the ordinal when it is out of range.
  * Needs no prim count (a deferred query's write is checked too); a negative device_id or NULL
  * descriptor is left to ovs_layout_from_write (INVALID_ARGUMENT). */
 ovstage_api_status_t ovs_layout_check_host(const ovstage_write_data_t *wd, char *err, size_t err_size);
 
 struct ovs_column;
-/** Installs a column's schema (kind, dtype, role, host storage, row bytes) if it has none yet;
+/** Installs a column's schema (kind, dtype, role, storage device, row bytes) if it has none yet;
  * true if this call installed it, false if one was there (check against it then). Thread-safe:
  * the first of concurrent callers wins, under the column's schema lock. */
 bool ovs_column_install_schema(struct ovs_column *c, bool is_array, DLDataType dtype,
-			       ovstage_attribute_semantic_t semantic, size_t row_bytes);
+			       ovstage_attribute_semantic_t semantic, size_t row_bytes, DLDevice device);
 
 /** ovs_layout_check_schema_of with the write's kind and canonical dtype taken from l. */
 ovstage_api_status_t ovs_layout_check_schema(const ovs_layout *l, ovstage_attribute_semantic_t semantic,

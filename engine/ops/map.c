@@ -100,7 +100,8 @@ static ovstage_api_status_t map_check_schema(ovs_map *m, char *err, size_t errle
  * installed another: then it is checked against that). */
 static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errlen)
 {
-	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype)))
+	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype),
+				      (DLDevice){ kDLCPU, 0 }))
 		return OVSTAGE_OK;
 	return map_check_schema(m, err, errlen);
 }

@@ -19,7 +19,9 @@
 #include "errors.h"
 #include "layout.h"
 #include "ops.h"
+#include "device.h"
 #include "exec.h"
+#include "gpu.h"
 #include "query.h"
 #include "sequencer.h"
 
@@ -36,6 +38,8 @@ typedef struct write_entry {
 	ovstage_attribute_semantic_t semantic; /* effective semantic (NONE inherits the column's) */
 	bool created_rows;                   /* the op gave prims rows in the column (a failure after it
 	                                      * leaves rows of prims that do not exist) */
+	void *fence;                         /* the producer's work named by cuda_sync (gpu.h), or NULL */
+	void *staging;                       /* host copy of a CUDA source written into a CPU column */
 	ovs_layout layout;                   /* validated layout (borrows data / managed); last: op_alloc
 	                                      * zeroes the fields before it only */
 } write_entry;
@@ -50,6 +54,8 @@ typedef struct write_op {
 	write_entry *e;              /* entries (in the same block, after the op) */
 	ovs_inflight *inflight;      /* marks the op done for floor advances */
 	bool deferred;               /* the query was not resolved at the call: validate layouts in the op */
+	ovs_exec gx;                 /* the device context the op issued GPU work on last (gx.gpu NULL: none);
+	                              * the op completes when that work has finished */
 } write_op;
 
 /* Op blocks (the op and its entries, ~800 bytes per entry) are recycled through a one-block cache
@@ -106,11 +112,22 @@ static void op_release(write_op *op)
 	free(op);
 }
 
-static void release_managed(write_entry *e)
+static void run_deleter(void *arg)
+{
+	DLManagedTensorVersioned *mt = arg;
+	if (mt->deleter)
+		mt->deleter(mt);
+}
+
+/* The managed tensors an entry still owns: their deleters run now, or — when GPU work of the op may
+ * still read them (g) — once that work has finished. */
+static void release_managed(write_entry *e, ovs_gpu *g)
 {
 	for (uint32_t i = 0; i < e->nmanaged; i++)
-		if (e->managed[i] && e->managed[i]->deleter)
-			e->managed[i]->deleter(e->managed[i]);
+		if (e->managed[i] && g)
+			ovs_gpu_after_stream(g, run_deleter, e->managed[i]);
+		else if (e->managed[i])
+			run_deleter(e->managed[i]);
 	free(e->managed);
 	e->managed = NULL;
 	e->nmanaged = 0;
@@ -120,8 +137,11 @@ static void write_op_free(void *arg, bool ran)
 {
 	(void)ran;
 	write_op *op = arg;
-	for (size_t i = 0; i < op->n; i++)
-		release_managed(&op->e[i]); /* exactly once: adopted tensors were taken out of the list */
+	for (size_t i = 0; i < op->n; i++) {
+		release_managed(&op->e[i], op->gx.gpu); /* exactly once: adopted tensors left the list */
+		ovs_gpu_fence_release(op->e[i].fence);  /* safe while a wait on it is pending */
+		free(op->e[i].staging);
+	}
 	ovs_query_put(op->q);
 	if (op->inflight)
 		ovs_inflight_done(op->st, op->inflight);
@@ -141,11 +161,20 @@ static ovstage_api_status_t check_schema(ovs_stage *st, const write_entry *e, ch
 }
 
 /* Installs the column's schema on first use, or checks the entry against it. */
-static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, char *err, size_t errlen)
+static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, DLDevice dev, char *err, size_t errlen)
 {
 	const ovs_layout *l = &e->layout;
-	if (ovs_column_install_schema(e->col, l->is_array, l->dtype, e->semantic, l->elem_bytes))
+	if (ovs_column_install_schema(e->col, l->is_array, l->dtype, e->semantic, l->elem_bytes, dev))
 		return OVSTAGE_OK;
+	ovs_column *c = e->col;
+	if (c->schema.device.device_type != dev.device_type || c->schema.device.device_id != dev.device_id) {
+		/* a concurrent first write created the column on another device after this entry chose */
+		ovs_err_format(err, errlen, "attribute \"%s\" was created on %s:%d by a concurrent write while this "
+			       "one prepared its data for %s:%d; retry the write", ovs_attr_name(st, c->name),
+			       c->schema.device.device_type == kDLCUDA ? "cuda" : "cpu", (int)c->schema.device.device_id,
+			       dev.device_type == kDLCUDA ? "cuda" : "cpu", (int)dev.device_id);
+		return OVSTAGE_ERROR_OP_FAILED;
+	}
 	return check_schema(st, e, err, errlen);
 }
 
@@ -393,11 +422,11 @@ static void row_list_release(row_list *rl)
  * the column's schema (installed here, not when it was checked; a concurrent write may have
  * installed another, which refuses this one), the existence of the selected prims, the query's new
  * row map, the column's "written" mark, and the delta d (NULL for an empty write). */
-static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, ovs_delta *d, bool set_prims,
+static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, DLDevice dev, ovs_delta *d, bool set_prims,
 					  ovs_rowmap *new_map, char *err, size_t errlen)
 {
 	ovs_stage *st = op->st;
-	ovstage_api_status_t s = settle_schema(st, e, err, errlen);
+	ovstage_api_status_t s = settle_schema(st, e, dev, err, errlen);
 	if (s != OVSTAGE_OK) {
 		free(new_map);
 		if (d)
@@ -444,9 +473,9 @@ static ovstage_api_status_t check_admission(write_op *op, const write_entry *e, 
 	ovs_stage *st = op->st;
 	ovs_column *c = e->col;
 	const ovs_layout *l = &e->layout;
-	if (!l->host_accessible) {
-		ovs_err_format(err, errlen, "attribute \"%s\": device-resident (CUDA) tensors need the GPU backend, "
-			       "which is not built in", ovs_attr_name(st, c->name));
+	if (!l->host_accessible && !ovs_gpu_available()) {
+		ovs_err_format(err, errlen, "attribute \"%s\": device-resident (CUDA) tensors cannot be used: %s",
+			       ovs_attr_name(st, c->name), ovs_gpu_reason());
 		return OVSTAGE_ERROR_NOT_SUPPORTED;
 	}
 	/* acquire: sealed floor (a seal of this ordinal cannot have been accepted after us; re-check). */
@@ -511,8 +540,8 @@ static ovstage_api_status_t rows_gather(jobs_worker *w, ovs_store *store, const 
 
 /* The rows of the selected elements from the query's cached row map: no per-prim lookups. */
 static ovstage_api_status_t rows_from_map(jobs_worker *w, ovs_store *store, const ovs_layout *l,
-					  const ovs_rowmap *map, const uint32_t *prefix, uint32_t nsel, row_list *rl,
-					  char *err, size_t errlen)
+					  const ovs_rowmap *map, const uint32_t *prefix, uint32_t nsel, bool host_values,
+					  row_list *rl, char *err, size_t errlen)
 {
 	uint32_t n = l->count;
 	rl->identity = rl->identity && map->identity;
@@ -527,7 +556,7 @@ static ovstage_api_status_t rows_from_map(jobs_worker *w, ovs_store *store, cons
 		row_list_set_shape(rl, map->sorted, map->contig);
 		return OVSTAGE_OK;
 	}
-	if (!l->is_array && !l->index_map && ovs_layout_contiguous_base(l))
+	if (host_values && !l->is_array && !l->index_map && ovs_layout_contiguous_base(l))
 		return rows_gather(w, store, l, map, prefix, nsel, rl, err, errlen);
 	/* runs of selected elements, a word at a time: zero words cost one test each */
 	uint32_t i = 0, end;
@@ -576,8 +605,8 @@ static ovstage_api_status_t rows_create(write_op *op, write_entry *e, row_list *
 /* Phase 1: maps the selected elements to rows on the host (creating rows for new prims). A query
  * that has written this column before has its rows cached: no per-prim lookups then. *set_prims:
  * publish_entry is to mark the selected prims existing. On failure *rl holds nothing. */
-static ovstage_api_status_t map_rows(jobs_worker *w, write_op *op, write_entry *e, row_list *rl, bool *set_prims,
-				     char *err, size_t errlen)
+static ovstage_api_status_t map_rows(jobs_worker *w, write_op *op, write_entry *e, bool host_values, row_list *rl,
+				     bool *set_prims, char *err, size_t errlen)
 {
 	ovs_stage *st = op->st;
 	ovs_column *c = e->col;
@@ -601,7 +630,7 @@ static ovstage_api_status_t map_rows(jobs_worker *w, write_op *op, write_entry *
 	 * re-asserted; without any, every prim with a row exists. */
 	bool reassert = atomic_load_explicit(&st->store.prim_deletes, memory_order_acquire) != 0;
 	*set_prims = reassert || !map;
-	ovstage_api_status_t s = map ? rows_from_map(w, &st->store, l, map, prefix, nsel, rl, err, errlen)
+	ovstage_api_status_t s = map ? rows_from_map(w, &st->store, l, map, prefix, nsel, host_values, rl, err, errlen)
 				     : rows_create(op, e, rl, err, errlen);
 	free(prefix); /* only the gather uses it */
 	if (s != OVSTAGE_OK)
@@ -675,7 +704,7 @@ static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, wr
 	if (base && !l->index_map && e->nmanaged == 1) {
 		/* Zero copy: the version adopts the producer's buffer; its deleter runs when the last
 		 * version or read group holding it is reclaimed. */
-		d->full = ovs_buffer_adopt(store, e->managed[0], (void *)(uintptr_t)base, bytes);
+		d->full = ovs_buffer_adopt(store, NULL, e->managed[0], (void *)(uintptr_t)base, bytes);
 		if (d->full) {
 			e->managed[0] = NULL; /* ownership moved to the buffer */
 			return OVSTAGE_OK;
@@ -739,10 +768,9 @@ static void copy_selected(const ovs_layout *l, unsigned char *dst)
 	}
 }
 
-/* The listed rows and their bytes (gathered with the rows, or copied here). The delta takes the row
+/* The listed rows of a SPARSE delta (and values gathered with them, if any). The delta takes the row
  * list and the gathered values. */
-static ovstage_api_status_t fill_sparse_delta(ovs_store *store, const ovs_layout *l, row_list *rl, ovs_delta *d,
-					      char *err, size_t errlen)
+static ovstage_api_status_t fill_sparse_rows(row_list *rl, ovs_delta *d, char *err, size_t errlen)
 {
 	d->kind = OVS_DELTA_SPARSE;
 	d->nrows = rl->k;
@@ -763,8 +791,16 @@ static ovstage_api_status_t fill_sparse_delta(ovs_store *store, const ovs_layout
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", rl->k);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	if (d->values) /* already gathered */
-		return OVSTAGE_OK;
+	return OVSTAGE_OK;
+}
+
+/* The listed rows and their bytes (gathered with the rows, or copied here). */
+static ovstage_api_status_t fill_sparse_delta(ovs_store *store, const ovs_layout *l, row_list *rl, ovs_delta *d,
+					      char *err, size_t errlen)
+{
+	ovstage_api_status_t s = fill_sparse_rows(rl, d, err, errlen);
+	if (s != OVSTAGE_OK || d->values) /* failed, or already gathered */
+		return s;
 	d->values = ovs_delta_array(store, (size_t)rl->k * l->elem_bytes, &d->values_buf);
 	if (!d->values) {
 		ovs_err_format(err, errlen, "out of memory copying %u rows", rl->k);
@@ -774,10 +810,122 @@ static ovstage_api_status_t fill_sparse_delta(ovs_store *store, const ovs_layout
 	return OVSTAGE_OK;
 }
 
+/* ---- device columns ------------------------------------------------------------------------------
+ * The delta's values go to device memory on the column's engine stream (x): from a host source as
+ * one upload (gathered on the host first when masked, mapped or strided), from a CUDA source as one
+ * device copy or one gather kernel. Row lists stay host metadata. */
+
+/* The source rows of the selected elements, in element order (k of them), or NULL (out of memory).
+ * A mask is visited a word at a time (set bits only), so the cost follows the rows written. */
+static uint32_t *selected_sources(const ovs_layout *l, uint32_t k)
+{
+	uint32_t *src = malloc(((size_t)k ? (size_t)k : 1) * sizeof *src), j = 0, n = l->count;
+	if (!src)
+		return NULL;
+	for (uint32_t wd = 0; wd < (n + 63) / 64 && j < k; wd++) {
+		uint64_t bits = l->mask ? l->mask[wd] : ~(uint64_t)0;
+		if (wd == (n - 1) / 64 && n % 64)
+			bits &= ((uint64_t)1 << (n % 64)) - 1;
+		while (bits && j < k) {
+			uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			src[j++] = l->index_map ? l->index_map[i] : i;
+		}
+	}
+	return src;
+}
+
+/* The k selected elements' bytes, in element order, into device memory dst. */
+static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint32_t k, void *dst, char *err,
+					  size_t errlen)
+{
+	size_t rb = l->elem_bytes;
+	const void *base = ovs_layout_contiguous_base(l);
+	const ovs_memops *ops = ovs_gpu_memops();
+	if (base && !l->mask && !l->index_map) { /* rows 0..k-1 of the source, adjacent: one copy */
+		ops->copy(x, dst, base, (size_t)k * rb);
+		return OVSTAGE_OK;
+	}
+	if (l->host_accessible) {
+		unsigned char *h = malloc(((size_t)k ? (size_t)k : 1) * rb);
+		if (!h) {
+			ovs_err_format(err, errlen, "out of memory staging %u rows", k);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+		copy_selected(l, h);
+		ops->copy(x, dst, h, (size_t)k * rb); /* pageable: staged by the driver before it returns */
+		free(h);
+		return OVSTAGE_OK;
+	}
+	if (!base) {
+		ovs_err_format(err, errlen, "a strided CUDA source tensor cannot be gathered on the device (pass a "
+			       "compact tensor)");
+		return OVSTAGE_ERROR_NOT_SUPPORTED;
+	}
+	if (l->device.device_id != ovs_gpu_device(x->gpu)) {
+		ovs_err_format(err, errlen, "a masked or index-mapped write from CUDA device %d into a column on "
+			       "CUDA device %d is not supported (write it whole, or from the column's device)",
+			       (int)l->device.device_id, ovs_gpu_device(x->gpu));
+		return OVSTAGE_ERROR_NOT_SUPPORTED;
+	}
+	uint32_t *src = selected_sources(l, k);
+	if (!src) {
+		ovs_err_format(err, errlen, "out of memory listing %u source rows", k);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	ops->gather_rows(x, dst, base, src, k, rb); /* the list is uploaded before this returns */
+	free(src);
+	return OVSTAGE_OK;
+}
+
+/* FULL on a device: the producer's managed tensor adopted when it lives on the column's device, else
+ * a device buffer filled by device_values. */
+static ovstage_api_status_t fill_full_delta_dev(ovs_exec *x, ovs_store *store, write_entry *e, row_list *rl,
+						ovs_delta *d, char *err, size_t errlen)
+{
+	const ovs_layout *l = &e->layout;
+	size_t bytes = (size_t)rl->k * l->elem_bytes;
+	const void *base = ovs_layout_contiguous_base(l);
+	d->kind = OVS_DELTA_FULL;
+	d->nrows = rl->k;
+	row_list_drop_rows(rl);
+	if (base && !l->index_map && e->nmanaged == 1 && !e->staging && l->device.device_type == kDLCUDA &&
+	    l->device.device_id == ovs_gpu_device(x->gpu)) {
+		d->full = ovs_buffer_adopt(store, x, e->managed[0], (void *)(uintptr_t)base, bytes);
+		if (d->full) {
+			e->managed[0] = NULL; /* ownership moved to the buffer (deleter after the GPU work) */
+			return OVSTAGE_OK;
+		}
+	}
+	d->full = ovs_buffer_new_in(store, x, bytes);
+	if (!d->full) {
+		ovs_err_format(err, errlen, "out of device memory allocating %zu bytes on CUDA device %d", bytes,
+			       ovs_gpu_device(x->gpu));
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	return device_values(x, l, rl->k, d->full->data, err, errlen);
+}
+
+/* SPARSE on a device: the host row list as on the CPU, the values in device memory. */
+static ovstage_api_status_t fill_sparse_delta_dev(ovs_exec *x, ovs_store *store, const ovs_layout *l, row_list *rl,
+						  ovs_delta *d, char *err, size_t errlen)
+{
+	/* rl holds no values: map_rows never gathers on the host for a device column */
+	ovstage_api_status_t s = fill_sparse_rows(rl, d, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	d->values = ovs_delta_array_in(store, x, ((size_t)rl->k ? (size_t)rl->k : 1) * l->elem_bytes, &d->values_buf);
+	if (!d->values) {
+		ovs_err_format(err, errlen, "out of device memory copying %u rows", rl->k);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	return device_values(x, l, rl->k, d->values, err, errlen);
+}
+
 /* Phases 2 and 3: the delta of the kind the row list calls for, filled (it takes the list). On
  * failure nothing is left: the list's contents are released with the delta. */
-static ovstage_api_status_t make_delta(jobs_worker *w, write_op *op, write_entry *e, uint64_t seq, row_list *rl,
-				       ovs_delta **out, char *err, size_t errlen)
+static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op, write_entry *e, uint64_t seq,
+				       row_list *rl, ovs_delta **out, char *err, size_t errlen)
 {
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
@@ -793,10 +941,12 @@ static ovstage_api_status_t make_delta(jobs_worker *w, write_op *op, write_entry
 		s = fill_array_delta(&e->layout, rl, d, err, errlen);
 		break;
 	case ENTRY_FULL:
-		s = fill_full_delta(w, &op->st->store, e, rl, d, err, errlen);
+		s = x->gpu ? fill_full_delta_dev(x, &op->st->store, e, rl, d, err, errlen)
+			   : fill_full_delta(w, &op->st->store, e, rl, d, err, errlen);
 		break;
 	default:
-		s = fill_sparse_delta(&op->st->store, &e->layout, rl, d, err, errlen);
+		s = x->gpu ? fill_sparse_delta_dev(x, &op->st->store, &e->layout, rl, d, err, errlen)
+			   : fill_sparse_delta(&op->st->store, &e->layout, rl, d, err, errlen);
 		break;
 	}
 	if (s != OVSTAGE_OK) {
@@ -806,6 +956,86 @@ static ovstage_api_status_t make_delta(jobs_worker *w, write_op *op, write_entry
 	}
 	*out = d;
 	return OVSTAGE_OK;
+}
+
+/* The device the entry's column lives on: its schema's, or for a new column its tensors' when they
+ * are CUDA tensors (pinned, managed and host tensors make a CPU column). */
+static DLDevice entry_device(const write_entry *e)
+{
+	/* acquire: has_schema publishes the schema's device. */
+	if (atomic_load_explicit(&e->col->has_schema, memory_order_acquire))
+		return e->col->schema.device;
+	if (e->layout.device.device_type == kDLCUDA)
+		return e->layout.device;
+	return (DLDevice){ kDLCPU, 0 };
+}
+
+/* A CUDA source written into a CPU column: its rows copied to host memory (after the producer's
+ * fence), and the layout pointed at the copy. The worker waits for the copy (documented). */
+static ovstage_api_status_t stage_to_host(jobs_worker *w, write_op *op, write_entry *e, char *err, size_t errlen)
+{
+	ovs_layout *l = &e->layout;
+	const void *base = ovs_layout_contiguous_base(l);
+	if (!base || l->kind != OVS_LAYOUT_FIXED) {
+		ovs_err_format(err, errlen, "a strided CUDA tensor cannot be written into a CPU column (pass a compact "
+			       "tensor)");
+		return OVSTAGE_ERROR_NOT_SUPPORTED;
+	}
+	ovs_exec sx;
+	if (!ovs_store_exec(&op->st->store, l->device, w, &sx, err, errlen))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	size_t bytes = (size_t)l->row_count * l->row_bytes;
+	e->staging = malloc(bytes ? bytes : 1);
+	if (!e->staging) {
+		ovs_err_format(err, errlen, "out of memory staging %zu bytes from CUDA device %d", bytes,
+			       (int)l->device.device_id);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	if (!ovs_gpu_fence_wait(&sx, e->fence, err, errlen) ||
+	    !ovs_gpu_copy_to_host(&sx, e->staging, base, bytes, err, errlen))
+		return OVSTAGE_ERROR_OP_FAILED;
+	l->view.base = e->staging;
+	l->row_base = e->staging;
+	l->host_accessible = true;
+	return OVSTAGE_OK;
+}
+
+/* The context the entry's values are made in (*x), with the producer's fence honoured: a device
+ * column's engine stream waits on it; host code that reads the source (a pinned or managed source)
+ * waits for it on this worker. Device work of the op is chained onto one stream (op->gx). */
+static ovstage_api_status_t entry_exec(jobs_worker *w, write_op *op, write_entry *e, DLDevice dev, ovs_exec **x,
+				       char *err, size_t errlen)
+{
+	static _Thread_local ovs_exec cpu;
+	ovs_layout *l = &e->layout;
+	if (dev.device_type == kDLCUDA && l->is_array) {
+		ovs_err_format(err, errlen, "array columns cannot live on a CUDA device in this version (write "
+			       "the array from host memory to create a CPU column)");
+		return OVSTAGE_ERROR_NOT_SUPPORTED;
+	}
+	ovs_exec ex;
+	if (!ovs_store_exec(&op->st->store, dev, w, &ex, err, errlen))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (!ex.gpu) {
+		cpu = ex;
+		*x = &cpu;
+		if (!l->host_accessible)
+			return stage_to_host(w, op, e, err, errlen);
+		return ovs_gpu_fence_sync(e->fence, err, errlen) ? OVSTAGE_OK : OVSTAGE_ERROR_OP_FAILED;
+	}
+	if (op->gx.gpu && op->gx.gpu != ex.gpu) { /* the op's earlier device work, on another device */
+		void *ev = ovs_gpu_record(&op->gx);
+		bool ok = ev && ovs_gpu_fence_wait(&ex, ev, err, errlen);
+		ovs_gpu_event_release(ev);
+		if (!ok)
+			return OVSTAGE_ERROR_OP_FAILED;
+		ex.err = op->gx.err;
+	}
+	op->gx = ex;
+	*x = &op->gx;
+	bool fenced = l->host_accessible ? ovs_gpu_fence_sync(e->fence, err, errlen)
+					 : ovs_gpu_fence_wait(&op->gx, e->fence, err, errlen);
+	return fenced ? OVSTAGE_OK : OVSTAGE_ERROR_OP_FAILED;
 }
 
 /* Applies one entry: checks, then rows (phase 1), then a FULL or SPARSE delta for the column
@@ -821,21 +1051,33 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	s = check_schema(op->st, e, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
+	DLDevice dev = entry_device(e);
 	if (e->layout.kind == OVS_LAYOUT_EMPTY)
-		return publish_entry(op, e, NULL, false, NULL, err, errlen);
+		return publish_entry(op, e, dev, NULL, false, NULL, err, errlen);
 	s = check_admission(op, e, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_exec *x;
+	s = entry_exec(w, op, e, dev, &x, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
 	row_list rl;
 	bool set_prims;
-	s = map_rows(w, op, e, &rl, &set_prims, err, errlen);
+	s = map_rows(w, op, e, !x->gpu, &rl, &set_prims, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
 	ovs_delta *d = NULL;
-	s = make_delta(w, op, e, seq, &rl, &d, err, errlen);
+	s = make_delta(w, x, op, e, seq, &rl, &d, err, errlen);
+	if (s == OVSTAGE_OK && x->err) {
+		ovs_delta_free(d);
+		free(rl.new_map);
+		ovs_err_format(err, errlen, "copying the values on CUDA device %d failed (%s)", ovs_gpu_device(x->gpu),
+			       ovs_gpu_error_name(x->err));
+		s = OVSTAGE_ERROR_OP_FAILED;
+	}
 	if (s != OVSTAGE_OK)
 		return s;
-	return publish_entry(op, e, d, set_prims, rl.new_map, err, errlen);
+	return publish_entry(op, e, dev, d, set_prims, rl.new_map, err, errlen);
 }
 
 static void write_job(jobs_worker *w, void *arg, jobs_run *run)
@@ -847,10 +1089,18 @@ static void write_job(jobs_worker *w, void *arg, jobs_run *run)
 		if (s != OVSTAGE_OK) {
 			if (op->e[i].created_rows)
 				ovs_prims_need_reassert(&op->st->store); /* its rows stay, as holes (never present) */
-			/* Not a transaction (as in the anchor): earlier entries stay applied. */
+			/* Not a transaction (as in the anchor): earlier entries stay applied. GPU work
+			 * already issued may still read the caller's tensors: finish it first. */
+			if (op->gx.gpu)
+				ovs_gpu_sync(&op->gx);
 			ovs_op_fail(run, s, "write_attributes entry %zu: %s", i, err);
 			return;
 		}
+	}
+	/* Device work: the receipt completes when it has finished (the caller's tensors are then free). */
+	if (op->gx.gpu && !ovs_gpu_complete_after(op->gx.gpu, &op->gx, op->st->sched, run, err, sizeof err)) {
+		ovs_gpu_sync(&op->gx);
+		ovs_op_fail(run, OVSTAGE_ERROR_OP_FAILED, "write_attributes: %s", err);
 	}
 }
 
@@ -934,6 +1184,24 @@ static ovstage_api_status_t check_managed_batch(const ovstage_attribute_write_t 
 	return OVSTAGE_OK;
 }
 
+/* CUDA tensors' data must be memory of the device they name (checked at the call: a wrong pointer
+ * would otherwise fault a kernel and poison the device context for everyone). */
+static ovstage_api_status_t check_device_tensors(const ovstage_write_data_t *wd, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < wd->tensor_count; i++) {
+		const DLTensor *t = wd->managed_tensors ? &wd->managed_tensors[i]->dl_tensor
+						       : wd->tensors ? &wd->tensors[i] : NULL;
+		if (!t || t->device.device_type != kDLCUDA || !t->data)
+			continue;
+		char what[48];
+		snprintf(what, sizeof what, "tensors[%u].data", i);
+		ovstage_api_status_t s = ovs_gpu_check_pointer(t->data, (int)t->device.device_id, what, err, errlen);
+		if (s != OVSTAGE_OK)
+			return s;
+	}
+	return OVSTAGE_OK;
+}
+
 /* Resolves and checks entry i of a write at the call (name, duplicates, managed tensors, column,
  * host layout and, for a ready query, layout and schema). Sets the last error on failure. */
 static ovstage_api_status_t prepare_entry(ovs_stage *st, write_op *op, const ovstage_attribute_write_t *writes,
@@ -977,6 +1245,11 @@ static ovstage_api_status_t prepare_entry(ovs_stage *st, write_op *op, const ovs
 	}
 	e->semantic = e->data.semantic;
 	s = ovs_layout_check_host(&e->data, err, sizeof err); /* known without the query's prims */
+	if (s == OVSTAGE_OK)
+		s = check_device_tensors(&e->data, err, sizeof err);
+	/* The producer's work, snapshotted here: handles 1 and 2 mean the caller's streams. */
+	if (s == OVSTAGE_OK)
+		s = ovs_gpu_fence_capture(e->data.cuda_sync, &e->fence, err, sizeof err);
 	if (s != OVSTAGE_OK) {
 		ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
 		return s;
@@ -1030,8 +1303,11 @@ static ovstage_enqueue_result_t submit_write(ovs_stage *st, write_op *op, size_t
 		cols[i] = e->col->name;
 		if (op->deferred)
 			continue; /* no layout yet (and not inline: it runs after the query's op) */
-		if (e->layout.is_array)
-			inline_ok = false; /* per-row blobs: cost not known from the layout */
+		if (e->layout.is_array || e->fence || e->layout.device.device_type != kDLCPU ||
+		    (atomic_load_explicit(&e->col->has_schema, memory_order_acquire) &&
+		     e->col->schema.device.device_type != kDLCPU))
+			inline_ok = false; /* per-row blobs: cost not known from the layout; device work sets the
+			                    * thread's CUDA device, which must not be the caller's */
 		else if (!(e->nmanaged == 1 && e->layout.contiguous && !e->layout.index_map))
 			copy_bytes += (size_t)e->layout.count * e->layout.elem_bytes;
 	}

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "copy.h"
+#include "gpu.h"
 #include "store.h"
 
 /* ---- live counters (process-wide and per stage; relaxed: statistics only) ---------------------- */
@@ -36,8 +37,9 @@ static void count_buffer(ovs_store *st, size_t bytes, int sign)
 
 #define OVS_MMAP_THRESHOLD ((size_t)1 << 20)
 
-static void *cpu_alloc(size_t bytes)
+static void *cpu_alloc(void *ctx, size_t bytes)
 {
+	(void)ctx;
 	if (bytes < OVS_MMAP_THRESHOLD)
 		return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 	/* Pre-faulted (see ovs_buffer_new). */
@@ -45,8 +47,9 @@ static void *cpu_alloc(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static void cpu_free(void *p, size_t bytes)
+static void cpu_free(void *ctx, void *p, size_t bytes)
 {
+	(void)ctx;
 	if (bytes < OVS_MMAP_THRESHOLD)
 		free(p);
 	else
@@ -86,12 +89,15 @@ const ovs_memops ovs_memops_cpu = {
 	.fill = cpu_fill,
 	.scatter_rows = cpu_scatter_rows,
 	.gather_rows = cpu_gather_rows,
+	.scatter_chunked = NULL, /* chunk.c applies host rows itself */
 	.record = NULL, /* synchronous: every operation is complete when it returns */
 };
 
 const ovs_memops *ovs_memops_for(DLDevice dev)
 {
-	return dev.device_type == kDLCPU ? &ovs_memops_cpu : NULL;
+	if (dev.device_type == kDLCPU)
+		return &ovs_memops_cpu;
+	return dev.device_type == kDLCUDA && ovs_gpu_available() ? ovs_gpu_memops() : NULL;
 }
 
 /* ---- size classes ------------------------------------------------------------------------------
@@ -175,7 +181,7 @@ static void pool_push_locked(ovs_pool *p, ovs_buffer *b)
 static void buffer_destroy(ovs_buffer *b)
 {
 	count_buffer(b->store, b->capacity, -1);
-	b->ops->free(b->data, b->capacity);
+	b->ops->free(b->gpu, b->data, b->capacity);
 	free(b);
 }
 
@@ -258,7 +264,7 @@ ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes)
 		return pooled; /* already counted live, already faulted */
 	size_t cap = ovs_buffer_class_bytes(cls);
 	ovs_buffer *b = malloc(sizeof *b);
-	void *p = b ? ovs_memops_cpu.alloc(cap) : NULL;
+	void *p = b ? ovs_memops_cpu.alloc(NULL, cap) : NULL;
 	if (!p) {
 		free(b);
 		return NULL;
@@ -266,10 +272,37 @@ ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes)
 	return buffer_init(b, st, p, cap, cls, NULL, (DLDevice){ kDLCPU, 0 }, &ovs_memops_cpu);
 }
 
-ovs_buffer *ovs_buffer_adopt(ovs_store *st, DLManagedTensorVersioned *mt, void *data, size_t bytes)
+ovs_buffer *ovs_buffer_new_in(ovs_store *st, const ovs_exec *x, size_t bytes)
+{
+	if (!x || !x->gpu)
+		return ovs_buffer_new(st, bytes);
+	ovs_buffer *b = malloc(sizeof *b);
+	void *p = b ? ovs_gpu_alloc(x->gpu, bytes) : NULL;
+	if (!p) {
+		free(b);
+		return NULL;
+	}
+	buffer_init(b, st, p, bytes, UINT32_MAX, NULL, (DLDevice){ kDLCUDA, ovs_gpu_device(x->gpu) }, ovs_gpu_memops());
+	b->gpu = x->gpu;
+	return b;
+}
+
+ovs_buffer *ovs_buffer_adopt(ovs_store *st, const ovs_exec *x, DLManagedTensorVersioned *mt, void *data, size_t bytes)
 {
 	ovs_buffer *b = malloc(sizeof *b);
-	return b ? buffer_init(b, st, data, bytes, UINT32_MAX, mt, mt->dl_tensor.device, &ovs_memops_cpu) : NULL;
+	bool dev = x && x->gpu;
+	if (b) {
+		buffer_init(b, st, data, bytes, UINT32_MAX, mt, mt->dl_tensor.device, dev ? ovs_gpu_memops() : &ovs_memops_cpu);
+		b->gpu = dev ? x->gpu : NULL;
+	}
+	return b;
+}
+
+static void run_deleter(void *arg)
+{
+	DLManagedTensorVersioned *mt = arg;
+	if (mt->deleter)
+		mt->deleter(mt);
 }
 
 void ovs_buffer_ref(ovs_buffer *b)
@@ -287,9 +320,17 @@ void ovs_buffer_unref(ovs_buffer *b)
 		return;
 	if (b->managed) {
 		count_buffer(b->store, b->capacity, -1);
-		if (b->managed->deleter)
-			b->managed->deleter(b->managed); /* exactly once: only the last reference gets here */
+		/* exactly once: only the last reference gets here; a device tensor's after the GPU work
+		 * issued on the engine stream so far (the last that can read it) */
+		if (b->gpu)
+			ovs_gpu_after_stream(b->gpu, run_deleter, b->managed);
+		else
+			run_deleter(b->managed);
 		free(b);
+		return;
+	}
+	if (b->gpu) { /* the device pool is the pool: a stream-ordered free */
+		buffer_destroy(b);
 		return;
 	}
 	pool_give(b->store, b); /* still counted live: pooled memory is retained memory */
@@ -303,6 +344,14 @@ void *ovs_delta_array(ovs_store *st, size_t bytes, ovs_buffer **buf)
 	if (bytes < OVS_DELTA_POOLED_MIN)
 		return malloc(bytes ? bytes : 1);
 	*buf = ovs_buffer_new(st, bytes);
+	return *buf ? (*buf)->data : NULL;
+}
+
+void *ovs_delta_array_in(ovs_store *st, const ovs_exec *x, size_t bytes, ovs_buffer **buf)
+{
+	if (!x || !x->gpu)
+		return ovs_delta_array(st, bytes, buf);
+	*buf = ovs_buffer_new_in(st, x, bytes);
 	return *buf ? (*buf)->data : NULL;
 }
 

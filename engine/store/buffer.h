@@ -40,14 +40,20 @@ typedef struct ovs_buffer ovs_buffer;
  * *out (the CPU's operations complete in the call and record nothing). */
 typedef struct ovs_memops {
 	const char *name;                                          /* "cpu", "cuda" */
-	void *(*alloc)(size_t bytes);                              /* fresh memory, or NULL */
-	void (*free)(void *p, size_t bytes);                       /* memory from alloc */
+	void *(*alloc)(void *ctx, size_t bytes);                   /* fresh memory, or NULL (ctx: the
+	                                                            * device context, NULL on the CPU) */
+	void (*free)(void *ctx, void *p, size_t bytes);            /* memory from alloc */
 	void (*copy)(ovs_exec *x, void *dst, const void *src, size_t bytes); /* within the device */
 	void (*fill)(ovs_exec *x, void *dst, int byte, size_t bytes);
 	/* dst row rows[i] = src row i, for i < n, rows of rb bytes */
 	void (*scatter_rows)(ovs_exec *x, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb);
 	/* dst row i = src row rows[i], for i < n */
 	void (*gather_rows)(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb);
+	/* Row rows[i] of a chunked column = src row i, where row r lives at bases[r >> shift] +
+	 * (r & (2^shift - 1)) * rb; rows of a chunk whose base is NULL are skipped. Device backends only
+	 * (the CPU's seal applies rows with its own loops); NULL on the CPU. */
+	void (*scatter_chunked)(ovs_exec *x, void *const *bases, uint32_t nbases, uint32_t shift, const uint32_t *rows,
+				uint32_t n, const void *src, size_t rb);
 	/* NULL on synchronous devices; else records the completion of the work issued so far on x. */
 	bool (*record)(ovs_exec *x, void **out_fence);
 } ovs_memops;
@@ -67,6 +73,8 @@ struct ovs_buffer {
 	ovs_store *store;                  /* whose pool and counters it belongs to */
 	DLDevice device;                   /* where data lives */
 	const ovs_memops *ops;             /* how to operate on it */
+	struct ovs_gpu *gpu;               /* device buffers: the stage's context on the device (its
+	                                    * engine stream orders the free); NULL on the host */
 	ovs_buffer *pool_next, *pool_prev; /* pooled: links in its class list (newest first) */
 	ovs_buffer *age_next, *age_prev;   /* pooled: links in the pool's age list (newest first) */
 };
@@ -100,8 +108,14 @@ void ovs_pool_fini(ovs_store *st);
  * into memory that is not yet faulted runs several times slower, and the faults would land on the
  * writer). NULL when out of memory. */
 ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes);
-/* A buffer viewing a producer's tensor (zero-copy); its deleter runs when the last holder lets go. */
-ovs_buffer *ovs_buffer_adopt(ovs_store *st, DLManagedTensorVersioned *mt, void *data, size_t bytes);
+/* A buffer of at least `bytes` where x issues its work: device memory of x's device (stream-ordered
+ * on its engine stream; not pooled here — the device's memory pool is the pool), or the host's as
+ * ovs_buffer_new when x is a CPU context. NULL when out of memory. */
+ovs_buffer *ovs_buffer_new_in(ovs_store *st, const ovs_exec *x, size_t bytes);
+/* A buffer viewing a producer's tensor (zero-copy); its deleter runs when the last holder lets go —
+ * for a device tensor (x a device context), after the GPU work issued on x's stream until then. */
+ovs_buffer *ovs_buffer_adopt(ovs_store *st, const ovs_exec *x, DLManagedTensorVersioned *mt, void *data,
+			     size_t bytes);
 void ovs_buffer_ref(ovs_buffer *b);
 void ovs_buffer_unref(ovs_buffer *b);
 
@@ -114,6 +128,8 @@ size_t ovs_buffer_class_bytes(uint32_t cls);
  * in the delta's rows_buf / values_buf. */
 #define OVS_DELTA_POOLED_MIN ((size_t)64 << 10)
 void *ovs_delta_array(ovs_store *st, size_t bytes, ovs_buffer **buf);
+/* The same where x issues its work: on a device, always a device buffer (*buf set). */
+void *ovs_delta_array_in(ovs_store *st, const ovs_exec *x, size_t bytes, ovs_buffer **buf);
 void ovs_delta_array_free(void *p, ovs_buffer *buf);
 
 /* Process-wide counts of live versions, buffers and buffer bytes (soak tests, diagnostics). */

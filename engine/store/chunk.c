@@ -143,9 +143,33 @@ enum { APPLY_GRAIN = 16384 }; /* rows per range of a parallel apply */
 /* Copies a sparse delta's rows into the chunks of t whose mark in `how` is `want` (how == NULL: every
  * chunk the delta touches, all private to the version being built). Consecutive rows inside one
  * chunk go in one memcpy. */
-static void apply_sparse(ovs_exec *x, ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
-			 const ovs_delta *d)
+/* The device form of apply_sparse: one scatter kernel over the delta's rows, with a chunk table in
+ * which chunks not to be written are NULL. */
+static void apply_sparse_dev(ovs_exec *x, ovs_chunk **t, uint32_t nch, const uint8_t *how, uint8_t want, uint32_t shift,
+			     size_t rb, const ovs_delta *d)
 {
+	void **bases = malloc((nch ? nch : 1) * sizeof *bases);
+	const ovs_chunk *any = NULL;
+	if (!bases) {
+		x->err = x->err ? x->err : 2; /* cudaErrorMemoryAllocation: the seal fails */
+		return;
+	}
+	for (uint32_t j = 0; j < nch; j++) {
+		bases[j] = t[j] && (!how || how[j] == want) ? chunk_data(t[j]) : NULL;
+		any = any ? any : t[j];
+	}
+	if (any)
+		any->buf->ops->scatter_chunked(x, bases, nch, shift, d->rows, d->nrows, d->values, rb);
+	free(bases);
+}
+
+static void apply_sparse(ovs_exec *x, ovs_chunk **t, uint32_t nch, const uint8_t *how, uint8_t want, uint32_t shift,
+			 size_t rb, const ovs_delta *d)
+{
+	if (x->gpu) {
+		apply_sparse_dev(x, t, nch, how, want, shift, rb, d);
+		return;
+	}
 	uint32_t mask = (1u << shift) - 1;
 	if (d->contig) { /* one block: a memcpy per chunk it spans */
 		for (uint32_t i = 0; i < d->nrows;) {
@@ -245,7 +269,7 @@ static void compact(ovs_store *st, ovs_exec *x, ovs_version *v, size_t rb)
 {
 	uint32_t shift = v->chunk_shift;
 	size_t bytes = (size_t)v->rows * rb;
-	ovs_buffer *b = ovs_buffer_new(st, bytes);
+	ovs_buffer *b = ovs_buffer_new_in(st, x, bytes);
 	ovs_chunk *t1 = NULL;
 	ovs_chunk **t = !b ? NULL : v->nchunks == 1 ? &t1 : calloc(v->nchunks, sizeof *t);
 	if (!t) {
@@ -336,7 +360,7 @@ static bool adopt_full(ovs_exec *x, ovs_version *v, const ovs_delta *last_full, 
 	}
 	for (const ovs_delta *d = last_full->next; d; d = d->next)
 		if (d->kind == OVS_DELTA_SPARSE)
-			apply_sparse(x, v->chunks, NULL, 0, g->shift, g->rb, d);
+			apply_sparse(x, v->chunks, g->nch, NULL, 0, g->shift, g->rb, d);
 	return true;
 }
 
@@ -396,7 +420,7 @@ static bool copy_chunks(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_ve
 		while (last_cap < need)
 			last_cap <<= 1;
 	}
-	ovs_buffer *b = ovs_buffer_new(st, ((size_t)(ncopy - 1) * g->cr + last_cap) * g->rb);
+	ovs_buffer *b = ovs_buffer_new_in(st, x, ((size_t)(ncopy - 1) * g->cr + last_cap) * g->rb);
 	if (!b)
 		return false;
 	uint32_t s = 0;
@@ -430,7 +454,7 @@ static void catch_up_spares(ovs_exec *x, ovs_column *c, ovs_version *v, const ui
 			else if (overwritten(d, ds))
 				atomic_fetch_add_explicit(&g_replays_skipped, 1, memory_order_relaxed);
 			else
-				apply_sparse(x, v->chunks, how, 2, g->shift, g->rb, d);
+				apply_sparse(x, v->chunks, g->nch, how, 2, g->shift, g->rb, d);
 }
 
 /* The unmarked chunks are prev's, shared; then the statistics. */
@@ -480,7 +504,7 @@ static bool build_cow(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v,
 			if (d->kind == OVS_DELTA_FULL)
 				apply_full(x, v->chunks, g->shift, g->rb, d);
 			else if (d->kind == OVS_DELTA_SPARSE)
-				apply_sparse(x, v->chunks, NULL, 0, g->shift, g->rb, d);
+				apply_sparse(x, v->chunks, g->nch, NULL, 0, g->shift, g->rb, d);
 		}
 	}
 	free(how);

@@ -5,6 +5,7 @@
 #include "chunk.h"
 #include "store.h"
 #include "column.h"
+#include "device.h"
 #include "delta.h"
 #include "seal.h"
 #include "version.h"
@@ -27,6 +28,8 @@ void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_
 	atomic_init(&s->mem.buffers, 0);
 	atomic_init(&s->unsealed_bytes, 0);
 	ovs_grace_init(&s->grace);
+	for (int d = 0; d < OVS_STORE_GPUS; d++)
+		atomic_init(&s->gpu[d], NULL);
 }
 
 ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name)
@@ -211,5 +214,6 @@ void ovs_store_fini(ovs_store *st)
 	free(st->old_arrays);
 	ovs_radix_fini(&st->prims);
 	pthread_mutex_destroy(&st->cols_lock);
+	ovs_store_devices_fini(st); /* after the versions: their device buffers were freed in stream order */
 	ovs_pool_fini(st); /* last: freed versions returned their buffers to the pool */
 }

@@ -19,12 +19,15 @@ typedef struct ovs_exec {
 	jobs_worker *w; /* the worker running the op (fork-join), or NULL: serial on this thread */
 	void *stream;   /* device backends: the stream work is issued on (NULL on the CPU) */
 	void *event;    /* device backends: the completion recorded last (NULL on the CPU) */
+	struct ovs_gpu *gpu; /* the CUDA backend: the stage's context on the device (NULL on the CPU) */
+	int err;        /* device backends: the first error an operation issued on x met (0: none); the
+	                 * op that owns x fails with it */
 } ovs_exec;
 
 /* A CPU context for worker w (may be NULL). */
 static inline ovs_exec ovs_exec_cpu(jobs_worker *w)
 {
-	return (ovs_exec){ .w = w, .stream = NULL, .event = NULL };
+	return (ovs_exec){ .w = w, .stream = NULL, .event = NULL, .gpu = NULL, .err = 0 };
 }
 
 /* Calls fn(ctx, lo, hi) over disjoint ranges covering [0, n), each at most `grain` long (a larger

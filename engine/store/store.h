@@ -14,6 +14,9 @@
 #include "model.h"
 #include "radix.h"
 
+/* CUDA ordinals a stage can keep columns on. */
+#define OVS_STORE_GPUS 16
+
 struct ovs_store {
 	uint32_t retention;             /* sealed versions retained per column */
 	size_t chunk_bytes;             /* copy-on-write chunk of fixed-size columns (OVSTAGE_CHUNK_KB) */
@@ -41,6 +44,10 @@ struct ovs_store {
 	/* --- snapshot publication (grace.h, seal.h) --- */
 	ovs_grace grace;                /* the latest snapshot and its grace period (own cache lines) */
 	ovs_limbo limbo;                /* the previous publication's retirees (seal-owned) */
+
+	/* --- device columns (device.h) --- */
+	jobs_sched *sched;              /* where device work's completions resolve receipts */
+	struct ovs_gpu *_Atomic gpu[OVS_STORE_GPUS]; /* the stage's context per CUDA ordinal (first use) */
 };
 
 /* Initialises an empty store (retention, chunk and back-pressure settings given). */

@@ -7,6 +7,8 @@
 #include "bitmap.h"
 #include "store.h"
 #include "version.h"
+#include "device.h"
+#include "gpu.h"
 #include "delta.h"
 
 
@@ -56,6 +58,7 @@ static void version_free(ovs_version *v)
 		free(v->blobs);
 		ovs_version_chunks_free(v);
 		free(v->present);
+		ovs_gpu_event_release(v->ready); /* safe while readers' waits on it are pending */
 		if (v->changed_owned)
 			free(v->changed);
 		ovs_delta *d = v->deltas;
@@ -173,6 +176,28 @@ static bool same_runs(const ovs_version *a, const ovs_version *b)
 }
 
 /* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
+/* The chunks of a fixed-size column's version, built where the column lives: on a CUDA device, on
+ * the stage's engine stream, with v->ready = an event after that work (readers wait on it). */
+static bool build_fixed(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev, ovs_delta *ds,
+			char *err, size_t errlen)
+{
+	if (c->schema.device.device_type != kDLCUDA)
+		return ovs_chunks_build(st, x, c, v, prev, ds, err, errlen);
+	ovs_exec dx;
+	if (!ovs_store_exec(st, c->schema.device, x->w, &dx, err, errlen))
+		return false;
+	if (!ovs_chunks_build(st, &dx, c, v, prev, ds, err, errlen))
+		return false;
+	v->ready = dx.err ? NULL : ovs_gpu_record(&dx);
+	if (!v->ready) {
+		ovs_err_format(err, errlen, "sealing on CUDA device %d failed (%s)", (int)c->schema.device.device_id,
+			       dx.err ? ovs_gpu_error_name(dx.err) : "cannot record the version's ready event");
+		ovs_version_chunks_free(v);
+		return false;
+	}
+	return true;
+}
+
 ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *prev, ovs_delta *ds,
 				  char *err, size_t errlen)
 {
@@ -233,7 +258,7 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 					ovs_blob_ref(v->blobs[r]);
 				}
 			}
-	} else if (!ovs_chunks_build(st, x, c, v, prev, ds, err, errlen)) {
+	} else if (!build_fixed(st, x, c, v, prev, ds, err, errlen)) {
 		ovs_version_unref(v);
 		return NULL;
 	} else if (prev && !prev->blobs && !same_runs(v, prev)) {

@@ -21,6 +21,15 @@
  *                                                                   write copies the chunks it touches,
  *                                                                   the others are shared between versions)
  *   OVSTAGE_CONFIG_EXT_PIN_WORKERS (bool)  OVSTAGE_PIN_WORKERS      false (bind workers to cores)
+ *   OVSTAGE_CONFIG_EXT_DISABLE_GPU (bool)  OVSTAGE_DISABLE_GPU      false (CPU-only mode: CUDA tensors and
+ *                                                                   cuda_sync are refused with a message
+ *                                                                   naming the mode; "0" in the environment
+ *                                                                   re-enables; decided once per process,
+ *                                                                   at the first instance)
+ *   OVSTAGE_CONFIG_EXT_GPU_POOL_MB         OVSTAGE_GPU_POOL_MB      256 (device memory each GPU's pool keeps
+ *                                                                   for reuse after frees; 0 = none; it bounds
+ *                                                                   what is retained, not what a large
+ *                                                                   write or read may use at once)
  *
  * The worker count, pinning and queue capacity are process-wide (one scheduler serves every stage)
  * and are taken from the configuration that first bootstraps the runtime.
@@ -37,6 +46,8 @@
 #define OVSTAGE_CONFIG_EXT_PIN_WORKERS ((ovstage_config_bool_t)0x4f560004)
 #define OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB ((ovstage_config_uint64_t)0x4f560005)
 #define OVSTAGE_CONFIG_EXT_CHUNK_KB ((ovstage_config_uint64_t)0x4f560006)
+#define OVSTAGE_CONFIG_EXT_DISABLE_GPU ((ovstage_config_bool_t)0x4f560007)
+#define OVSTAGE_CONFIG_EXT_GPU_POOL_MB ((ovstage_config_uint64_t)0x4f560008)
 
 /*
  * Memory a stage holds, in bytes (an extension: ovstage 0.2.1 has no such call). A racy snapshot of
@@ -61,5 +72,13 @@ typedef struct ovstage_ext_memory_stats_t {
 /* OVSTAGE_OK, or OVSTAGE_ERROR_INVALID_ARGUMENT for a NULL or foreign instance or a NULL out. */
 OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t *instance,
 							      ovstage_ext_memory_stats_t *out);
+
+/*
+ * Whether this process can keep columns on CUDA devices: *device_count = the CUDA devices it may use
+ * (0 in CPU-only mode, without a driver or device, or in a build without the CUDA backend), and
+ * *reason (if not NULL) a static string saying why not ("" when devices exist). Decides CPU-only
+ * mode if no instance has yet. Always OVSTAGE_OK (INVALID_ARGUMENT for a NULL device_count).
+ */
+OVSTAGE_API ovstage_api_status_t ovstage_ext_get_gpu_status(int *device_count, const char **reason);
 
 #endif /* OVSTAGE_EXT_H */

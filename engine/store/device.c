@@ -1,0 +1,39 @@
+/* device.c — a stage's execution contexts per device (see device.h). */
+#include "device.h"
+
+#include "errors.h"
+#include "gpu.h"
+#include "store.h"
+
+bool ovs_device_is_gpu(DLDevice dev)
+{
+	return dev.device_type == kDLCUDA;
+}
+
+bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, char *err, size_t errlen)
+{
+	if (dev.device_type != kDLCUDA) {
+		*x = ovs_exec_cpu(w);
+		return true;
+	}
+	if (dev.device_id < 0 || dev.device_id >= OVS_STORE_GPUS) {
+		ovs_err_format(err, errlen, "CUDA device ordinal %d is out of range (a stage uses ordinals 0..%d)",
+			       (int)dev.device_id, OVS_STORE_GPUS - 1);
+		return false;
+	}
+	ovs_gpu *g = ovs_gpu_get(st, &st->gpu[dev.device_id], st->sched, dev.device_id, err, errlen);
+	if (!g)
+		return false;
+	ovs_gpu_exec(g, x, w);
+	return true;
+}
+
+void ovs_store_devices_fini(ovs_store *st)
+{
+	for (int d = 0; d < OVS_STORE_GPUS; d++) {
+		/* relaxed: destroy runs after every op of the stage completed (ops_quiesce orders them). */
+		ovs_gpu *g = atomic_load_explicit(&st->gpu[d], memory_order_relaxed);
+		atomic_store_explicit(&st->gpu[d], NULL, memory_order_relaxed);
+		ovs_gpu_destroy(g);
+	}
+}

@@ -1,0 +1,27 @@
+/*
+ * device.h — where a stage's work on a device is issued: the execution context for a column's device
+ * (the host's, or the stage's engine stream on a CUDA device, created at first use).
+ *
+ * Thread safety: any thread; a device's context is created once (gpu.h).
+ */
+#ifndef OVSTAGE_ENGINE_DEVICE_H
+#define OVSTAGE_ENGINE_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <ovstage/ovstage.h>
+
+#include "exec.h"
+
+typedef struct ovs_store ovs_store;
+
+/* *x = the context for work on `dev` by worker w (NULL: the calling thread). False with a message
+ * (INVALID_ARGUMENT-worthy: naming the device) when dev cannot be used. */
+bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, char *err, size_t errlen);
+/* Whether dev is a CUDA device this stage can use now (no context is created). */
+bool ovs_device_is_gpu(DLDevice dev);
+/* Destroys the stage's device contexts (store fini, after every buffer is released). */
+void ovs_store_devices_fini(ovs_store *st);
+
+#endif /* OVSTAGE_ENGINE_DEVICE_H */

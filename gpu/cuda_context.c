@@ -1,0 +1,355 @@
+/*
+ * cuda_context.c — a stage's context on a device (its engine stream), stream-ordered column memory,
+ * and completions: events queried by a poll hook that resolves deferred receipts and runs deferred
+ * actions (see gpu.h).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_internal.h"
+#include "errors.h"
+#include "exec.h"
+
+/* ---- contexts ----------------------------------------------------------------------------------- */
+
+static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+ovs_gpu *ovs_gpu_get(void *owner, ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
+{
+	(void)owner;
+	/* acquire: pairs with the release store below; the context's fields are then initialised. */
+	ovs_gpu *g = atomic_load_explicit(slot, memory_order_acquire);
+	if (g)
+		return g;
+	gpu_device_state ds = ovs_gpu_device_state(dev, err, errlen);
+	if (!ds.pool)
+		return NULL;
+	pthread_mutex_lock(&g_ctx_lock);
+	g = atomic_load_explicit(slot, memory_order_relaxed);
+	if (!g) {
+		g = calloc(1, sizeof *g);
+		int prev = 0;
+		(void)cudaGetDevice(&prev);
+		cudaError_t r = g ? cudaSetDevice(dev) : cudaErrorMemoryAllocation;
+		/* Blocking (cudaStreamDefault): a consumer on the legacy stream is ordered after it. */
+		if (r == cudaSuccess)
+			r = cudaStreamCreateWithFlags(&g->stream, cudaStreamDefault);
+		(void)cudaSetDevice(prev);
+		if (r != cudaSuccess) {
+			ovs_err_format(err, errlen, "CUDA device %d: cannot create the engine stream (%s)", dev,
+				       cudaGetErrorName(r));
+			(void)cudaGetLastError();
+			free(g);
+			g = NULL;
+		} else {
+			g->dev = dev;
+			g->pool = ds.pool;
+			g->sched = sched;
+			atomic_init(&g->pending, 0);
+			/* release: a thread that sees the pointer sees the fields. */
+			atomic_store_explicit(slot, g, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&g_ctx_lock);
+	return g;
+}
+
+int ovs_gpu_device(const ovs_gpu *g)
+{
+	return g->dev;
+}
+
+void ovs_gpu_exec(ovs_gpu *g, ovs_exec *x, jobs_worker *w)
+{
+	/* Workers own their thread state: the device is set per use (cheap when unchanged). */
+	int cur = -1;
+	if (cudaGetDevice(&cur) != cudaSuccess || cur != g->dev)
+		(void)cudaSetDevice(g->dev);
+	x->w = w;
+	x->stream = g->stream;
+	x->event = NULL;
+	x->gpu = g;
+	x->err = 0;
+}
+
+void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes)
+{
+	void *p = NULL;
+	if (cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, g->pool, g->stream) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+void ovs_gpu_free(ovs_gpu *g, void *p)
+{
+	if (p && cudaFreeAsync(p, g->stream) != cudaSuccess)
+		(void)cudaGetLastError();
+}
+
+/* ---- completions ----------------------------------------------------------------------------------
+ * Items are pushed onto a lock-free stack (any thread) and drained by one poller at a time (a
+ * trylock: other idle workers just report the count), which keeps them in arrival order and queries
+ * each event; done ones resolve. */
+
+typedef struct gpu_item {
+	struct gpu_item *next;     /* stack link, then the poller's list */
+	cudaEvent_t ev;            /* completes the item */
+	ovs_gpu *g;                /* whose pending count it is */
+	jobs_sched *sched;         /* receipt: its scheduler ... */
+	jobs_id id;                /* ... and id (JOBS_INVALID_ID: none) */
+	void (*fn)(void *);        /* action: run when done (NULL: none) */
+	void *arg;                 /* its argument */
+} gpu_item;
+
+static gpu_item *_Atomic g_inbox;          /* pushed items, newest first */
+static _Atomic unsigned g_outstanding;     /* items pushed and not yet resolved (the hook's report) */
+static pthread_mutex_t g_poll_lock = PTHREAD_MUTEX_INITIALIZER;
+static gpu_item *g_list, **g_list_tail = &g_list; /* the poller's items, oldest first (g_poll_lock) */
+
+static void push_item(gpu_item *it)
+{
+	atomic_fetch_add_explicit(&it->g->pending, 1, memory_order_relaxed); /* relaxed: a count; destroy
+	                                                                        * syncs through g_poll_lock */
+	atomic_fetch_add_explicit(&g_outstanding, 1, memory_order_relaxed);  /* relaxed: a hint for sleepers */
+	gpu_item *head = atomic_load_explicit(&g_inbox, memory_order_relaxed);
+	do
+		it->next = head;
+	/* release: the poller that takes the stack sees the item's fields. */
+	while (!atomic_compare_exchange_weak_explicit(&g_inbox, &head, it, memory_order_release, memory_order_relaxed));
+	if (it->sched)
+		jobs_kick(it->sched); /* sleeping workers poll soon */
+}
+
+static void resolve(gpu_item *it, cudaError_t r)
+{
+	if (it->id != JOBS_INVALID_ID) {
+		char msg[200];
+		if (r == cudaSuccess)
+			jobs_complete(it->sched, it->id, 0, NULL);
+		else {
+			ovs_err_format(msg, sizeof msg, "GPU work of the op failed: %s (%s)", cudaGetErrorName(r),
+				       cudaGetErrorString(r));
+			jobs_complete(it->sched, it->id, OVSTAGE_ERROR_OP_FAILED, msg);
+		}
+	}
+	if (it->fn)
+		it->fn(it->arg); /* deleters run even after a GPU fault: the memory is no longer read */
+	(void)cudaEventDestroy(it->ev);
+	atomic_fetch_sub_explicit(&it->g->pending, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&g_outstanding, 1, memory_order_relaxed);
+	free(it);
+}
+
+/* One pass over the items (g_poll_lock held). */
+static void poll_locked(void)
+{
+	/* acquire: pairs with the pushers' release CAS; their items' fields are visible. */
+	gpu_item *s = atomic_exchange_explicit(&g_inbox, NULL, memory_order_acquire), *rev = NULL;
+	while (s) { /* newest first -> oldest first */
+		gpu_item *n = s->next;
+		s->next = rev;
+		rev = s;
+		s = n;
+	}
+	if (rev) {
+		*g_list_tail = rev;
+		while (rev->next)
+			rev = rev->next;
+		g_list_tail = &rev->next;
+	}
+	gpu_item **pp = &g_list;
+	while (*pp) {
+		gpu_item *it = *pp;
+		cudaError_t r = cudaEventQuery(it->ev);
+		if (r == cudaErrorNotReady) {
+			pp = &it->next;
+			continue;
+		}
+		if (r != cudaSuccess)
+			(void)cudaGetLastError();
+		*pp = it->next;
+		if (!*pp)
+			g_list_tail = pp;
+		resolve(it, r);
+	}
+}
+
+unsigned ovs_gpu_poll(void)
+{
+	pthread_mutex_lock(&g_poll_lock);
+	poll_locked();
+	pthread_mutex_unlock(&g_poll_lock);
+	return atomic_load_explicit(&g_outstanding, memory_order_relaxed);
+}
+
+/* The job system's idle-time hook: one poller at a time, the others report the count. */
+static unsigned poll_hook(void *ctx)
+{
+	(void)ctx;
+	/* relaxed: a hint; a late push kicks the workers itself. */
+	if (!atomic_load_explicit(&g_outstanding, memory_order_relaxed))
+		return 0;
+	if (pthread_mutex_trylock(&g_poll_lock) == 0) {
+		poll_locked();
+		pthread_mutex_unlock(&g_poll_lock);
+	}
+	return atomic_load_explicit(&g_outstanding, memory_order_relaxed);
+}
+
+void ovs_gpu_sched_attach(jobs_sched *sched)
+{
+	(void)jobs_add_poll_hook(sched, poll_hook, NULL);
+}
+
+static cudaEvent_t record_on(cudaStream_t s)
+{
+	cudaEvent_t ev = NULL;
+	if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	if (cudaEventRecord(ev, s) != cudaSuccess) {
+		(void)cudaGetLastError();
+		(void)cudaEventDestroy(ev);
+		return NULL;
+	}
+	return ev;
+}
+
+void *ovs_gpu_record(ovs_exec *x)
+{
+	return record_on((cudaStream_t)x->stream);
+}
+
+void ovs_gpu_event_release(void *ev)
+{
+	if (ev)
+		(void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+bool ovs_gpu_fence_wait(ovs_exec *x, void *fence, char *err, size_t errlen)
+{
+	if (!fence)
+		return true;
+	cudaError_t r = cudaStreamWaitEvent((cudaStream_t)x->stream, (cudaEvent_t)fence, 0);
+	if (r == cudaSuccess)
+		return true;
+	(void)cudaGetLastError();
+	ovs_err_format(err, errlen, "cannot wait for the producer's CUDA work (%s)", cudaGetErrorName(r));
+	return false;
+}
+
+bool ovs_gpu_complete_after(ovs_gpu *g, ovs_exec *x, jobs_sched *sched, jobs_run *run, char *err, size_t errlen)
+{
+	gpu_item *it = calloc(1, sizeof *it);
+	cudaEvent_t ev = it ? record_on((cudaStream_t)x->stream) : NULL;
+	if (!ev) {
+		free(it);
+		ovs_err_format(err, errlen, "cannot record the completion of the op's GPU work");
+		return false;
+	}
+	jobs_id id = jobs_job_defer(run);
+	if (id == JOBS_INVALID_ID) { /* the body already failed: nothing to defer */
+		(void)cudaEventDestroy(ev);
+		free(it);
+		return true;
+	}
+	*it = (gpu_item){ .ev = ev, .g = g, .sched = sched, .id = id };
+	push_item(it);
+	return true;
+}
+
+void ovs_gpu_after_stream(ovs_gpu *g, void (*fn)(void *), void *arg)
+{
+	gpu_item *it = calloc(1, sizeof *it);
+	cudaEvent_t ev = it ? record_on(g->stream) : NULL;
+	if (!ev) {
+		free(it);
+		(void)cudaStreamSynchronize(g->stream); /* last resort: correct, only slower */
+		(void)cudaGetLastError();
+		fn(arg);
+		return;
+	}
+	*it = (gpu_item){ .ev = ev, .g = g, .sched = g->sched, .id = JOBS_INVALID_ID, .fn = fn, .arg = arg };
+	push_item(it);
+}
+
+void ovs_gpu_destroy(ovs_gpu *g)
+{
+	if (!g)
+		return;
+	(void)cudaStreamSynchronize(g->stream);
+	(void)cudaGetLastError();
+	/* Every event of g is complete now: one locked pass resolves them (more may come from other
+	 * stages' items, which stay). relaxed: ovs_gpu_poll's mutex orders the count's updates. */
+	while (atomic_load_explicit(&g->pending, memory_order_relaxed) > 0)
+		(void)ovs_gpu_poll();
+	(void)cudaStreamDestroy(g->stream);
+	free(g);
+}
+
+bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
+{
+	if (!fence)
+		return true;
+	cudaError_t r = cudaEventSynchronize((cudaEvent_t)fence);
+	if (r == cudaSuccess)
+		return true;
+	(void)cudaGetLastError();
+	ovs_err_format(err, errlen, "waiting for the producer's CUDA work failed (%s)", cudaGetErrorName(r));
+	return false;
+}
+
+ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *what, char *err, size_t errlen)
+{
+	struct cudaPointerAttributes a;
+	cudaError_t r = cudaPointerGetAttributes(&a, p);
+	if (r != cudaSuccess) {
+		(void)cudaGetLastError();
+		ovs_err_format(err, errlen, "%s = %p is not CUDA memory (%s)", what, p, cudaGetErrorName(r));
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	}
+	if (a.type == cudaMemoryTypeManaged)
+		return OVSTAGE_OK;
+	if (a.type != cudaMemoryTypeDevice) {
+		ovs_err_format(err, errlen, "%s = %p is %s memory, not memory of CUDA device %d", what, p,
+			       a.type == cudaMemoryTypeHost ? "pinned host" : "unregistered host", dev);
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	}
+	if (a.device != dev) {
+		ovs_err_format(err, errlen, "%s = %p is memory of CUDA device %d, but the tensor says device %d", what,
+			       p, a.device, dev);
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	}
+	return OVSTAGE_OK;
+}
+
+bool ovs_gpu_copy_to_host(ovs_exec *x, void *dst, const void *src, size_t n, char *err, size_t errlen)
+{
+	cudaStream_t s = (cudaStream_t)x->stream;
+	cudaError_t r = n ? cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s) : cudaSuccess;
+	if (r == cudaSuccess)
+		r = cudaStreamSynchronize(s);
+	if (r == cudaSuccess)
+		return true;
+	(void)cudaGetLastError();
+	ovs_err_format(err, errlen, "copying %zu bytes from CUDA device %d to the host failed (%s)", n,
+		       x->gpu ? x->gpu->dev : -1, cudaGetErrorName(r));
+	return false;
+}
+
+const char *ovs_gpu_error_name(int code)
+{
+	return cudaGetErrorName((cudaError_t)code);
+}
+
+void ovs_gpu_sync(ovs_exec *x)
+{
+	if (cudaStreamSynchronize((cudaStream_t)x->stream) != cudaSuccess)
+		(void)cudaGetLastError();
+}

@@ -1,0 +1,142 @@
+/*
+ * cuda_memops.c — the memory operations of CUDA device memory (buffer.h's ovs_memops), issued on the
+ * engine stream of the execution context. Host-side row lists and chunk tables are uploaded to a
+ * stream-ordered scratch allocation per call (row lists stay host metadata; only the kernels' copy
+ * of them lives on the device, and only until the kernel has run).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "buffer.h"
+#include "cuda_internal.h"
+#include "kernels.h"
+
+/* A failure inside an operation: the stream is left as it is and the error stays for the op's
+ * completion event to report (a sticky fault fails every later op on the device, which is the
+ * truth). Non-sticky launch errors are cleared so that they do not leak into the application. */
+static void note(ovs_exec *x, cudaError_t r)
+{
+	if (r == cudaSuccess)
+		return;
+	(void)cudaGetLastError();
+	if (!x->err)
+		x->err = (int)r;
+}
+
+static void *cuda_alloc(void *ctx, size_t bytes)
+{
+	return ovs_gpu_alloc(ctx, bytes);
+}
+
+static void cuda_free(void *ctx, void *p, size_t bytes)
+{
+	(void)bytes;
+	ovs_gpu_free(ctx, p);
+}
+
+static void cuda_copy(ovs_exec *x, void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		note(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)x->stream));
+}
+
+static void cuda_fill(ovs_exec *x, void *dst, int byte, size_t bytes)
+{
+	if (bytes)
+		note(x, cudaMemsetAsync(dst, byte, bytes, (cudaStream_t)x->stream));
+}
+
+/* The host bytes [p, p + n) on the device, valid for work issued on x after this call; released with
+ * scratch_free after that work is issued (stream order keeps it alive until it ran). A copy from
+ * pageable memory is staged by the driver before cudaMemcpyAsync returns, so the host bytes may
+ * change afterwards. */
+static void *scratch_up(ovs_exec *x, const void *p, size_t n)
+{
+	void *d = ovs_gpu_alloc(x->gpu, n);
+	cudaError_t r = d ? cudaMemcpyAsync(d, p, n, cudaMemcpyHostToDevice, (cudaStream_t)x->stream)
+			  : cudaErrorMemoryAllocation;
+	if (r != cudaSuccess) {
+		note(x, r);
+		ovs_gpu_free(x->gpu, d);
+		return NULL;
+	}
+	return d;
+}
+
+static void scratch_free(ovs_exec *x, void *d)
+{
+	ovs_gpu_free(x->gpu, d);
+}
+
+static void cuda_scatter_rows(ovs_exec *x, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb)
+{
+	if (!n)
+		return;
+	uint32_t *drows = scratch_up(x, rows, (size_t)n * sizeof *rows);
+	if (drows)
+		note(x, (cudaError_t)ovs_cuda_scatter_rows(x->stream, dst, drows, n, src, rb));
+	scratch_free(x, drows);
+}
+
+static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb)
+{
+	if (!n)
+		return;
+	uint32_t *drows = scratch_up(x, rows, (size_t)n * sizeof *rows);
+	if (drows)
+		note(x, (cudaError_t)ovs_cuda_gather_rows(x->stream, dst, src, drows, n, rb));
+	scratch_free(x, drows);
+}
+
+static void cuda_scatter_chunked(ovs_exec *x, void *const *bases, uint32_t nbases, uint32_t shift,
+				 const uint32_t *rows, uint32_t n, const void *src, size_t rb)
+{
+	if (!n)
+		return;
+	/* One upload: the chunk table, then the rows. The narrowest alignment of the bases decides the
+	 * kernel's word. */
+	size_t tb = (size_t)nbases * sizeof(void *), bytes = tb + (size_t)n * sizeof *rows;
+	unsigned char *h = malloc(bytes);
+	if (!h) {
+		note(x, cudaErrorMemoryAllocation);
+		return;
+	}
+	uintptr_t any = 0;
+	for (uint32_t j = 0; j < nbases; j++)
+		any |= (uintptr_t)bases[j];
+	memcpy(h, bases, tb);
+	memcpy(h + tb, rows, (size_t)n * sizeof *rows);
+	unsigned char *d = scratch_up(x, h, bytes);
+	free(h);
+	if (d) {
+		unsigned align = (any & 7) == 0 ? 8 : (any & 3) == 0 ? 4 : 1;
+		note(x, (cudaError_t)ovs_cuda_scatter_chunked(x->stream, (void *const *)d, shift, (const uint32_t *)(d + tb), n,
+							  src, rb, align));
+	}
+	scratch_free(x, d);
+}
+
+static bool cuda_record(ovs_exec *x, void **out)
+{
+	*out = ovs_gpu_record(x);
+	return *out != NULL;
+}
+
+static const ovs_memops g_cuda_memops = {
+	.name = "cuda",
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.copy = cuda_copy,
+	.fill = cuda_fill,
+	.scatter_rows = cuda_scatter_rows,
+	.gather_rows = cuda_gather_rows,
+	.scatter_chunked = cuda_scatter_chunked,
+	.record = cuda_record,
+};
+
+const ovs_memops *ovs_gpu_memops(void)
+{
+	return &g_cuda_memops;
+}

@@ -1,0 +1,129 @@
+/*
+ * gpu.h — the CUDA backend's contract with the engine: which devices exist, the column memory of a
+ * device (an ovs_memops table), the engine stream of a stage on a device, fences that turn a
+ * producer's CUDA work into a dependency, and completions that resolve an op's receipt when the GPU
+ * work it issued has finished.
+ *
+ * Contract
+ *  - Availability is decided once per process, at the first call that needs it: the backend is
+ *    compiled in (nvcc was found at build time), CPU-only mode is off (OVSTAGE_DISABLE_GPU in the
+ *    environment wins over the OVSTAGE_CONFIG_EXT_DISABLE_GPU entry), and the CUDA runtime reports at
+ *    least one device. No driver, no device or a disabled GPU all mean: CPU-only, with a reason
+ *    (ovs_gpu_reason) that errors quote. Nothing else in this header may be called then.
+ *  - One *engine stream* per (stage, device): a blocking stream of the device's primary context, so
+ *    that a consumer on the legacy default stream of that context is ordered after work already
+ *    enqueued on it (seed 003). Every copy, kernel, allocation and free the stage issues on that
+ *    device goes to it, so stream order alone makes buffer reuse safe; readers on other streams wait
+ *    on the version's ready event.
+ *  - Column memory comes from one cudaMemPool per device (stream-ordered allocation and free on the
+ *    engine stream); its release threshold is the retained-bytes bound (OVSTAGE_GPU_POOL_MB, default
+ *    256; 0 returns memory at every synchronisation).
+ *  - Fences are captured on the calling thread inside the API call (handles 1 and 2 resolve against
+ *    the caller's current context there, never on a worker): a snapshot of the user's stream and
+ *    event, waited on later by the engine stream with no host wait.
+ *  - Completions: ovs_gpu_complete_after records an event after the work issued so far and defers
+ *    the running job's receipt; a poll hook on the job system (idle workers, or waiters of a 0-worker
+ *    pool) queries the events in order and completes the receipts. CUDA's callback thread never runs
+ *    engine code.
+ *
+ * Thread safety: every function may be called from any thread. The per-stage context is created
+ * once under a mutex (first use); the completion list is a lock-free push stack drained by one
+ * poller at a time.
+ */
+#ifndef OVSTAGE_GPU_H
+#define OVSTAGE_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ovstage/ovstage.h>
+
+#include "jobs.h"
+
+struct ovs_exec;
+struct ovs_memops;
+struct ovs_buffer;
+typedef struct ovs_gpu ovs_gpu;
+
+/* Process-wide settings, applied before the first availability check (runtime.c sets them from its
+ * configuration; later calls are ignored once the decision is made). */
+void ovs_gpu_configure(bool disable, int64_t pool_mb);
+
+/* Whether device columns can be used in this process (decided once). */
+bool ovs_gpu_available(void);
+/* Why not, for messages ("the CUDA backend is not built in", "CPU-only mode (OVSTAGE_DISABLE_GPU)",
+ * "no CUDA driver", "no CUDA device"); "" when available. */
+const char *ovs_gpu_reason(void);
+/* CUDA devices visible to the process (0 when unavailable). */
+int ovs_gpu_device_count(void);
+
+/* The memory operations of CUDA device memory. */
+const struct ovs_memops *ovs_gpu_memops(void);
+
+/* The stage's context for device `dev` (created at first use: stream, pool access), or NULL with a
+ * message when it cannot be made. `owner` identifies the stage (its store); `sched` receives the
+ * completion poll hook. */
+ovs_gpu *ovs_gpu_get(void *owner, ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen);
+/* Destroys a context after draining its stream and its completions (stage destroy). */
+void ovs_gpu_destroy(ovs_gpu *g);
+/* The execution context of work issued on g's engine stream by worker w. */
+void ovs_gpu_exec(ovs_gpu *g, struct ovs_exec *x, jobs_worker *w);
+int ovs_gpu_device(const ovs_gpu *g);
+
+/* Device memory of at least `bytes` on g's device, allocated in stream order on its engine stream;
+ * NULL when out of memory. Freed with ovs_gpu_free (stream-ordered as well). */
+void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes);
+void ovs_gpu_free(ovs_gpu *g, void *p);
+
+/* ---- fences ---------------------------------------------------------------------------------------
+ * A fence is an event recorded on a backend stream after everything `sync` names had been enqueued
+ * at the time of the call: `stream` (1 = legacy default, 2 = per-thread default of the caller, > 2 a
+ * cudaStream_t) drained, `wait_event` waited on. {0, 0}: *out = NULL. Returns OVSTAGE_OK or an
+ * error with a message (an invalid stream or event, no current context for handles 1 and 2). */
+ovstage_api_status_t ovs_gpu_fence_capture(ovstage_cuda_sync_t sync, void **out, char *err, size_t errlen);
+/* Makes x's stream wait for the fence (device-side; returns at once). */
+bool ovs_gpu_fence_wait(struct ovs_exec *x, void *fence, char *err, size_t errlen);
+void ovs_gpu_fence_release(void *fence);
+/* Blocks the calling worker until the fence has fired (host code must read the producer's data: a
+ * pinned or managed source). False (with a message) on a CUDA error. */
+bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen);
+
+/* ---- checks and host staging ---------------------------------------------------------------------- */
+
+/* Whether p is memory CUDA device `dev` can read as a kernel argument (device or managed memory of
+ * that device), checked at the call. INVALID_ARGUMENT with a message naming p and the device. */
+ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *what, char *err, size_t errlen);
+/* Copies n device bytes to host memory after the work issued on x (the producer fence included) and
+ * waits for it: the one place a worker blocks on the GPU (a CUDA tensor written into a CPU column). */
+bool ovs_gpu_copy_to_host(struct ovs_exec *x, void *dst, const void *src, size_t n, char *err, size_t errlen);
+/* Waits for everything issued on x (failure paths only: a failed op must not leave GPU work reading
+ * the caller's tensors behind it). */
+void ovs_gpu_sync(struct ovs_exec *x);
+/* The name of a CUDA error code recorded in an ovs_exec (x->err). */
+const char *ovs_gpu_error_name(int code);
+
+/* ---- completion and readiness ------------------------------------------------------------------- */
+
+/* Records the completion of everything issued on x so far and defers `run`'s receipt until the GPU
+ * has finished it (then the receipt completes with success, or fails with the CUDA error). False
+ * (with a message) if the event could not be recorded: the caller then fails the op itself. */
+bool ovs_gpu_complete_after(ovs_gpu *g, struct ovs_exec *x, jobs_sched *sched, jobs_run *run, char *err,
+			    size_t errlen);
+/* An event recorded after the work issued on x so far (a version's readiness, a read group's
+ * wait_event), or NULL on failure. Released with ovs_gpu_event_release (safe while pending). */
+void *ovs_gpu_record(struct ovs_exec *x);
+void ovs_gpu_event_release(void *ev);
+/* Runs `fn(arg)` on a poller thread once the work issued on g's engine stream so far has finished
+ * (a managed tensor's deleter after the last GPU work that reads it). Falls back to synchronising
+ * the stream and calling fn at once if the event cannot be recorded. */
+void ovs_gpu_after_stream(ovs_gpu *g, void (*fn)(void *), void *arg);
+
+/* Registers the completion poll hook with a scheduler (runtime.c, once per scheduler it creates). */
+void ovs_gpu_sched_attach(jobs_sched *sched);
+
+/* Polls completions now (tests and destroy; the job system's hook does the same). Returns how many
+ * are still outstanding. */
+unsigned ovs_gpu_poll(void);
+
+#endif /* OVSTAGE_GPU_H */

@@ -1,0 +1,138 @@
+// kernels.cu — the row kernels of device columns (see kernels.h). Kernels only: no engine headers
+// (Concurrency Kit's headers are not C++-clean), no host logic beyond choosing a launch shape.
+#include "kernels.h"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr unsigned kBlock = 256;
+
+// A grid covering `total` work items with at most 2^16 blocks (grid-stride loops cover the rest).
+inline unsigned grid_for(unsigned long long total)
+{
+	unsigned long long g = (total + kBlock - 1) / kBlock;
+	return g == 0 ? 1u : g > 65536ull ? 65536u : (unsigned)g;
+}
+
+// The widest word (8, 4 or 1 bytes) dividing rb and every address alignment the caller reports.
+inline unsigned word_for(size_t rb, unsigned align)
+{
+	if (rb % 8 == 0 && align % 8 == 0)
+		return 8;
+	if (rb % 4 == 0 && align % 4 == 0)
+		return 4;
+	return 1;
+}
+
+inline unsigned ptr_align(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t)a | (uintptr_t)b;
+	return (x & 7) == 0 ? 8 : (x & 3) == 0 ? 4 : 1;
+}
+
+template <typename W>
+__global__ void gather_kernel(W *dst, const W *src, const uint32_t *rows, uint32_t n, size_t wpr)
+{
+	unsigned long long total = (unsigned long long)n * wpr;
+	for (unsigned long long t = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; t < total;
+	     t += (unsigned long long)gridDim.x * blockDim.x) {
+		unsigned long long i = t / wpr, w = t % wpr;
+		dst[i * wpr + w] = src[(unsigned long long)rows[i] * wpr + w];
+	}
+}
+
+template <typename W>
+__global__ void scatter_kernel(W *dst, const uint32_t *rows, uint32_t n, const W *src, size_t wpr)
+{
+	unsigned long long total = (unsigned long long)n * wpr;
+	for (unsigned long long t = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; t < total;
+	     t += (unsigned long long)gridDim.x * blockDim.x) {
+		unsigned long long i = t / wpr, w = t % wpr;
+		dst[(unsigned long long)rows[i] * wpr + w] = src[i * wpr + w];
+	}
+}
+
+template <typename W>
+__global__ void scatter_chunked_kernel(void *const *bases, uint32_t shift, const uint32_t *rows, uint32_t n,
+				       const W *src, size_t wpr)
+{
+	unsigned long long total = (unsigned long long)n * wpr;
+	uint32_t mask = (1u << shift) - 1u;
+	for (unsigned long long t = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; t < total;
+	     t += (unsigned long long)gridDim.x * blockDim.x) {
+		unsigned long long i = t / wpr, w = t % wpr;
+		uint32_t r = rows[i];
+		W *base = (W *)bases[r >> shift];
+		if (base)
+			base[(unsigned long long)(r & mask) * wpr + w] = src[i * wpr + w];
+	}
+}
+
+template <typename W>
+int launch_gather(cudaStream_t s, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb)
+{
+	size_t wpr = rb / sizeof(W);
+	gather_kernel<W><<<grid_for((unsigned long long)n * wpr), kBlock, 0, s>>>((W *)dst, (const W *)src, rows, n, wpr);
+	return (int)cudaGetLastError();
+}
+
+template <typename W>
+int launch_scatter(cudaStream_t s, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb)
+{
+	size_t wpr = rb / sizeof(W);
+	scatter_kernel<W><<<grid_for((unsigned long long)n * wpr), kBlock, 0, s>>>((W *)dst, rows, n, (const W *)src, wpr);
+	return (int)cudaGetLastError();
+}
+
+template <typename W>
+int launch_chunked(cudaStream_t s, void *const *bases, uint32_t shift, const uint32_t *rows, uint32_t n,
+		   const void *src, size_t rb)
+{
+	size_t wpr = rb / sizeof(W);
+	scatter_chunked_kernel<W><<<grid_for((unsigned long long)n * wpr), kBlock, 0, s>>>(bases, shift, rows, n,
+										     (const W *)src, wpr);
+	return (int)cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int ovs_cuda_gather_rows(void *stream, void *dst, const void *src, const uint32_t *rows, uint32_t n,
+				    size_t rb)
+{
+	if (!n || !rb)
+		return 0;
+	cudaStream_t s = (cudaStream_t)stream;
+	switch (word_for(rb, ptr_align(dst, src))) {
+	case 8: return launch_gather<unsigned long long>(s, dst, src, rows, n, rb);
+	case 4: return launch_gather<unsigned int>(s, dst, src, rows, n, rb);
+	default: return launch_gather<unsigned char>(s, dst, src, rows, n, rb);
+	}
+}
+
+extern "C" int ovs_cuda_scatter_rows(void *stream, void *dst, const uint32_t *rows, uint32_t n, const void *src,
+				     size_t rb)
+{
+	if (!n || !rb)
+		return 0;
+	cudaStream_t s = (cudaStream_t)stream;
+	switch (word_for(rb, ptr_align(dst, src))) {
+	case 8: return launch_scatter<unsigned long long>(s, dst, rows, n, src, rb);
+	case 4: return launch_scatter<unsigned int>(s, dst, rows, n, src, rb);
+	default: return launch_scatter<unsigned char>(s, dst, rows, n, src, rb);
+	}
+}
+
+extern "C" int ovs_cuda_scatter_chunked(void *stream, void *const *bases, uint32_t shift, const uint32_t *rows,
+					uint32_t n, const void *src, size_t rb, unsigned align)
+{
+	if (!n || !rb)
+		return 0;
+	cudaStream_t s = (cudaStream_t)stream;
+	unsigned a = align < ptr_align(src, src) ? align : ptr_align(src, src);
+	switch (word_for(rb, a)) {
+	case 8: return launch_chunked<unsigned long long>(s, bases, shift, rows, n, src, rb);
+	case 4: return launch_chunked<unsigned int>(s, bases, shift, rows, n, src, rb);
+	default: return launch_chunked<unsigned char>(s, bases, shift, rows, n, src, rb);
+	}
+}

@@ -1,0 +1,32 @@
+/*
+ * kernels.h — the row kernels of device columns (kernels.cu), callable from C. Each launches on
+ * `stream` and returns the launch's cudaError_t as an int (0 = cudaSuccess); the work itself runs in
+ * stream order. Row lists and chunk tables are device pointers (the caller uploads them).
+ *
+ * Rows are `rb` bytes; the kernels move 8-, 4- or 1-byte words, the widest that rb and every base
+ * pointer allow.
+ */
+#ifndef OVSTAGE_GPU_KERNELS_H
+#define OVSTAGE_GPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dst row i = src row rows[i], i < n. */
+int ovs_cuda_gather_rows(void *stream, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb);
+/* dst row rows[i] = src row i, i < n. */
+int ovs_cuda_scatter_rows(void *stream, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb);
+/* Row rows[i] of a chunked column = src row i: its address is bases[rows[i] >> shift] +
+ * (rows[i] & (2^shift - 1)) * rb; rows whose chunk base is NULL are skipped. */
+int ovs_cuda_scatter_chunked(void *stream, void *const *bases, uint32_t shift, const uint32_t *rows, uint32_t n,
+			     const void *src, size_t rb, unsigned align);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OVSTAGE_GPU_KERNELS_H */

@@ -1,0 +1,169 @@
+/*
+ * none.c — the backend of a build without the CUDA toolkit: CPU-only, with the reason errors quote.
+ * Only the availability queries and configuration are reachable (gpu.h: nothing else may be called
+ * when ovs_gpu_available() is false); the rest fail safely if called anyway.
+ */
+#include "errors.h"
+#include "gpu.h"
+
+void ovs_gpu_configure(bool disable, int64_t pool_mb)
+{
+	(void)disable;
+	(void)pool_mb;
+}
+
+bool ovs_gpu_available(void)
+{
+	return false;
+}
+
+const char *ovs_gpu_reason(void)
+{
+	return "the CUDA backend is not built in (no CUDA toolkit at build time)";
+}
+
+int ovs_gpu_device_count(void)
+{
+	return 0;
+}
+
+const struct ovs_memops *ovs_gpu_memops(void)
+{
+	return NULL;
+}
+
+ovs_gpu *ovs_gpu_get(void *owner, ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
+{
+	(void)owner;
+	(void)slot;
+	(void)sched;
+	ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", dev, ovs_gpu_reason());
+	return NULL;
+}
+
+void ovs_gpu_destroy(ovs_gpu *g)
+{
+	(void)g;
+}
+
+void ovs_gpu_exec(ovs_gpu *g, struct ovs_exec *x, jobs_worker *w)
+{
+	(void)g;
+	(void)x;
+	(void)w;
+}
+
+int ovs_gpu_device(const ovs_gpu *g)
+{
+	(void)g;
+	return -1;
+}
+
+void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes)
+{
+	(void)g;
+	(void)bytes;
+	return NULL;
+}
+
+void ovs_gpu_free(ovs_gpu *g, void *p)
+{
+	(void)g;
+	(void)p;
+}
+
+ovstage_api_status_t ovs_gpu_fence_capture(ovstage_cuda_sync_t sync, void **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (!sync.stream && !sync.wait_event)
+		return OVSTAGE_OK;
+	ovs_err_format(err, errlen, "cuda_sync = {stream 0x%llx, wait_event 0x%llx} names CUDA work, but %s",
+		       (unsigned long long)sync.stream, (unsigned long long)sync.wait_event, ovs_gpu_reason());
+	return OVSTAGE_ERROR_NOT_SUPPORTED;
+}
+
+bool ovs_gpu_fence_wait(struct ovs_exec *x, void *fence, char *err, size_t errlen)
+{
+	(void)x;
+	(void)err;
+	(void)errlen;
+	return fence == NULL;
+}
+
+void ovs_gpu_fence_release(void *fence)
+{
+	(void)fence;
+}
+
+bool ovs_gpu_complete_after(ovs_gpu *g, struct ovs_exec *x, jobs_sched *sched, jobs_run *run, char *err,
+			    size_t errlen)
+{
+	(void)g;
+	(void)x;
+	(void)sched;
+	(void)run;
+	ovs_err_format(err, errlen, "%s", ovs_gpu_reason());
+	return false;
+}
+
+void *ovs_gpu_record(struct ovs_exec *x)
+{
+	(void)x;
+	return NULL;
+}
+
+void ovs_gpu_event_release(void *ev)
+{
+	(void)ev;
+}
+
+void ovs_gpu_after_stream(ovs_gpu *g, void (*fn)(void *), void *arg)
+{
+	(void)g;
+	fn(arg);
+}
+
+void ovs_gpu_sched_attach(jobs_sched *sched)
+{
+	(void)sched;
+}
+
+unsigned ovs_gpu_poll(void)
+{
+	return 0;
+}
+
+bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	return fence == NULL;
+}
+
+ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *what, char *err, size_t errlen)
+{
+	(void)p;
+	ovs_err_format(err, errlen, "%s: CUDA device %d cannot be used: %s", what, dev, ovs_gpu_reason());
+	return OVSTAGE_ERROR_NOT_SUPPORTED;
+}
+
+bool ovs_gpu_copy_to_host(struct ovs_exec *x, void *dst, const void *src, size_t n, char *err, size_t errlen)
+{
+	(void)x;
+	(void)dst;
+	(void)src;
+	(void)n;
+	ovs_err_format(err, errlen, "%s", ovs_gpu_reason());
+	return false;
+}
+
+const char *ovs_gpu_error_name(int code)
+{
+	(void)code;
+	return "cudaErrorUnknown";
+}
+
+void ovs_gpu_sync(struct ovs_exec *x)
+{
+	(void)x;
+}
