@@ -1,0 +1,538 @@
+/*
+ * check_gpu.c — the GPU suite: device-resident columns through the public API (residency, sparse
+ * writes as kernels, the cuda_sync rules, managed device tensors' deleters, bad input, a mixed
+ * CPU/GPU read, a multi-thread stress checking every sealed value).
+ *
+ * Where the process cannot use CUDA (no device, no driver, CPU-only mode, or a build without the
+ * backend) only the "unavailable" case runs: a CUDA tensor must then be refused at the call with a
+ * message naming why. It says so on stderr; the GPU cases run on the device machine (docs/gpu.md).
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include <ovstage/ovstage.h>
+#include <ovstage/ovstage_ext.h>
+#include <ovx/path_dictionary/path_dictionary.h>
+
+#include "../engine/stage_test_util.h"
+
+int tst_gpu_spin_fill(void *stream, float *dst, unsigned n, float base, long long spin_cycles);
+
+#define CU(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
+#define SPIN (20LL * 1000 * 1000) /* ~10 ms of GPU clocks: the write is submitted while it runs */
+
+typedef struct fixture {
+	ovstage_instance_t *st;
+	path_dictionary_instance_t *pd;
+	ovstage_query_handle_t q;
+	uint32_t n;
+} fixture;
+
+static float *dev_alloc(size_t bytes)
+{
+	void *p = NULL;
+	CU(cudaMalloc(&p, bytes));
+	return p;
+}
+
+/* OVSTAGE_GPU_TEST_DIV=k divides the prim counts by k (at least 1000 stay): the compute-sanitizer
+ * runs, which are slow per kernel thread. */
+static uint32_t scaled(uint32_t n)
+{
+	const char *v = getenv("OVSTAGE_GPU_TEST_DIV");
+	uint32_t k = v ? (uint32_t)strtoul(v, NULL, 10) : 1;
+	return k > 1 && n / k >= 1000 ? n / k : k > 1 && n > 1000 ? 1000 : n;
+}
+
+static void fx_open(fixture *f, uint32_t n)
+{
+	n = scaled(n);
+	memset(f, 0, sizeof *f);
+	ck_assert_int_eq(ovstage_create_instance(NULL, &f->st), OVSTAGE_OK);
+	f->pd = ovstage_get_path_dictionary(f->st);
+	f->n = n;
+	char **paths = malloc(n * sizeof *paths);
+	for (uint32_t i = 0; i < n; i++) {
+		paths[i] = malloc(24);
+		snprintf(paths[i], 24, "/w/p%u", i);
+	}
+	f->q = tst_query_of(f->st, f->pd, (const char *const *)paths, n, NULL);
+	for (uint32_t i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+static void fx_close(fixture *f)
+{
+	tst_wait_ok(f->st, ovstage_release_query(f->st, f->q));
+	ck_assert_int_eq(ovstage_destroy_instance(f->st), OVSTAGE_OK);
+}
+
+/* A 1-D float32 tensor of `rows` rows at p on device dev (kDLCUDA) or the host. */
+static ovstage_write_data_t wdata_dev(tst_tensor *tt, void *p, int64_t rows, DLDeviceType type)
+{
+	ovstage_write_data_t w = tst_wdata(tt, p, rows, kDLFloat, 32, 1);
+	tt->t.device.device_type = type;
+	tt->t.device.device_id = 0;
+	return w;
+}
+
+static ovstage_enqueue_result_t write1(fixture *f, ovx_token_t a, ovstage_ordinal_t o, ovstage_write_data_t w)
+{
+	return ovstage_write_attribute(f->st, f->q, tst_attr(a), o, w, OVSTAGE_PRIM_MODE_UPSERT);
+}
+
+static void seal(fixture *f, ovstage_ordinal_t o)
+{
+	ovstage_write_floor_desc_t d = { o, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	tst_wait_ok(f->st, ovstage_advance_write_floor(f->st, &d));
+}
+
+/* The latest values of attributes a (one or two) into vals (prim order; NAN where absent), with the
+ * device of the groups seen per attribute in dev[k]. Device groups are read after their event. */
+static void read_latest(fixture *f, const ovx_token_t *a, size_t na, float *vals, DLDeviceType *dev)
+{
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t r = { 0, 0, false };
+	r.end_ordinal = UINT64_MAX;
+	tst_wait_ok(f->st, ovstage_read_attributes(f->st, f->q, a, na, r, &rh));
+	for (size_t k = 0; k < na * f->n; k++)
+		vals[k] = __builtin_nanf("");
+	ovstage_read_group_t g;
+	ovstage_api_status_t s;
+	while ((s = ovstage_fetch_read_next(f->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g)) == OVSTAGE_OK) {
+		size_t k = g.attribute == a[0] ? 0 : 1;
+		ck_assert(!g.is_delete);
+		const DLTensor *t = &g.data.tensors[0];
+		dev[k] = t->device.device_type;
+		size_t rows = (size_t)t->shape[0];
+		float *h = malloc((rows ? rows : 1) * sizeof *h);
+		if (t->device.device_type == kDLCUDA) {
+			ck_assert_int_eq(t->device.device_id, 0);
+			if (g.data.cuda_sync.wait_event)
+				CU(cudaStreamWaitEvent(cudaStreamPerThread, (cudaEvent_t)g.data.cuda_sync.wait_event, 0));
+			CU(cudaMemcpyAsync(h, t->data, rows * sizeof *h, cudaMemcpyDeviceToHost, cudaStreamPerThread));
+			CU(cudaStreamSynchronize(cudaStreamPerThread));
+		} else {
+			ck_assert_int_eq(g.data.cuda_sync.wait_event, 0);
+			memcpy(h, t->data, rows * sizeof *h);
+		}
+		for (uint32_t i = 0; i < g.prims.count; i++) {
+			uint32_t e = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+			uint32_t row = g.data.index_map ? g.data.index_map[i] : i;
+			ck_assert_uint_lt(row, rows);
+			vals[k * f->n + e] = h[row];
+		}
+		free(h);
+		ck_assert_int_eq(ovstage_release_group(f->st, &g), OVSTAGE_OK);
+	}
+	ck_assert_int_eq(s, OVSTAGE_ERROR_END_OF_ITERATION);
+	tst_wait_ok(f->st, ovstage_release_read(f->st, rh));
+}
+
+static void expect(const float *vals, const float *want, uint32_t n, const char *what)
+{
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_msg(vals[i] == want[i], "%s: prim %u = %g, expected %g", what, i, (double)vals[i],
+			      (double)want[i]);
+}
+
+/* ---- residency and sparse kernels ------------------------------------------------------------- */
+
+START_TEST(test_full_write_stays_on_device)
+{
+	fixture f;
+	fx_open(&f, 100000); /* several 256 KiB chunks */
+	ovx_token_t a = tst_tok(f.pd, "pos");
+	float *d;
+	cudaStream_t s;
+	d = dev_alloc(f.n * sizeof *d);
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	ck_assert_int_eq(tst_gpu_spin_fill(s, d, f.n, 1000.f, SPIN), 0);
+	tst_tensor tt;
+	ovstage_write_data_t w = wdata_dev(&tt, d, f.n, kDLCUDA);
+	w.cuda_sync.stream = (uintptr_t)s; /* drained: the kernel is still spinning now */
+	tst_wait_ok(f.st, write1(&f, a, 1, w));
+	seal(&f, 1);
+	float *vals = malloc(f.n * sizeof *vals), *want = malloc(f.n * sizeof *want);
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
+	for (uint32_t i = 0; i < f.n; i++)
+		want[i] = 1000.f + (float)i;
+	expect(vals, want, f.n, "full write");
+	CU(cudaStreamDestroy(s));
+	CU(cudaFree(d));
+	free(vals);
+	free(want);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_sparse_writes_run_on_device)
+{
+	fixture f;
+	fx_open(&f, 150000);
+	ovx_token_t a = tst_tok(f.pd, "vel");
+	float *d, *h = malloc(f.n * sizeof *h), *want = malloc(f.n * sizeof *want), *vals = malloc(f.n * sizeof *vals);
+	d = dev_alloc(f.n * sizeof *d);
+	for (uint32_t i = 0; i < f.n; i++)
+		h[i] = want[i] = (float)i;
+	CU(cudaMemcpy(d, h, f.n * sizeof *h, cudaMemcpyHostToDevice));
+	tst_tensor tt;
+	tst_wait_ok(f.st, write1(&f, a, 1, wdata_dev(&tt, d, f.n, kDLCUDA)));
+	seal(&f, 1);
+	/* ordinal 2: every third prim, through a mask, from a device source of new values */
+	for (uint32_t i = 0; i < f.n; i++)
+		h[i] = -(float)i;
+	CU(cudaMemcpy(d, h, f.n * sizeof *h, cudaMemcpyHostToDevice));
+	uint64_t *mask = calloc((f.n + 63) / 64, sizeof *mask);
+	for (uint32_t i = 0; i < f.n; i += 3) {
+		mask[i / 64] |= 1ull << (i % 64);
+		want[i] = -(float)i;
+	}
+	ovstage_write_data_t w = wdata_dev(&tt, d, f.n, kDLCUDA);
+	w.mask = mask;
+	w.count = f.n;
+	tst_wait_ok(f.st, write1(&f, a, 2, w));
+	seal(&f, 2);
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
+	expect(vals, want, f.n, "masked write");
+	/* ordinal 3: an index map broadcasting source row 7 to the first 1000 prims (count = 1000) */
+	uint32_t *map = malloc(1000 * sizeof *map);
+	for (uint32_t i = 0; i < 1000; i++) {
+		map[i] = 7;
+		want[i] = -7.f;
+	}
+	w = wdata_dev(&tt, d, 8, kDLCUDA);
+	w.index_map = map;
+	w.count = 1000;
+	tst_wait_ok(f.st, write1(&f, a, 3, w));
+	seal(&f, 3);
+	read_latest(&f, &a, 1, vals, dev);
+	expect(vals, want, f.n, "index-mapped write");
+	/* ordinal 4: a host source into the device column (gathered on the host, one upload) */
+	for (uint32_t i = 0; i < f.n; i += 1000) {
+		mask[i / 64] = 0;
+	}
+	memset(mask, 0, (f.n + 63) / 64 * sizeof *mask);
+	for (uint32_t i = 5; i < f.n; i += 1000) {
+		mask[i / 64] |= 1ull << (i % 64);
+		h[i] = 0.5f + (float)i;
+		want[i] = h[i];
+	}
+	w = wdata_dev(&tt, h, f.n, kDLCPU);
+	w.mask = mask;
+	w.count = f.n;
+	tst_wait_ok(f.st, write1(&f, a, 4, w));
+	seal(&f, 4);
+	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
+	expect(vals, want, f.n, "host write into a device column");
+	CU(cudaFree(d));
+	free(h);
+	free(want);
+	free(vals);
+	free(mask);
+	free(map);
+	fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_cuda_into_cpu_column_and_mixed_read)
+{
+	fixture f;
+	fx_open(&f, 4096);
+	ovx_token_t ab[2] = { tst_tok(f.pd, "host_col"), tst_tok(f.pd, "dev_col") };
+	float *h = malloc(f.n * sizeof *h), *d, *vals = malloc(2 * f.n * sizeof *vals), *want = malloc(2 * f.n * sizeof *want);
+	d = dev_alloc(f.n * sizeof *d);
+	for (uint32_t i = 0; i < f.n; i++)
+		h[i] = 3.f * (float)i;
+	tst_tensor t1, t2;
+	tst_wait_ok(f.st, write1(&f, ab[0], 1, wdata_dev(&t1, h, f.n, kDLCPU))); /* a CPU column */
+	ck_assert_int_eq(tst_gpu_spin_fill(NULL, d, f.n, 7.f, SPIN), 0);      /* legacy stream */
+	ovstage_write_data_t w = wdata_dev(&t2, d, f.n, kDLCUDA);
+	w.cuda_sync.stream = 1;
+	tst_wait_ok(f.st, write1(&f, ab[1], 1, w)); /* a device column */
+	seal(&f, 1);
+	/* ordinal 2: CUDA values into the CPU column (staged to the host), on the per-thread stream */
+	ck_assert_int_eq(tst_gpu_spin_fill(cudaStreamPerThread, d, f.n, 50.f, SPIN), 0);
+	w = wdata_dev(&t2, d, f.n, kDLCUDA);
+	w.cuda_sync.stream = 2;
+	tst_wait_ok(f.st, write1(&f, ab[0], 2, w));
+	seal(&f, 2);
+	DLDeviceType dev[2] = { 0, 0 };
+	read_latest(&f, ab, 2, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCPU);
+	ck_assert_int_eq(dev[1], kDLCUDA);
+	for (uint32_t i = 0; i < f.n; i++) {
+		want[i] = 50.f + (float)i;
+		want[f.n + i] = 7.f + (float)i;
+	}
+	expect(vals, want, 2 * f.n, "mixed read");
+	CU(cudaFree(d));
+	free(h);
+	free(vals);
+	free(want);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- synchronisation ------------------------------------------------------------------------- */
+
+START_TEST(test_wait_event_is_snapshotted_at_the_call)
+{
+	fixture f;
+	fx_open(&f, 8192);
+	ovx_token_t a = tst_tok(f.pd, "ev");
+	float *d, *vals = malloc(f.n * sizeof *vals), *want = malloc(f.n * sizeof *want);
+	d = dev_alloc(f.n * sizeof *d);
+	cudaStream_t s;
+	cudaEvent_t ev;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CU(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+	ck_assert_int_eq(tst_gpu_spin_fill(s, d, f.n, 11.f, SPIN), 0);
+	CU(cudaEventRecord(ev, s));
+	tst_tensor tt;
+	ovstage_write_data_t w = wdata_dev(&tt, d, f.n, kDLCUDA);
+	w.cuda_sync.wait_event = (uintptr_t)ev;
+	ovstage_enqueue_result_t e = write1(&f, a, 1, w);
+	/* After the call the producer queues a second fill (spinning first) and re-records the event
+	 * behind it: the write must wait for the state the event had at the call (the first fill), so it
+	 * copies the first fill's values before the second overwrites them. */
+	ck_assert_int_eq(tst_gpu_spin_fill(s, d, f.n, 99.f, 2 * SPIN), 0);
+	CU(cudaEventRecord(ev, s));
+	tst_wait_ok(f.st, e);
+	seal(&f, 1);
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	for (uint32_t i = 0; i < f.n; i++)
+		want[i] = 11.f + (float)i;
+	expect(vals, want, f.n, "event-synchronised write");
+	CU(cudaEventDestroy(ev));
+	CU(cudaStreamDestroy(s));
+	CU(cudaFree(d));
+	free(vals);
+	free(want);
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- managed device tensors ------------------------------------------------------------------ */
+
+static _Atomic int g_deleted;
+
+static void count_deleter(DLManagedTensorVersioned *mt)
+{
+	atomic_fetch_add_explicit(&g_deleted, 1, memory_order_relaxed);
+	(void)cudaFree(mt->dl_tensor.data);
+	free(mt->dl_tensor.shape);
+	free(mt);
+}
+
+START_TEST(test_managed_device_tensor_adopted_deleted_once)
+{
+	fixture f;
+	fx_open(&f, 2048);
+	ovx_token_t a = tst_tok(f.pd, "adopt");
+	atomic_store(&g_deleted, 0);
+	DLManagedTensorVersioned *mt = calloc(1, sizeof *mt);
+	mt->version.major = DLPACK_MAJOR_VERSION;
+	mt->dl_tensor.device = (DLDevice){ kDLCUDA, 0 };
+	mt->dl_tensor.ndim = 1;
+	mt->dl_tensor.dtype = (DLDataType){ kDLFloat, 32, 1 };
+	mt->dl_tensor.shape = malloc(sizeof(int64_t));
+	mt->dl_tensor.shape[0] = f.n;
+	CU(cudaMalloc(&mt->dl_tensor.data, f.n * sizeof(float)));
+	ck_assert_int_eq(tst_gpu_spin_fill(NULL, mt->dl_tensor.data, f.n, 5.f, SPIN), 0);
+	mt->deleter = count_deleter;
+	const DLManagedTensorVersioned *list[1] = { mt };
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.managed_tensors = list;
+	w.tensor_count = 1;
+	w.cuda_sync.stream = 1;
+	tst_wait_ok(f.st, write1(&f, a, 1, w));
+	seal(&f, 1);
+	float *vals = malloc(f.n * sizeof *vals), *want = malloc(f.n * sizeof *want);
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	for (uint32_t i = 0; i < f.n; i++)
+		want[i] = 5.f + (float)i;
+	expect(vals, want, f.n, "adopted tensor");
+	ck_assert_int_eq(atomic_load(&g_deleted), 0); /* still the sealed version's memory */
+	fx_close(&f);                                 /* destroy: the last holder goes */
+	ck_assert_int_eq(atomic_load(&g_deleted), 1);
+	free(vals);
+	free(want);
+}
+END_TEST
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+START_TEST(test_bad_device_input_refused_at_call)
+{
+	fixture f;
+	fx_open(&f, 16);
+	ovx_token_t a = tst_tok(f.pd, "bad");
+	float host[16] = { 0 };
+	tst_tensor tt;
+	ovstage_enqueue_result_t e = write1(&f, a, 1, wdata_dev(&tt, host, 16, kDLCUDA));
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(tst_last_error(), "not memory of CUDA device 0") || strstr(tst_last_error(), "not CUDA memory"),
+		      "%s", tst_last_error());
+	float *d;
+	d = dev_alloc(16 * sizeof *d);
+	ovstage_write_data_t w = wdata_dev(&tt, d, 16, kDLCUDA);
+	tt.t.device.device_id = 63;
+	e = write1(&f, a, 1, w);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(tst_last_error(), "ordinal 63"), "%s", tst_last_error());
+	/* nothing was written: the column has no sealed value */
+	seal(&f, 1);
+	float vals[16];
+	DLDeviceType dev[1];
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t r = { 0, UINT64_MAX, false };
+	tst_wait_ok(f.st, ovstage_read_attributes(f.st, f.q, &a, 1, r, &rh));
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_END_OF_ITERATION);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+	(void)vals;
+	(void)dev;
+	CU(cudaFree(d));
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- stress ---------------------------------------------------------------------------------- */
+
+enum { STRESS_THREADS = 6, STRESS_STEPS = 40, STRESS_N = 20000 };
+
+typedef struct stress_arg {
+	fixture *f;
+	int id;
+	int failures;
+} stress_arg;
+
+static void *stress_thread(void *p)
+{
+	stress_arg *sa = p;
+	fixture *f = sa->f;
+	char name[32];
+	snprintf(name, sizeof name, "stress%d", sa->id);
+	ovx_token_t a = tst_tok(f->pd, name);
+	float *d, *vals = malloc(f->n * sizeof *vals);
+	cudaStream_t s;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	d = dev_alloc(f->n * sizeof *d);
+	for (int step = 1; step <= STRESS_STEPS; step++) {
+		float base = (float)(sa->id * 100000 + step * 1000);
+		ck_assert_int_eq(tst_gpu_spin_fill(s, d, f->n, base, step % 4 == 0 ? SPIN / 10 : 0), 0);
+		tst_tensor tt;
+		ovstage_write_data_t w = wdata_dev(&tt, d, f->n, kDLCUDA);
+		w.cuda_sync.stream = (uintptr_t)s;
+		tst_wait_ok(f->st, write1(f, a, (ovstage_ordinal_t)step, w));
+		ovstage_write_floor_desc_t fd = { (ovstage_ordinal_t)step, OVSTAGE_SCOPE_INCLUDE, &a, 1 };
+		tst_wait_ok(f->st, ovstage_advance_write_floor(f->st, &fd));
+		DLDeviceType dev[1];
+		read_latest(f, &a, 1, vals, dev);
+		for (uint32_t i = 0; i < f->n; i++)
+			if (vals[i] != base + (float)i)
+				sa->failures++;
+	}
+	CU(cudaStreamSynchronize(s));
+	CU(cudaStreamDestroy(s));
+	CU(cudaFree(d));
+	free(vals);
+	return NULL;
+}
+
+START_TEST(test_threads_write_seal_read_device_columns)
+{
+	fixture f;
+	fx_open(&f, STRESS_N);
+	pthread_t th[STRESS_THREADS];
+	stress_arg sa[STRESS_THREADS];
+	for (int i = 0; i < STRESS_THREADS; i++) {
+		sa[i] = (stress_arg){ &f, i, 0 };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, stress_thread, &sa[i]), 0);
+	}
+	for (int i = 0; i < STRESS_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_msg(sa[i].failures == 0, "thread %d saw %d wrong values", i, sa[i].failures);
+	}
+	fx_close(&f);
+}
+END_TEST
+
+/* ---- no GPU ---------------------------------------------------------------------------------- */
+
+START_TEST(test_unavailable_refuses_cuda_at_call)
+{
+	int n = -1;
+	const char *why = NULL;
+	ck_assert_int_eq(ovstage_ext_get_gpu_status(&n, &why), OVSTAGE_OK);
+	ck_assert_int_eq(n, 0);
+	ck_assert(why && *why);
+	fixture f;
+	fx_open(&f, 4);
+	ovx_token_t a = tst_tok(f.pd, "nogpu");
+	float host[4] = { 1, 2, 3, 4 };
+	tst_tensor tt;
+	ovstage_enqueue_result_t e = write1(&f, a, 1, wdata_dev(&tt, host, 4, kDLCUDA));
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	ck_assert_msg(strstr(tst_last_error(), why), "message \"%s\" does not say why (\"%s\")", tst_last_error(), why);
+	ovstage_write_data_t w = wdata_dev(&tt, host, 4, kDLCPU);
+	w.cuda_sync.stream = 1;
+	e = write1(&f, a, 1, w);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	ck_assert_msg(strstr(tst_last_error(), why), "%s", tst_last_error());
+	/* the host path still works */
+	tst_wait_ok(f.st, write1(&f, a, 1, wdata_dev(&tt, host, 4, kDLCPU)));
+	seal(&f, 1);
+	float vals[4];
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCPU);
+	expect(vals, host, 4, "host write in CPU-only mode");
+	fx_close(&f);
+}
+END_TEST
+
+int main(void)
+{
+	int n = 0;
+	const char *why = "";
+	ovstage_ext_get_gpu_status(&n, &why);
+	Suite *su = suite_create("gpu");
+	TCase *tc = tcase_create(n > 0 ? "gpu" : "unavailable");
+	tcase_set_timeout(tc, 300);
+	if (n > 0) {
+		tcase_add_test(tc, test_full_write_stays_on_device);
+		tcase_add_test(tc, test_sparse_writes_run_on_device);
+		tcase_add_test(tc, test_cuda_into_cpu_column_and_mixed_read);
+		tcase_add_test(tc, test_wait_event_is_snapshotted_at_the_call);
+		tcase_add_test(tc, test_managed_device_tensor_adopted_deleted_once);
+		tcase_add_test(tc, test_bad_device_input_refused_at_call);
+		tcase_add_test(tc, test_threads_write_seal_read_device_columns);
+	} else {
+		fprintf(stderr, "check_gpu: no usable CUDA device (%s): only the CPU-only checks run; the GPU cases "
+			"run on a machine with a GPU\n", why);
+		tcase_add_test(tc, test_unavailable_refuses_cuda_at_call);
+	}
+	suite_add_tcase(su, tc);
+	SRunner *sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

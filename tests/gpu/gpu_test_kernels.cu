@@ -1,0 +1,23 @@
+// gpu_test_kernels.cu — producer kernels for the GPU suite: a fill that first spins for a while, so
+// that the write is submitted while the producer's kernel is still running.
+#include <cuda_runtime.h>
+
+namespace {
+
+__global__ void spin_fill(float *dst, unsigned n, float base, long long spin_cycles)
+{
+	long long t0 = clock64();
+	while (clock64() - t0 < spin_cycles) {
+	}
+	for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+		dst[i] = base + (float)i;
+}
+
+} // namespace
+
+// dst[i] = base + i on `stream` after spinning ~spin_cycles GPU clocks; returns the launch error.
+extern "C" int tst_gpu_spin_fill(void *stream, float *dst, unsigned n, float base, long long spin_cycles)
+{
+	spin_fill<<<(n + 255) / 256 > 0 ? (n + 255) / 256 : 1, 256, 0, (cudaStream_t)stream>>>(dst, n, base, spin_cycles);
+	return (int)cudaGetLastError();
+}
