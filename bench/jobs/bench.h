@@ -41,6 +41,8 @@ void ours_destroy(ours_pool *p);
 int ours_workers(const ours_pool *p);
 /* fork-join fib(n) run inside one job submitted from this (external) thread; returns ns, or 0 on error */
 uint64_t ours_fib_ns(ours_pool *p, int n, long *result);
+/* the same with typed tasks (jobs_task.h: JOBS_TASK_1, JOBS_SPAWN, JOBS_SYNC) */
+uint64_t ours_fib_typed_ns(ours_pool *p, int n, long *result);
 /* one worker spawns k trivial frames then syncs them, `batches` times; returns ns */
 uint64_t ours_spawn_batches_ns(ours_pool *p, long k, long batches, long *check);
 /* submit + wait + release of a trivial job from this thread, iters times; fills ns[iters] */
@@ -61,6 +63,14 @@ bool omp_available(void);
 int omp_spec_version(void); /* _OPENMP, e.g. 201511 */
 uint64_t omp_fib_ns(int threads, int n, long *result);
 double omp_idle_pct(int threads, int n, uint64_t settle_ns, uint64_t measure_ns);
+
+/* ---- peer_lace.c: Lace (built outside the repo by bench/peers/lace.sh), run as a child process ---- */
+/* The driver's path (from --lace or $OVSTAGE_PEER_LACE), or NULL: the Lace rows print n/a. */
+void lace_set_driver(const char *path);
+bool lace_available(void);
+const char *lace_version(void); /* from the VERSION file lace.sh writes beside the driver */
+/* fib(n) on `workers` Lace workers, timed inside Lace's root task; returns ns, or 0 on error */
+uint64_t lace_fib_ns(int workers, int n, long *result);
 
 /* ---- baseline.c: a dedicated thread fed through a pthread mutex + condvar ---- */
 bool condvar_roundtrip(long iters, uint64_t *ns);

@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "jobs.h"
 #include "jobs_forkjoin.h"
+#include "jobs_task.h"
 
 struct ours_pool {
 	jobs_sched *s;
@@ -115,6 +116,35 @@ uint64_t ours_fib_ns(ours_pool *p, int n, long *result)
 {
 	struct fib_job j = {n, -1, 0, 0};
 	if (!run_job(p, fib_job, &j))
+		return 0;
+	*result = j.r;
+	return j.t1 - j.t0;
+}
+
+/* ---- typed fork-join fib (jobs_task.h): the same recursion shape, arguments in registers */
+
+JOBS_TASK_1(long, tfib, int, n)
+{
+	if (n < 2)
+		return n;
+	JOBS_SPAWN(tfib, n - 1);
+	long b = JOBS_CALL(tfib, n - 2);
+	long a = JOBS_SYNC(tfib);
+	return a + b;
+}
+
+static void tfib_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	struct fib_job *j = arg;
+	j->t0 = bench_now_ns();
+	j->r = JOBS_TASK_RUN(w, tfib, j->n);
+	j->t1 = bench_now_ns();
+}
+
+uint64_t ours_fib_typed_ns(ours_pool *p, int n, long *result)
+{
+	struct fib_job j = {n, -1, 0, 0};
+	if (!run_job(p, tfib_job, &j))
 		return 0;
 	*result = j.r;
 	return j.t1 - j.t0;
