@@ -23,6 +23,10 @@ void bench_sleep_ns(uint64_t ns);
 /* Sleeps settle_ns, then returns the process CPU time spent over the next measure_ns of wall time,
  * as a percentage of one core. */
 double bench_idle_cpu_pct(uint64_t settle_ns, uint64_t measure_ns);
+uint64_t bench_thread_cpu_ns(void); /* CLOCK_THREAD_CPUTIME_ID */
+/* A trickle: calls send(ctx) rate_hz times a second for measure_ns (after a 100 ms settle) and
+ * returns the CPU time every other thread of the process spent meanwhile, in % of one core. */
+double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void *), void *ctx);
 /* Sorts ns[0..n) and returns the p-th percentile (0 <= p <= 100) in microseconds. */
 double bench_percentile_us(uint64_t *ns, size_t n, double p);
 /* fib(k) by iteration; the number of spawns of fork-join fib(n) is fib(n+1) - 1. */
@@ -48,6 +52,8 @@ uint64_t ours_spawn_batches_ns(ours_pool *p, long k, long batches, long *check);
 /* submit + wait + release of a trivial job from this thread, iters times; fills ns[iters] */
 bool ours_roundtrip(ours_pool *p, long iters, uint64_t *ns);
 void ours_stats(ours_pool *p, uint64_t *steals, uint64_t *sleeps);
+/* a trickle of trivial jobs submitted (and released) from this thread: the pool's CPU, % of a core */
+double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns);
 
 /* ---- peer_tbb.cpp ---- */
 bool tbb_available(void);
@@ -74,6 +80,8 @@ uint64_t lace_fib_ns(int workers, int n, long *result);
 
 /* ---- baseline.c: a dedicated thread fed through a pthread mutex + condvar ---- */
 bool condvar_roundtrip(long iters, uint64_t *ns);
+/* the same trickle handed to one thread through a mutex + condvar (no reply): its CPU, % of a core */
+double condvar_trickle_pct(double rate_hz, uint64_t measure_ns);
 
 #ifdef __cplusplus
 }

@@ -122,7 +122,8 @@ static const char *ms_or_na(uint64_t ns)
 typedef struct idle_arg {
 	int workers;
 	int fib_n; /* work done before settling; 0 = none */
-	int which; /* 0 ours, 1 OpenMP, 2 oneTBB */
+	int which; /* 0 ours, 1 OpenMP, 2 oneTBB, 3 ours under a trickle, 4 condvar thread under a trickle */
+	double rate_hz; /* trickles only */
 } idle_arg;
 
 static const uint64_t SETTLE_NS = 200000000u, IDLE_NS = 1000000000u;
@@ -142,6 +143,16 @@ static double idle_child(const idle_arg *a)
 		ours_destroy(p);
 		return pct;
 	}
+	case 3: {
+		ours_pool *p = ours_create(a->workers);
+		if (!p)
+			return -1;
+		double pct = ours_trickle_pct(p, a->rate_hz, IDLE_NS);
+		ours_destroy(p);
+		return pct;
+	}
+	case 4:
+		return condvar_trickle_pct(a->rate_hz, IDLE_NS);
 	case 1:
 		return omp_available() ? omp_idle_pct(a->workers, a->fib_n, SETTLE_NS, IDLE_NS) : -1;
 	default:
@@ -255,10 +266,20 @@ int main(int argc, char **argv)
 	/* 1. Idle CPU: in children, before any thread of ours exists. */
 	int idle_fib = N < 30 ? N : 30;
 	fprintf(stderr, "idle: 4 x 1.2 s ...\n");
-	double idle_fresh = idle_in_child((idle_arg){W, 0, 0});
-	double idle_ours = idle_in_child((idle_arg){W, idle_fib, 0});
-	double idle_omp = idle_in_child((idle_arg){W, idle_fib, 1});
-	double idle_tbb = idle_in_child((idle_arg){W, idle_fib, 2});
+	double idle_fresh = idle_in_child((idle_arg){W, 0, 0, 0});
+	double idle_ours = idle_in_child((idle_arg){W, idle_fib, 0, 0});
+	double idle_omp = o.slow_peers ? idle_in_child((idle_arg){W, idle_fib, 1, 0}) : -1;
+	double idle_tbb = o.slow_peers ? idle_in_child((idle_arg){W, idle_fib, 2, 0}) : -1;
+	/* A trickle of trivial jobs: between two jobs the pool is idle; how much does it burn? */
+	static const double trickle_hz[] = {100, 1000, 10000};
+	enum { N_TRICKLE = 3 };
+	double tr_ours[N_TRICKLE], tr_cv[N_TRICKLE];
+	fprintf(stderr, "trickles: %d x 2 x 1.1 s ...\n", N_TRICKLE);
+	for (int i = 0; i < N_TRICKLE; i++) {
+		tr_ours[i] = idle_in_child((idle_arg){W, 0, 3, trickle_hz[i]});
+		tr_cv[i] = idle_in_child((idle_arg){W, 0, 4, trickle_hz[i]});
+		fprintf(stderr, "  %.0f jobs/s: ours %.2f %%, condvar %.2f %%\n", trickle_hz[i], tr_ours[i], tr_cv[i]);
+	}
 
 	/* 2. fib, repetitions interleaved across the sides. A figure whose repetitions already took
 	 * REP_BUDGET is not repeated further (the peers without cutoff take tens of seconds at fib(40));
@@ -551,6 +572,13 @@ int main(int argc, char **argv)
 		table_row(fmt("idle CPU, %d workers, after fib(%d) (200 ms settle, 1 s)", W, idle_fib),
 		    pct_or_na(idle_ours), fmt("oneTBB pool after fib(%d), %d threads", idle_fib, W),
 		    pct_or_na(idle_tbb), "% of one core", "ours ≤ 1 %", met(idle_ours >= 0, idle_ours <= 1.0));
+		for (int i = 0; i < N_TRICKLE; i++) {
+			bool k = tr_ours[i] >= 0 && tr_cv[i] > 0;
+			table_row(fmt("CPU under a trickle of %.0f trivial jobs/s, %d workers (1 s)", trickle_hz[i], W),
+			    pct_or_na(tr_ours[i]), "pthread mutex+condvar handoff to 1 thread, same trickle",
+			    pct_or_na(tr_cv[i]), k ? fmt("ours/condvar = %.2f×", tr_ours[i] / tr_cv[i]) : "n/a",
+			    "ours ≤ 2× condvar", met(k, tr_ours[i] <= 2.0 * tr_cv[i]));
+		}
 	}
 
 	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", W,

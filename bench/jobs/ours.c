@@ -226,3 +226,31 @@ bool ours_roundtrip(ours_pool *p, long iters, uint64_t *ns)
 	}
 	return counter == iters;
 }
+
+/* ---- a trickle of jobs: what the pool burns between them */
+
+/* The jobs are released unwaited, so some may run after the trickle returns: their counter is
+ * static, not on the trickle's stack. (Counted with plain increments by whichever worker runs
+ * them; nobody reads it, it only keeps the body from being empty.) */
+static volatile long trickle_counter;
+
+struct trickle {
+	ours_pool *p;
+};
+
+static void trickle_send(void *ctx)
+{
+	struct trickle *t = ctx;
+	jobs_job_desc d = {0};
+	d.fn = trivial_job;
+	d.arg = (void *)&trickle_counter;
+	jobs_id id;
+	if (jobs_submit(t->p->s, &d, &id) == JOBS_OK)
+		jobs_release(t->p->s, id);
+}
+
+double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns)
+{
+	struct trickle t = {p};
+	return bench_trickle_pct(rate_hz, measure_ns, trickle_send, &t);
+}
