@@ -285,8 +285,16 @@ void jobs_worker_found_work(jobs_worker *w)
 		 * worker that took the only job no longer wakes a second one just to spin and sleep
 		 * again (under a trickle of jobs that doubled the pool's CPU). */
 		if (atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst) == 1 &&
-		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0 && jobs_work_visible(s))
-			wake_one(s);
+		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0) {
+			/* seq_cst fence: a notifier that skipped its wake-up because it saw us searching
+			 * read `searching` before our decrement, so its fence precedes our decrement, hence
+			 * this fence, in S; by the fence-fence rule our (relaxed) look below then sees the
+			 * work it published before its fence. Without the fence the look could miss it and
+			 * nobody would wake a sleeper for that work. */
+			atomic_thread_fence(memory_order_seq_cst);
+			if (jobs_work_visible(s))
+				wake_one(s);
+		}
 	}
 }
 
