@@ -16,19 +16,10 @@
 #include "deque.h"
 #include "scheduler.h"
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 void jobs_backoff(unsigned *spins)
 {
 	if (++*spins < 64)
-		cpu_relax();
+		jobs_cpu_relax();
 	else
 		sched_yield(); /* 2 cores, more threads: give the CPU to whoever we are waiting for */
 }

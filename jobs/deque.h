@@ -21,6 +21,16 @@ void jobs_sync_to_owner(jobs_worker *w, jobs_frame *base);
 /* Make every private frame public (before blocking in a wait, so that nothing we hold is stuck). */
 void jobs_publish_all_owner(jobs_worker *w);
 
+/* One spin-wait hint to the CPU (x86 pause, arm64 yield). */
+static inline void jobs_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* Spin with pause, then yield. */
 void jobs_backoff(unsigned *spins);
 

@@ -279,11 +279,22 @@ void jobs_worker_found_work(jobs_worker *w)
 	if (w->searching) {
 		w->searching = false;
 		jobs_sched *s = w->sched;
-		/* seq_cst: if we were the last searcher and others sleep, wake one so that a thief stays
-		 * awake while we are busy (work may remain stealable). */
+		/* seq_cst: if we were the last searcher, others sleep and work is still visible, wake one
+		 * so that a thief stays awake while stealable work remains. Work that becomes visible
+		 * later wakes a sleeper itself (every publication notifies: jobs_notify_work), so a
+		 * worker that took the only job no longer wakes a second one just to spin and sleep
+		 * again (under a trickle of jobs that doubled the pool's CPU). */
 		if (atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst) == 1 &&
-		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0)
-			wake_one(s);
+		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0) {
+			/* seq_cst fence: a notifier that skipped its wake-up because it saw us searching
+			 * read `searching` before our decrement, so its fence precedes our decrement, hence
+			 * this fence, in S; by the fence-fence rule our (relaxed) look below then sees the
+			 * work it published before its fence. Without the fence the look could miss it and
+			 * nobody would wake a sleeper for that work. */
+			atomic_thread_fence(memory_order_seq_cst);
+			if (jobs_work_visible(s))
+				wake_one(s);
+		}
 	}
 }
 
@@ -460,13 +471,23 @@ void *jobs_worker_main(void *arg)
 	jobs_tls_set(w);
 	if (s->cfg.pin)
 		(void)jobs_topology_pin(&s->topo, w->index);
-	uint64_t spin_ns = (uint64_t)s->cfg.spin_us * 1000u;
+	/* Adaptive spin window (docs/jobs.md, "Sleeping and waking"): a search that ends in sleep
+	 * halves the next window; one that finds work while spinning, or a sleep that is woken
+	 * within spin_max_ns, doubles it; between spin_max_ns (the configured spin_us) and
+	 * spin_max_ns / 32. Under a trickle of jobs farther
+	 * apart than the window every spin fails, so a woken worker spins briefly and sleeps again
+	 * instead of burning the full window after each job; back-to-back work keeps it at the top. */
+	const uint64_t spin_max_ns = (uint64_t)s->cfg.spin_us * 1000u;
+	const uint64_t spin_min_ns = spin_max_ns / 32u;
+	uint64_t spin_ns = spin_max_ns;
 	start_searching(w);
 	for (;;) {
 		uint64_t idle_since = 0;
 		unsigned spins = 0;
 		for (;;) {
 			if (jobs_find_and_run(w)) {
+				if (idle_since) /* found while spinning: the window paid off */
+					spin_ns = spin_ns * 2u > spin_max_ns ? spin_max_ns : spin_ns * 2u;
 				jobs_worker_found_work(w);
 				/* keep draining; we come back searching when we run dry */
 				while (jobs_find_and_run(w))
@@ -489,6 +510,8 @@ void *jobs_worker_main(void *arg)
 				break; /* the clock is read every 16th round only: it costs tens of ns */
 			jobs_backoff(&spins);
 		}
+		/* the window found nothing: halve the next one */
+		spin_ns = spin_ns / 2u < spin_min_ns ? spin_min_ns : spin_ns / 2u;
 		/* Sleep. */
 		/* acquire: we must read the sequence before re-checking for work, so that a wake issued
 		 * after our re-check changes the word and the futex returns at once. */
@@ -505,7 +528,13 @@ void *jobs_worker_main(void *arg)
 		    !atomic_load_explicit(&s->stopping, memory_order_acquire)) {
 			atomic_fetch_add_explicit(&w->n_sleeps, 1, memory_order_relaxed);
 			/* With poll sources outstanding, sleep briefly so that we come back to poll them. */
+			uint64_t slept_at = jobs_now_ns();
 			jobs_futex_wait(&s->wake_seq, seq, outstanding ? 200000u : ~(uint64_t)0);
+			/* Woken within one full window of falling asleep: work came back sooner than the
+			 * window we gave up on, so the wake-up (a system call on both sides, tens of µs
+			 * of latency) cost more than spinning would have. Double the window. */
+			if (jobs_now_ns() - slept_at < spin_max_ns)
+				spin_ns = spin_ns * 2u > spin_max_ns ? spin_max_ns : spin_ns * 2u;
 		}
 		atomic_fetch_sub_explicit(&s->sleepers, 1, memory_order_seq_cst);
 		start_searching(w);

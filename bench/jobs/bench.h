@@ -23,6 +23,10 @@ void bench_sleep_ns(uint64_t ns);
 /* Sleeps settle_ns, then returns the process CPU time spent over the next measure_ns of wall time,
  * as a percentage of one core. */
 double bench_idle_cpu_pct(uint64_t settle_ns, uint64_t measure_ns);
+uint64_t bench_thread_cpu_ns(void); /* CLOCK_THREAD_CPUTIME_ID */
+/* A trickle: calls send(ctx) rate_hz times a second for measure_ns (after a 100 ms settle) and
+ * returns the CPU time every other thread of the process spent meanwhile, in % of one core. */
+double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void *), void *ctx);
 /* Sorts ns[0..n) and returns the p-th percentile (0 <= p <= 100) in microseconds. */
 double bench_percentile_us(uint64_t *ns, size_t n, double p);
 /* fib(k) by iteration; the number of spawns of fork-join fib(n) is fib(n+1) - 1. */
@@ -41,11 +45,15 @@ void ours_destroy(ours_pool *p);
 int ours_workers(const ours_pool *p);
 /* fork-join fib(n) run inside one job submitted from this (external) thread; returns ns, or 0 on error */
 uint64_t ours_fib_ns(ours_pool *p, int n, long *result);
+/* the same with typed tasks (jobs_task.h: JOBS_TASK_1, JOBS_SPAWN, JOBS_SYNC) */
+uint64_t ours_fib_typed_ns(ours_pool *p, int n, long *result);
 /* one worker spawns k trivial frames then syncs them, `batches` times; returns ns */
 uint64_t ours_spawn_batches_ns(ours_pool *p, long k, long batches, long *check);
 /* submit + wait + release of a trivial job from this thread, iters times; fills ns[iters] */
 bool ours_roundtrip(ours_pool *p, long iters, uint64_t *ns);
 void ours_stats(ours_pool *p, uint64_t *steals, uint64_t *sleeps);
+/* a trickle of trivial jobs submitted (and released) from this thread: the pool's CPU, % of a core */
+double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns);
 
 /* ---- peer_tbb.cpp ---- */
 bool tbb_available(void);
@@ -62,8 +70,18 @@ int omp_spec_version(void); /* _OPENMP, e.g. 201511 */
 uint64_t omp_fib_ns(int threads, int n, long *result);
 double omp_idle_pct(int threads, int n, uint64_t settle_ns, uint64_t measure_ns);
 
+/* ---- peer_lace.c: Lace (built outside the repo by bench/peers/lace.sh), run as a child process ---- */
+/* The driver's path (from --lace or $OVSTAGE_PEER_LACE), or NULL: the Lace rows print n/a. */
+void lace_set_driver(const char *path);
+bool lace_available(void);
+const char *lace_version(void); /* from the VERSION file lace.sh writes beside the driver */
+/* fib(n) on `workers` Lace workers, timed inside Lace's root task; returns ns, or 0 on error */
+uint64_t lace_fib_ns(int workers, int n, long *result);
+
 /* ---- baseline.c: a dedicated thread fed through a pthread mutex + condvar ---- */
 bool condvar_roundtrip(long iters, uint64_t *ns);
+/* the same trickle handed to one thread through a mutex + condvar (no reply): its CPU, % of a core */
+double condvar_trickle_pct(double rate_hz, uint64_t measure_ns);
 
 #ifdef __cplusplus
 }

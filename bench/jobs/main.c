@@ -2,7 +2,10 @@
  * main.c — ovstage_bench_jobs: the job system against oneTBB, OpenMP tasks, serial C and a pthread
  * condvar handoff, measured in the same run and printed as one table.
  *
- *   ovstage_bench_jobs [--quick] [--fib N] [--reps R] [--workers W] [--markdown | --plain]
+ *   ovstage_bench_jobs [--quick] [--fib N] [--reps R] [--workers W] [--lace PATH] [--markdown | --plain]
+ *
+ * The Lace peer is a separate program built outside the repository by bench/peers/lace.sh; give
+ * its path with --lace or $OVSTAGE_PEER_LACE (without it the Lace rows print n/a).
  *
  * Every figure is the best (minimum time) of R repetitions, repetitions interleaved across the
  * sides so that a burst of noise on the shared machine hits all of them alike. Latencies are
@@ -32,6 +35,8 @@ typedef struct opts {
 	int reps;
 	int workers; /* < 0: one per core (hwloc, through jobs) */
 	bool markdown;
+	const char *lace;   /* the Lace peer's driver, or NULL */
+	bool slow_peers;    /* oneTBB and OpenMP (tens of seconds per fib(40) at 1 thread) */
 	long rt_iters;      /* round-trip iterations */
 	long spawn_k;       /* frames per batch */
 	long spawn_batches; /* batches */
@@ -40,11 +45,13 @@ typedef struct opts {
 static void usage(const char *argv0)
 {
 	fprintf(stderr,
-		"usage: %s [--quick] [--fib N] [--reps R] [--workers W] [--markdown | --plain]\n"
+		"usage: %s [--quick] [--fib N] [--reps R] [--workers W] [--lace PATH] [--markdown | --plain]\n"
 		"  --quick      fib 32, 2 repetitions, 20k round trips (unless given explicitly)\n"
 		"  --fib N      fork-join fib(N) (default 40)\n"
 		"  --reps R     repetitions per figure, best kept (default 3)\n"
 		"  --workers W  workers for the 'all workers' figures (default: one per core)\n"
+		"  --no-slow-peers  skip oneTBB and OpenMP (their rows print n/a)\n"
+		"  --lace PATH  the Lace peer (bench/peers/lace.sh builds it; default $OVSTAGE_PEER_LACE)\n"
 		"  --markdown   markdown table (default); --plain: aligned columns without pipes\n",
 		argv0);
 }
@@ -65,6 +72,8 @@ static void parse(int argc, char **argv, opts *o)
 	o->quick = false;
 	o->workers = -1;
 	o->markdown = true;
+	o->lace = getenv("OVSTAGE_PEER_LACE");
+	o->slow_peers = true;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -79,6 +88,11 @@ static void parse(int argc, char **argv, opts *o)
 		} else if (!strcmp(a, "--reps") && v && parse_int(v, 1, 1000, &reps)) {
 			i++;
 		} else if (!strcmp(a, "--workers") && v && parse_int(v, 1, 4096, &o->workers)) {
+			i++;
+		} else if (!strcmp(a, "--no-slow-peers")) {
+			o->slow_peers = false;
+		} else if (!strcmp(a, "--lace") && v) {
+			o->lace = v;
 			i++;
 		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			usage(argv[0]);
@@ -108,7 +122,8 @@ static const char *ms_or_na(uint64_t ns)
 typedef struct idle_arg {
 	int workers;
 	int fib_n; /* work done before settling; 0 = none */
-	int which; /* 0 ours, 1 OpenMP, 2 oneTBB */
+	int which; /* 0 ours, 1 OpenMP, 2 oneTBB, 3 ours under a trickle, 4 condvar thread under a trickle */
+	double rate_hz; /* trickles only */
 } idle_arg;
 
 static const uint64_t SETTLE_NS = 200000000u, IDLE_NS = 1000000000u;
@@ -128,6 +143,16 @@ static double idle_child(const idle_arg *a)
 		ours_destroy(p);
 		return pct;
 	}
+	case 3: {
+		ours_pool *p = ours_create(a->workers);
+		if (!p)
+			return -1;
+		double pct = ours_trickle_pct(p, a->rate_hz, IDLE_NS);
+		ours_destroy(p);
+		return pct;
+	}
+	case 4:
+		return condvar_trickle_pct(a->rate_hz, IDLE_NS);
 	case 1:
 		return omp_available() ? omp_idle_pct(a->workers, a->fib_n, SETTLE_NS, IDLE_NS) : -1;
 	default:
@@ -189,6 +214,9 @@ int main(int argc, char **argv)
 	table_set_peer_header("Peer / baseline (same run)");
 	opts o;
 	parse(argc, argv, &o);
+	lace_set_driver(o.lace);
+	if (o.lace && !lace_available())
+		fprintf(stderr, "ovstage_bench_jobs: --lace %s is not an executable; Lace rows print n/a\n", o.lace);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	/* Machine: hwloc's core count through the job system (a default pool has one worker per core). */
@@ -222,8 +250,10 @@ int main(int argc, char **argv)
 	printf("- date: %s\n", date);
 	printf("- cpu: %s; online cpus (sysconf): %ld; cores (hwloc, via jobs): %d\n", model,
 	       sysconf(_SC_NPROCESSORS_ONLN), hw_cores);
-	printf("- compiler: gcc %s; benchmark TUs -O2; peers: %s, OpenMP %d (libgomp)\n", __VERSION__,
-	       tbb_available() ? tbb_version() : "oneTBB n/a", omp_spec_version());
+	printf("- compiler: gcc %s; benchmark TUs -O2; peers: %s, OpenMP %d (libgomp), %s\n", __VERSION__,
+	       tbb_available() ? tbb_version() : "oneTBB n/a", omp_spec_version(),
+	       lace_available() ? fmt("%s (bench/peers/lace.sh: its own Release build, driver -O2, child process)", lace_version())
+				: "Lace n/a (build it with bench/peers/lace.sh, pass --lace)");
 	printf("- settings: fib(%d), best of %d repetitions, all workers = %d, round trips = %ld, "
 	       "spawn batches = %ld x %ld%s\n",
 	       N, R, W, o.rt_iters, o.spawn_batches, o.spawn_k, o.quick ? " (--quick)" : "");
@@ -236,10 +266,20 @@ int main(int argc, char **argv)
 	/* 1. Idle CPU: in children, before any thread of ours exists. */
 	int idle_fib = N < 30 ? N : 30;
 	fprintf(stderr, "idle: 4 x 1.2 s ...\n");
-	double idle_fresh = idle_in_child((idle_arg){W, 0, 0});
-	double idle_ours = idle_in_child((idle_arg){W, idle_fib, 0});
-	double idle_omp = idle_in_child((idle_arg){W, idle_fib, 1});
-	double idle_tbb = idle_in_child((idle_arg){W, idle_fib, 2});
+	double idle_fresh = idle_in_child((idle_arg){W, 0, 0, 0});
+	double idle_ours = idle_in_child((idle_arg){W, idle_fib, 0, 0});
+	double idle_omp = o.slow_peers ? idle_in_child((idle_arg){W, idle_fib, 1, 0}) : -1;
+	double idle_tbb = o.slow_peers ? idle_in_child((idle_arg){W, idle_fib, 2, 0}) : -1;
+	/* A trickle of trivial jobs: between two jobs the pool is idle; how much does it burn? */
+	static const double trickle_hz[] = {100, 1000, 10000};
+	enum { N_TRICKLE = 3 };
+	double tr_ours[N_TRICKLE], tr_cv[N_TRICKLE];
+	fprintf(stderr, "trickles: %d x 2 x 1.1 s ...\n", N_TRICKLE);
+	for (int i = 0; i < N_TRICKLE; i++) {
+		tr_ours[i] = idle_in_child((idle_arg){W, 0, 3, trickle_hz[i]});
+		tr_cv[i] = idle_in_child((idle_arg){W, 0, 4, trickle_hz[i]});
+		fprintf(stderr, "  %.0f jobs/s: ours %.2f %%, condvar %.2f %%\n", trickle_hz[i], tr_ours[i], tr_cv[i]);
+	}
 
 	/* 2. fib, repetitions interleaved across the sides. A figure whose repetitions already took
 	 * REP_BUDGET is not repeated further (the peers without cutoff take tens of seconds at fib(40));
@@ -248,10 +288,14 @@ int main(int argc, char **argv)
 	ours_pool *pw = ours_create(W);
 	long expect = (long)bench_fib_iter(N);
 	const uint64_t REP_BUDGET = 10000000000ull;
-	enum { F_SERIAL, F_O1, F_OW, F_TBB1, F_TBBW, F_OMP1, F_OMPW, F_COUNT };
+	enum { F_SERIAL, F_T1, F_L1, F_TW, F_LW, F_O1, F_OW, F_TBB1, F_TBBW, F_OMP1, F_OMPW, F_COUNT };
 	const char *fname[F_COUNT] = {"serial",
-				      "ours, 1 worker",
-				      fmt("ours, %d workers", W),
+				      "ours typed, 1 worker",
+				      "Lace, 1 worker",
+				      fmt("ours typed, %d workers", W),
+				      fmt("Lace, %d workers", W),
+				      "ours generic, 1 worker",
+				      fmt("ours generic, %d workers", W),
 				      "oneTBB task_group, 1 thread",
 				      fmt("oneTBB task_group, %d threads", W),
 				      "OpenMP tasks, 1 thread",
@@ -259,8 +303,9 @@ int main(int argc, char **argv)
 	uint64_t fbest[F_COUNT] = {0}, fspent[F_COUNT] = {0};
 	int freps[F_COUNT] = {0};
 	bool fwrong[F_COUNT] = {false};
-	bool favail[F_COUNT] = {true, p1 != NULL, pw != NULL, tbb_available(), tbb_available(),
-				omp_available(), omp_available()};
+	bool favail[F_COUNT] = {true, p1 != NULL, lace_available(), pw != NULL, lace_available(),
+				p1 != NULL, pw != NULL, o.slow_peers && tbb_available(), o.slow_peers && tbb_available(),
+				o.slow_peers && omp_available(), o.slow_peers && omp_available()};
 	fprintf(stderr, "fib(%d):\n", N);
 	for (int rep = 0; rep < R; rep++) {
 		for (int f = 0; f < F_COUNT; f++) {
@@ -275,6 +320,10 @@ int main(int argc, char **argv)
 				t = bench_now_ns() - t0;
 				break;
 			}
+			case F_T1: t = ours_fib_typed_ns(p1, N, &r); break;
+			case F_TW: t = ours_fib_typed_ns(pw, N, &r); break;
+			case F_L1: t = lace_fib_ns(1, N, &r); break;
+			case F_LW: t = lace_fib_ns(W, N, &r); break;
 			case F_O1: t = ours_fib_ns(p1, N, &r); break;
 			case F_OW: t = ours_fib_ns(pw, N, &r); break;
 			case F_TBB1: t = tbb_fib_ns(1, N, &r); break;
@@ -301,6 +350,8 @@ int main(int argc, char **argv)
 	uint64_t t_serial = fbest[F_SERIAL], t_o1 = fbest[F_O1], t_ow = fbest[F_OW], t_tbb1 = fbest[F_TBB1],
 		 t_tbbw = fbest[F_TBBW], t_omp1 = fbest[F_OMP1], t_ompw = fbest[F_OMPW];
 	bool wrong_o = fwrong[F_O1] || fwrong[F_OW];
+	uint64_t t_t1 = fbest[F_T1], t_tw = fbest[F_TW], t_l1 = fbest[F_L1], t_lw = fbest[F_LW];
+	bool wrong_t = fwrong[F_T1] || fwrong[F_TW];
 	uint64_t steals = 0, sleeps = 0;
 	if (pw)
 		ours_stats(pw, &steals, &sleeps);
@@ -328,7 +379,7 @@ int main(int argc, char **argv)
 			keep_min(&sp_ow, t);
 			progress(fmt("ours, %d workers", W), rep, R, t);
 		}
-		if (tbb_available()) {
+		if (o.slow_peers && tbb_available()) {
 			chk = 0;
 			t = tbb_spawn_batches_ns(1, K, B, &chk);
 			sp_wrong |= t && chk != sp_expect;
@@ -381,19 +432,50 @@ int main(int argc, char **argv)
 	char fibname[32];
 	snprintf(fibname, sizeof fibname, "fib(%d)", N);
 	const char *wrong = " (WRONG RESULT)";
-	/* fib rows */
+	/* fib rows: typed tasks (the fast path) against serial and Lace */
+	{
+		bool k = t_t1 && t_serial;
+		double r = k ? (double)t_t1 / (double)t_serial : 0;
+		table_row(fmt("%s typed tasks (jobs_task.h), 1 worker vs serial", fibname), ms_or_na(t_t1),
+		    "serial C (recursive, noinline)", ms_or_na(t_serial), k ? fmt("%.2f× serial", r) : "n/a",
+		    "≤ 2.0× serial", wrong_t ? "WRONG RESULT" : met(k, r <= 2.0));
+	}
+	{
+		uint64_t ot[2] = {t_t1, t_tw}, lt[2] = {t_l1, t_lw};
+		int th[2] = {1, W};
+		for (int i = 0; i < 2; i++) {
+			bool k = ot[i] && lt[i];
+			double r = k ? (double)lt[i] / (double)ot[i] : 0;
+			bool wl = fwrong[i ? F_LW : F_L1];
+			table_row(fmt("%s, %d worker%s: ours (typed) vs Lace", fibname, th[i], th[i] > 1 ? "s" : ""),
+			    ms_or_na(ot[i]),
+			    fmt("%s, %d worker%s%s", lace_version(), th[i], th[i] > 1 ? "s" : "", wl ? wrong : ""),
+			    ms_or_na(lt[i]), k ? fmt("Lace/ours = %.2f×", r) : "n/a", "≥ 1.0× (as fast as Lace)",
+			    wrong_t ? "WRONG RESULT" : met(k, r >= 1.0));
+		}
+	}
+	{
+		bool k = t_t1 && t_tw;
+		double sp = k ? (double)t_t1 / (double)t_tw : 0;
+		double tgt = W == 2 ? 1.85 : 0.925 * W;
+		table_row(fmt("%s typed, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_tw),
+		    "ours typed, 1 worker", ms_or_na(t_t1), k ? fmt("%.2f× faster", sp) : "n/a",
+		    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
+		    wrong_t ? "WRONG RESULT" : met(k, sp >= tgt));
+	}
+	/* fib rows: the generic frames (jobs_forkjoin.h) */
 	{
 		bool k = t_o1 && t_serial;
 		double r = k ? (double)t_o1 / (double)t_serial : 0;
-		table_row(fmt("%s fork-join, 1 worker vs serial", fibname), ms_or_na(t_o1),
+		table_row(fmt("%s generic frames (jobs_forkjoin.h), 1 worker vs serial", fibname), ms_or_na(t_o1),
 		    "serial C (recursive, noinline)", ms_or_na(t_serial), k ? fmt("%.2f× serial", r) : "n/a",
-		    "≤ 2.0× serial", wrong_o ? "WRONG RESULT" : met(k, r <= 2.0));
+		    "— (info: use typed tasks)", wrong_o ? "WRONG RESULT" : "—");
 	}
 	{
 		bool k = t_o1 && t_ow;
 		double sp = k ? (double)t_o1 / (double)t_ow : 0;
 		double tgt = W == 2 ? 1.85 : 0.925 * W;
-		table_row(fmt("%s, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_ow), "ours, 1 worker",
+		table_row(fmt("%s generic, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_ow), "ours generic, 1 worker",
 		    ms_or_na(t_o1), k ? fmt("%.2f× faster", sp) : "n/a",
 		    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
 		    wrong_o ? "WRONG RESULT" : met(k, sp >= tgt));
@@ -405,14 +487,14 @@ int main(int argc, char **argv)
 		bool wrong;
 		int reps;
 	} fr[4] = {
-		{"oneTBB task_group", t_tbb1, t_o1, 1, fwrong[F_TBB1], freps[F_TBB1]},
-		{"oneTBB task_group", t_tbbw, t_ow, W, fwrong[F_TBBW], freps[F_TBBW]},
-		{"OpenMP tasks (no cutoff)", t_omp1, t_o1, 1, fwrong[F_OMP1], freps[F_OMP1]},
-		{"OpenMP tasks (no cutoff)", t_ompw, t_ow, W, fwrong[F_OMPW], freps[F_OMPW]},
+		{"oneTBB task_group", t_tbb1, t_t1, 1, fwrong[F_TBB1], freps[F_TBB1]},
+		{"oneTBB task_group", t_tbbw, t_tw, W, fwrong[F_TBBW], freps[F_TBBW]},
+		{"OpenMP tasks (no cutoff)", t_omp1, t_t1, 1, fwrong[F_OMP1], freps[F_OMP1]},
+		{"OpenMP tasks (no cutoff)", t_ompw, t_tw, W, fwrong[F_OMPW], freps[F_OMPW]},
 	};
 	for (int i = 0; i < 4; i++) {
 		bool k = fr[i].peer && fr[i].ours && t_serial;
-		table_row(fmt("%s, %d thread%s: ours vs %s", fibname, fr[i].threads, fr[i].threads > 1 ? "s" : "",
+		table_row(fmt("%s, %d thread%s: ours (typed) vs %s", fibname, fr[i].threads, fr[i].threads > 1 ? "s" : "",
 			fr[i].name),
 		    ms_or_na(fr[i].ours),
 		    fmt("%s, %d thread%s%s%s", fr[i].name, fr[i].threads, fr[i].threads > 1 ? "s" : "",
@@ -425,19 +507,19 @@ int main(int argc, char **argv)
 		    "— (info)", "—");
 	}
 	/* per-spawn overhead */
-	double ov_o = t_o1 && t_serial ? ((double)t_o1 - (double)t_serial) / (double)spawns : -1;
+	double ov_o = t_t1 && t_serial ? ((double)t_t1 - (double)t_serial) / (double)spawns : -1;
 	double ov_t = t_tbb1 && t_serial ? ((double)t_tbb1 - (double)t_serial) / (double)spawns : -1;
 	double ov_m = t_omp1 && t_serial ? ((double)t_omp1 - (double)t_serial) / (double)spawns : -1;
 	{
 		bool k = ov_o > -1 && ov_t > -1;
 		double r = k && ov_o > 0 ? ov_t / ov_o : 0;
-		table_row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
+		table_row(fmt("per-spawn overhead, typed (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
 		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "oneTBB task_group, 1 thread",
 		    ov_t > -1 ? fmt("%.2f ns", ov_t) : "n/a",
 		    !k ? "n/a" : ov_o > 0 ? fmt("TBB/ours = %.1f×", r) : "ours ≤ 0 (noise)",
 		    "ours ≥ 10× lower than oneTBB", met(k, ov_o <= 0 || r >= 10.0));
 		bool km = ov_o > -1 && ov_m > -1;
-		table_row(fmt("per-spawn overhead (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
+		table_row(fmt("per-spawn overhead, typed (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
 		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "OpenMP tasks, 1 thread",
 		    ov_m > -1 ? fmt("%.2f ns", ov_m) : "n/a",
 		    !km ? "n/a" : ov_o > 0 ? fmt("OpenMP/ours = %.1f×", ov_m / ov_o) : "ours ≤ 0 (noise)",
@@ -490,6 +572,13 @@ int main(int argc, char **argv)
 		table_row(fmt("idle CPU, %d workers, after fib(%d) (200 ms settle, 1 s)", W, idle_fib),
 		    pct_or_na(idle_ours), fmt("oneTBB pool after fib(%d), %d threads", idle_fib, W),
 		    pct_or_na(idle_tbb), "% of one core", "ours ≤ 1 %", met(idle_ours >= 0, idle_ours <= 1.0));
+		for (int i = 0; i < N_TRICKLE; i++) {
+			bool k = tr_ours[i] >= 0 && tr_cv[i] > 0;
+			table_row(fmt("CPU under a trickle of %.0f trivial jobs/s, %d workers (1 s)", trickle_hz[i], W),
+			    pct_or_na(tr_ours[i]), "pthread mutex+condvar handoff to 1 thread, same trickle",
+			    pct_or_na(tr_cv[i]), k ? fmt("ours/condvar = %.2f×", tr_ours[i] / tr_cv[i]) : "n/a",
+			    "ours ≤ 2× condvar", met(k, tr_ours[i] <= 2.0 * tr_cv[i]));
+		}
 	}
 
 	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", W,

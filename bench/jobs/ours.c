@@ -8,6 +8,7 @@
 #include "bench.h"
 #include "jobs.h"
 #include "jobs_forkjoin.h"
+#include "jobs_task.h"
 
 struct ours_pool {
 	jobs_sched *s;
@@ -120,6 +121,35 @@ uint64_t ours_fib_ns(ours_pool *p, int n, long *result)
 	return j.t1 - j.t0;
 }
 
+/* ---- typed fork-join fib (jobs_task.h): the same recursion shape, arguments in registers */
+
+JOBS_TASK_1(long, tfib, int, n)
+{
+	if (n < 2)
+		return n;
+	JOBS_SPAWN(tfib, n - 1);
+	long b = JOBS_CALL(tfib, n - 2);
+	long a = JOBS_SYNC(tfib);
+	return a + b;
+}
+
+static void tfib_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	struct fib_job *j = arg;
+	j->t0 = bench_now_ns();
+	j->r = JOBS_TASK_RUN(w, tfib, j->n);
+	j->t1 = bench_now_ns();
+}
+
+uint64_t ours_fib_typed_ns(ours_pool *p, int n, long *result)
+{
+	struct fib_job j = {n, -1, 0, 0};
+	if (!run_job(p, tfib_job, &j))
+		return 0;
+	*result = j.r;
+	return j.t1 - j.t0;
+}
+
 /* ---- flat spawn/sync batches on one worker */
 
 struct tiny {
@@ -195,4 +225,32 @@ bool ours_roundtrip(ours_pool *p, long iters, uint64_t *ns)
 		ns[i] = t1 - t0;
 	}
 	return counter == iters;
+}
+
+/* ---- a trickle of jobs: what the pool burns between them */
+
+/* The jobs are released unwaited, so some may run after the trickle returns: their counter is
+ * static, not on the trickle's stack. (Counted with plain increments by whichever worker runs
+ * them; nobody reads it, it only keeps the body from being empty.) */
+static volatile long trickle_counter;
+
+struct trickle {
+	ours_pool *p;
+};
+
+static void trickle_send(void *ctx)
+{
+	struct trickle *t = ctx;
+	jobs_job_desc d = {0};
+	d.fn = trivial_job;
+	d.arg = (void *)&trickle_counter;
+	jobs_id id;
+	if (jobs_submit(t->p->s, &d, &id) == JOBS_OK)
+		jobs_release(t->p->s, id);
+}
+
+double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns)
+{
+	struct trickle t = {p};
+	return bench_trickle_pct(rate_hz, measure_ns, trickle_send, &t);
 }

@@ -34,6 +34,29 @@ double bench_idle_cpu_pct(uint64_t settle_ns, uint64_t measure_ns)
 	return 100.0 * (double)(c1 - c0) / (double)(t1 - t0);
 }
 
+uint64_t bench_thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void *), void *ctx)
+{
+	bench_sleep_ns(100000000u); /* settle: the pool's or thread's start-up is not measured */
+	uint64_t period = (uint64_t)(1e9 / rate_hz);
+	uint64_t c0 = bench_cpu_ns(), m0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
+	for (uint64_t i = 1; i * period <= measure_ns; i++) {
+		uint64_t due = t0 + i * period, now = bench_now_ns();
+		if (due > now)
+			bench_sleep_ns(due - now);
+		send(ctx);
+	}
+	uint64_t c1 = bench_cpu_ns(), m1 = bench_thread_cpu_ns(), t1 = bench_now_ns();
+	/* the process minus this (sending) thread: what the receiving side burnt */
+	return 100.0 * ((double)(c1 - c0) - (double)(m1 - m0)) / (double)(t1 - t0);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
