@@ -133,6 +133,18 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 	size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
 	ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	ovstage_api_status_t s = OVSTAGE_OK;
+	/* Clone copies rows on the host: refused, before anything changes, in a stage with a column on a
+	 * CUDA device (docs/api.md). acquire: has_schema publishes the schema's device. */
+	for (size_t k = 0; k < nc; k++)
+		if (atomic_load_explicit(&cols[k]->has_schema, memory_order_acquire) &&
+		    cols[k]->schema.device.device_type == kDLCUDA) {
+			ovs_op_fail(run, OVSTAGE_ERROR_NOT_SUPPORTED, "clone: attribute \"%s\" lives on CUDA device %d; "
+				    "clone of stages with device columns is not supported in this version",
+				    ovs_attr_name(st, cols[k]->name), (int)cols[k]->schema.device.device_id);
+			free(sub);
+			free(dst);
+			return;
+		}
 	for (size_t k = 0; k < nc && s == OVSTAGE_OK; k++) {
 		ovs_column *col = cols[k];
 		if (!atomic_load_explicit(&col->has_schema, memory_order_acquire))

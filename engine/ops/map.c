@@ -88,6 +88,12 @@ static ovstage_api_status_t map_check_schema(ovs_map *m, char *err, size_t errle
 			       ovs_attr_name(m->st, c->name));
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	}
+	if (c->schema.device.device_type == kDLCUDA) {
+		ovs_err_format(err, errlen, "\"%s\" lives on CUDA device %d: maps of device columns are not supported "
+			       "in this version (write it from a CUDA tensor instead)", ovs_attr_name(m->st, c->name),
+			       (int)c->schema.device.device_id);
+		return OVSTAGE_ERROR_NOT_SUPPORTED;
+	}
 	if (m->dtype.bits == 0) {
 		m->dtype = c->schema.dtype;
 		m->semantic = c->schema.semantic;

@@ -441,6 +441,12 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 		if (!atomic_load_explicit(&p->col->has_schema, memory_order_acquire))
 			continue;
 		const ovs_schema *sc = &p->col->schema;
+		if (sc->device.device_type == kDLCUDA) { /* values filters read on the host (docs/api.md) */
+			ovs_err_format(err, sizeof err, "a filter that reads values cannot use a column on CUDA "
+				       "device %d in this version", (int)sc->device.device_id);
+			s = OVSTAGE_ERROR_NOT_SUPPORTED;
+			goto done;
+		}
 		if (p->kind == F_SCHEMAS_CONTAINS) {
 			/* usd-schemas: token-id arrays (ragged uint64 rows) */
 			if (!sc->is_array || sc->dtype.bits != 64 || sc->dtype.lanes != 1 ||

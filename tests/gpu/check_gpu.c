@@ -413,6 +413,48 @@ START_TEST(test_bad_device_input_refused_at_call)
 }
 END_TEST
 
+
+/* Maps and clones of device columns, and value filters over them: refused with NOT_SUPPORTED and a
+ * message (docs/api.md), leaving the column as it was. */
+START_TEST(test_map_and_clone_of_device_columns_refused)
+{
+	fixture f;
+	fx_open(&f, 64);
+	ovx_token_t a = tst_tok(f.pd, "devmap");
+	float *d = dev_alloc(64 * sizeof(float));
+	ck_assert_int_eq(tst_gpu_spin_fill(NULL, d, 64, 2.f, 0), 0);
+	CU(cudaDeviceSynchronize());
+	tst_tensor tt;
+	tst_wait_ok(f.st, write1(&f, a, 1, wdata_dev(&tt, d, 64, kDLCUDA)));
+	seal(&f, 1);
+	ovstage_map_desc_t md;
+	memset(&md, 0, sizeof md);
+	md.attribute = tst_attr(a);
+	ovstage_map_handle_t mh = OVSTAGE_INVALID_MAP_HANDLE;
+	ovstage_enqueue_result_t e = ovstage_map_attribute(f.st, f.q, &md, 2, NULL, 0, &mh);
+	char msg[600];
+	if (e.status == OVSTAGE_OK) {
+		ck_assert_uint_eq(tst_wait_op(f.st, e, msg, sizeof msg), 1);
+		ck_assert_msg(strstr(msg, "maps of device columns are not supported"), "%s", msg);
+	} else {
+		ck_assert_int_eq(e.status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	}
+	ovx_string_t src = { "/w/p1", 5 }, dstp = { "/w/copy", 7 };
+	e = ovstage_clone(f.st, src, &dstp, 1, 2);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ck_assert_uint_eq(tst_wait_op(f.st, e, msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "lives on CUDA device 0"), "%s", msg);
+	float vals[64], want[64];
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	for (int i = 0; i < 64; i++)
+		want[i] = 2.f + (float)i;
+	expect(vals, want, 64, "after refused map and clone");
+	CU(cudaFree(d));
+	fx_close(&f);
+}
+END_TEST
+
 /* ---- stress ---------------------------------------------------------------------------------- */
 
 enum { STRESS_THREADS = 6, STRESS_STEPS = 40, STRESS_N = 20000 };
@@ -523,6 +565,7 @@ int main(void)
 		tcase_add_test(tc, test_wait_event_is_snapshotted_at_the_call);
 		tcase_add_test(tc, test_managed_device_tensor_adopted_deleted_once);
 		tcase_add_test(tc, test_bad_device_input_refused_at_call);
+		tcase_add_test(tc, test_map_and_clone_of_device_columns_refused);
 		tcase_add_test(tc, test_threads_write_seal_read_device_columns);
 	} else {
 		fprintf(stderr, "check_gpu: no usable CUDA device (%s): only the CPU-only checks run; the GPU cases "
