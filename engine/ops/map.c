@@ -145,7 +145,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		m->rows[i] = ovs_column_row_create(c, m->q->paths[i], &created);
 		if (m->rows[i] == UINT32_MAX) {
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
-			ovs_err_format(err, sizeof err, "cannot map prim %u to a row", i);
+			ovs_err_format(err, sizeof err, "out of memory giving prim %u a row", i);
 		}
 		created_rows = created_rows || created;
 		identity = identity && m->rows[i] == i;
