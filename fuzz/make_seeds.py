@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the tiny seed corpora of the fuzz targets into fuzz/corpus/<target>/ (see fuzz/README.md
-for the input encodings: each input is a sequence of commands decoded by fuzz_write.c / fuzz_read.c)."""
+for the input encodings: each input is a sequence of commands decoded by fuzz_write.c / fuzz_read.c /
+fuzz_api.c)."""
 import os
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -35,7 +36,20 @@ read_seeds = {
     # floor advance, bogus handles
     "misc": b(6, 2, 7, 1, 5),
 }
-for target, seeds in (("fuzz_write", write_seeds), ("fuzz_read", read_seeds)):
+# fuzz_api: command bytes (c % 12 = the command, (c >> 5) % 3 = the virtual thread), then the
+# command's bytes (fuzz_api.c): write = query, flags, ordinal, mask; seal = flags; read = query,
+# attribute flags, ordinal flags, hold flags; map = flags, query, ordinal; clone = flags, ordinal.
+W = b(0, 0, 0, 0, 0)          # write "a" (float32) on the first four prims at floor + 1
+S = b(4, 3)                   # seal ALL at floor + 1
+R = b(6, 0, 1, 0, 0)          # latest read of "a" at the floor
+api_seeds = {
+    "write_seal_read": W + S + R,
+    "map_commit": b(8, 0x40, 0, 0) + S + R,
+    "clone": W + S + b(9, 0, 0) + S + b(6, 9, 1, 0, 0),
+    "delete_range": W + S + b(3, 0, 0, 0) + S + b(6, 0, 0x41, 0x20, 0),
+    "handles": W + b(10, 0x04) + b(10, 0x0c) + b(11, 0) + b(11, 1) + b(0x1b, 0x04, 0),
+}
+for target, seeds in (("fuzz_write", write_seeds), ("fuzz_read", read_seeds), ("fuzz_api", api_seeds)):
     d = os.path.join(here, "corpus", target)
     os.makedirs(d, exist_ok=True)
     for name, data in seeds.items():

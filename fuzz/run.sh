@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, in build/fuzz) and runs each for the given time.
-# Usage: fuzz/run.sh [seconds per target (default 30)] [target ...]   (default: fuzz_write fuzz_read)
+# Usage: fuzz/run.sh [seconds per target (default 30)] [target ...]   (default: fuzz_write fuzz_read fuzz_api)
 # Each target starts from its committed seeds (fuzz/corpus/<target>, copied into
 # build/fuzz/corpus/<target>, which then keeps growing across runs). Prints the executions reached
 # and whether anything was found; a finding (crash, invariant abort, leak, timeout) is written to
@@ -11,7 +11,7 @@ root=$PWD
 secs=${1:-30}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_write fuzz_read)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_write fuzz_read fuzz_api)
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang not found (scripts/install-deps.sh installs it)" >&2; exit 2; }
 build=build/fuzz

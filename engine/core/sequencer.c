@@ -50,8 +50,20 @@ static bool left_unapplied(ovs_stage *st, const ovs_inflight *f)
 	return false;
 }
 
+/* The record whose op this thread is submitting under seq_lock: when that submission fails, the
+ * op's cleanup runs inside it and calls ovs_inflight_done with seq_lock already held by this
+ * thread. Thread-local, so no other thread ever sees it. */
+static _Thread_local const ovs_inflight *tls_submitting;
+
 void ovs_inflight_done(ovs_stage *st, ovs_inflight *f)
 {
+	if (f == tls_submitting) {
+		/* A failed submission (ovs_sequencer_submit_mutation frees f): never linked, it raised no
+		 * max_written, so there is nothing to recompute — and locking would deadlock
+		 * (check_alloc_fail finding). relaxed: f is private to this thread. */
+		atomic_store_explicit(&f->done, true, memory_order_relaxed);
+		return;
+	}
 	if (!left_unapplied(st, f)) {
 		/* release: pruning (under the lock) frees the record after seeing it done. */
 		atomic_store_explicit(&f->done, true, memory_order_release);
@@ -172,7 +184,9 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 	/* The op's arg holds `f` (via *out_inflight) before it can run: we are still inside the lock,
 	 * and the op only marks it done, which pruning reads under this lock. */
 	bool held;
+	tls_submitting = f;
 	ovstage_enqueue_result_t r = submit_held_locked(st, op, &held);
+	tls_submitting = NULL;
 	if (r.status != OVSTAGE_OK) {
 		pthread_mutex_unlock(&st->seq_lock);
 		/* the op's cleanup ran inside ovs_op_submit and may have marked f done: free it here */

@@ -17,6 +17,7 @@
 #include "api.h"
 #include "errors.h"
 #include "ops.h"
+#include "path_dict_internal.h" /* pd_path_syntax */
 #include "query.h"
 #include "sequencer.h"
 
@@ -145,6 +146,12 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 			free(dst);
 			return;
 		}
+	/* All or nothing: the deltas are pushed, and the targets made to exist, only once every
+	 * column's delta is built (a clone failing on its k-th column left the first k - 1 columns
+	 * written and the targets existing: check_alloc_fail finding). */
+	ovs_delta **built = calloc(nc ? nc : 1, sizeof *built);
+	if (!built)
+		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 	for (size_t k = 0; k < nc && s == OVSTAGE_OK; k++) {
 		ovs_column *col = cols[k];
 		if (!atomic_load_explicit(&col->has_schema, memory_order_acquire))
@@ -216,10 +223,19 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 			ovs_delta_free(d);
 			continue;
 		}
-		ovs_column_push_delta(&st->store, col, d);
+		built[k] = d;
 	}
-	for (size_t i = 0; i < n * c->ntargets; i++)
-		ovs_prim_set(&st->store, dst[i], 1);
+	for (size_t k = 0; built && k < nc; k++)
+		if (built[k] && s == OVSTAGE_OK)
+			ovs_column_push_delta(&st->store, cols[k], built[k]);
+		else if (built[k])
+			ovs_delta_free(built[k]);
+	free(built);
+	if (s == OVSTAGE_OK)
+		for (size_t i = 0; i < n * c->ntargets; i++)
+			ovs_prim_set(&st->store, dst[i], 1);
+	else
+		ovs_prims_need_reassert(&st->store); /* rows it gave the targets stay, as holes */
 	free(sub);
 	free(dst);
 	if (s != OVSTAGE_OK)
@@ -232,6 +248,12 @@ static ovstage_api_status_t path_arg(ovs_stage *st, ovx_string_t s, const char *
 	if (!s.ptr || !s.length)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is empty", what);
 	*out = ovs_pd_intern_path(st->pd, s.ptr, s.length);
+	size_t bad;
+	/* interning fails for bad syntax or for want of memory: tell them apart (check_alloc_fail
+	 * finding: an allocation failure was reported as INVALID_ARGUMENT) */
+	if (!*out && pd_path_syntax(s.ptr, s.length, &bad) == PD_SYNTAX_OK)
+		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "%s = \"%.*s\": out of memory interning the path", what,
+				   (int)(s.length > 200 ? 200 : s.length), s.ptr);
 	if (!*out)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s = \"%.*s\" is not an absolute prim path", what,
 				   (int)(s.length > 200 ? 200 : s.length), s.ptr);

@@ -39,7 +39,9 @@ typedef struct ovs_map {
 	ovstage_prim_mode_t mode;      /* UPSERT / INSERT */
 	DLDataType dtype;              /* column dtype (lanes = tuple width) */
 	ovstage_attribute_semantic_t semantic; /* role */
-	jobs_id map_op;                /* M */
+	jobs_id map_op;                /* M (fenced until C is admitted or refused) */
+	_Atomic bool refused;          /* map_attribute refused the session after submitting M: M must
+	                                * leave no trace (no prims, no schema) */
 	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute) */
 	ovs_opstate state;             /* M's outcome */
 	ovs_inflight *inflight;        /* C's sequencer record */
@@ -120,6 +122,13 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovs_stage *st = m->st;
 	ovs_column *c = m->col;
 	char err[512] = "";
+	/* relaxed: stored before M's fence was resolved; the resolve (release) and this job's start
+	 * (acquire, through its pending count) order it before this load. */
+	if (atomic_load_explicit(&m->refused, memory_order_relaxed)) {
+		ovs_op_fail(run, OVSTAGE_ERROR_OP_FAILED, "map_attribute: the session was refused at the call");
+		ovs_opstate_finish(&m->state, OVSTAGE_ERROR_OP_FAILED);
+		return;
+	}
 	ovstage_api_status_t s = map_check_schema(m, err, sizeof err);
 	if (s == OVSTAGE_OK && m->mode == OVSTAGE_PRIM_MODE_INSERT)
 		for (uint32_t i = 0; i < m->q->count; i++)
@@ -143,7 +152,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		m->rows[i] = ovs_column_row_create(c, m->q->paths[i], &created);
 		if (m->rows[i] == UINT32_MAX) {
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
-			ovs_err_format(err, sizeof err, "cannot map prim %u to a row", i);
+			ovs_err_format(err, sizeof err, "out of memory giving prim %u a row", i);
 		}
 		created_rows = created_rows || created;
 		identity = identity && m->rows[i] == i;
@@ -306,12 +315,15 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	ovs_opstate_init(&m->state);
 	atomic_init(&m->fetched, 0);
 	atomic_init(&m->unmapped, false);
-	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight). */
+	atomic_init(&m->refused, false);
+	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight).
+	 * M is held by a fence until C's admission is decided: a session refused at the call (write
+	 * floor, out of memory) must not create prims or a schema through M (fuzz_api finding). */
 	ovs_hobj_ref(&m->h); /* M's reference */
 	/* A query still resolving: map after its op (the job reads its prims). */
 	bool pending = !ovs_query_ready(q);
 	ovs_op_desc md = { .fn = map_job, .arg = m, .cleanup = map_put, .after = pending ? &q->op : NULL,
-			   .after_count = pending ? 1 : 0 };
+			   .after_count = pending ? 1 : 0, .fences = 1 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &md);
 	if (r.status != OVSTAGE_OK) {
 		free(cols);
@@ -329,6 +341,9 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		char keep[OVS_ERR_MAX];
 		ovx_string_t le = ovstage_get_last_error();
 		snprintf(keep, sizeof keep, "%.*s", (int)le.length, le.ptr ? le.ptr : "");
+		/* relaxed: the fence resolve below orders it for M (see map_job). */
+		atomic_store_explicit(&m->refused, true, memory_order_relaxed);
+		jobs_fence_resolve(st->sched, m->map_op);
 		ovs_release_op(ctx, r.op_index);
 		ovs_hobj_unref(&m->h);
 		return ovs_rejected(ovs_err_set(rc.status, "%s", keep));
@@ -339,11 +354,15 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	uint64_t id = ovs_handle_insert(&st->handles, &m->h);
 	ovs_hobj_unref(&m->h);
 	if (!id) {
-		jobs_fence_resolve(st->sched, m->commit_op); /* let C run (it commits nothing useful) */
+		/* relaxed: the fence resolve below orders it for M (see map_job). */
+		atomic_store_explicit(&m->refused, true, memory_order_relaxed);
+		jobs_fence_resolve(st->sched, m->map_op); /* M fails: C then fails after it, committing nothing */
+		jobs_fence_resolve(st->sched, m->commit_op);
 		jobs_release(st->sched, m->commit_op);
 		ovs_release_op(ctx, r.op_index);
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
 	}
+	jobs_fence_resolve(st->sched, m->map_op); /* admitted: M may run */
 	*out_map_handle = id;
 	return r;
 }
@@ -420,9 +439,12 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	if (!h)
 		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
 	ovs_map *m = (ovs_map *)h;
-	/* The caller's op runs after the commit; its failure (a failed map, say) reaches wait_op. */
+	/* The caller's op runs after the commit; its failure (a failed map, say) reaches wait_op. It
+	 * names the map op first: when the map failed, wait_op's root cause is then the map op (whose
+	 * message the caller can read) rather than the internal commit op, released below. */
 	jobs_id commit = m->commit_op;
-	ovs_op_desc d = { .fn = ovs_op_noop, .after = &commit, .after_count = 1 };
+	jobs_id after[2] = { m->map_op, commit };
+	ovs_op_desc d = { .fn = ovs_op_noop, .after = after, .after_count = 2 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 	/* The commit takes its place among same-ordinal writes here, at the unmap's submission (as in
 	 * 0.2.1, whose one lane applies a write at once and writes the mapped buffer back at the unmap):

@@ -426,7 +426,9 @@ static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, DLDevice
 					  ovs_rowmap *new_map, char *err, size_t errlen)
 {
 	ovs_stage *st = op->st;
-	ovstage_api_status_t s = settle_schema(st, e, dev, err, errlen);
+	/* An empty entry (an empty query) has no layout: its dtype is zero, so it neither installs nor
+	 * checks a schema (it installed a zero "int0x0" schema: fuzz_api finding). */
+	ovstage_api_status_t s = e->layout.kind == OVS_LAYOUT_EMPTY ? OVSTAGE_OK : settle_schema(st, e, dev, err, errlen);
 	if (s != OVSTAGE_OK) {
 		free(new_map);
 		if (d)
@@ -1048,12 +1050,12 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 		return s;
 	/* Every check that can refuse the entry runs before anything changes (the schema is installed
 	 * by publish_entry, after the delta exists): a refused entry leaves no trace. */
-	s = check_schema(op->st, e, err, errlen);
-	if (s != OVSTAGE_OK)
-		return s;
 	DLDevice dev = entry_device(e);
 	if (e->layout.kind == OVS_LAYOUT_EMPTY)
 		return publish_entry(op, e, dev, NULL, false, NULL, err, errlen);
+	s = check_schema(op->st, e, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
 	s = check_admission(op, e, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
@@ -1262,8 +1264,11 @@ static ovstage_api_status_t prepare_entry(ovs_stage *st, write_op *op, const ovs
 		ovs_err_set(s, "writes[%zu] (\"%s\"): %s", i, ovs_attr_name(st, t), err);
 		return s;
 	}
-	/* Schema checks that are provable now (the column may get its schema later). */
-	if (atomic_load_explicit(&e->col->has_schema, memory_order_acquire)) {
+	/* Schema checks that are provable now (the column may get its schema later). An empty entry
+	 * has no dtype to check (see publish_entry). */
+	if (e->layout.kind == OVS_LAYOUT_EMPTY) {
+		s = OVSTAGE_OK;
+	} else if (atomic_load_explicit(&e->col->has_schema, memory_order_acquire)) {
 		ovs_column *c = e->col;
 		ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic
 											 : e->semantic;

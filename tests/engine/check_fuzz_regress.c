@@ -9,6 +9,14 @@
  *  - fuzz_write, 2026-12-01: an empty (N = 0, 2) tensor with a huge trailing stride: the stride span
  *    check is skipped for empty tensors, and the row view multiplied stride * element bytes in int64
  *    (signed overflow).
+ *  - fuzz_api, 2026-12-01 (model-based target), four findings:
+ *    a map_attribute refused at the call (write floor) still ran its map job, which created the
+ *    prims and installed the column's schema (map.c); a write on an empty query installed a zero
+ *    ("int0x0") schema, and was then refused against the column's real one (write.c); a range read
+ *    whose start is above the retention frontier failed OUT_OF_RANGE in the op when nothing changed
+ *    in the range and the state as of its end had left retention (read.c); wait_op of the
+ *    unmap_attribute of a failed map named the internal commit op, released and without a message,
+ *    as the root cause (map.c).
  */
 #include <check.h>
 #include <stdint.h>
@@ -132,12 +140,152 @@ START_TEST(test_empty_tensor_huge_trailing_stride)
 }
 END_TEST
 
+/* Writes `vals` (one float per query prim) to attribute `name` at `ord` and waits for it. */
+static void write_f32(fixture *f, ovstage_query_handle_t q, const char *name, uint64_t ord, float *vals, int64_t n,
+		      ovstage_prim_mode_t mode)
+{
+	tst_tensor tt;
+	ovstage_write_data_t w = tst_wdata(&tt, vals, n, kDLFloat, 32, 1);
+	tst_wait_ok(f->st, ovstage_write_attribute(f->st, q, tst_attr(tst_tok(f->pd, name)), ord, w, mode));
+}
+
+static void seal(fixture *f, uint64_t n)
+{
+	ovstage_write_floor_desc_t d = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	tst_wait_ok(f->st, ovstage_advance_write_floor(f->st, &d));
+}
+
+/* A map refused at the call (its ordinal is at the floor) creates neither prims nor a schema: an
+ * INSERT of those prims and a write of another dtype to that column both succeed afterwards. */
+START_TEST(test_refused_map_leaves_no_trace)
+{
+	fixture f;
+	setup(&f);
+	seal(&f, 5);
+	ovstage_map_desc_t desc;
+	memset(&desc, 0, sizeof desc);
+	desc.attribute = tst_attr(tst_tok(f.pd, "m"));
+	desc.dtype.code = kDLFloat;
+	desc.dtype.bits = 32;
+	desc.dtype.lanes = 1;
+	ovstage_map_handle_t mh = 7;
+	/* through a query of its own, released (and waited) afterwards: its release is ordered after
+	 * the ops that hold it, so whatever the refused session submitted has run by then */
+	const char *paths[] = { "/World/A", "/World/B", "/World/A/C", "/X" };
+	ovstage_query_handle_t q2 = tst_query_of(f.st, f.pd, paths, 4, NULL);
+	ovstage_enqueue_result_t e = ovstage_map_attribute(f.st, q2, &desc, 5, NULL, 0, &mh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_uint_eq(mh, OVSTAGE_INVALID_MAP_HANDLE);
+	ck_assert_msg(strstr(tst_last_error(), "5") != NULL, "message does not name the ordinal: %s", tst_last_error());
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q2));
+	/* the prims do not exist: a clone of one finds no source */
+	ovx_string_t src = { "/World/A", 8 }, dst = { "/Z", 2 };
+	char msg[600];
+	ck_assert_msg(tst_wait_op(f.st, ovstage_clone(f.st, src, &dst, 1, 6), msg, sizeof msg) == 1,
+		      "clone of a prim only a refused map named succeeded");
+	ck_assert_msg(strstr(msg, "does not exist") != NULL, "clone: %s", msg);
+	/* INSERT: every prim must still be new */
+	float v[4] = { 1, 2, 3, 4 };
+	write_f32(&f, f.q, "other", 6, v, 4, OVSTAGE_PRIM_MODE_INSERT);
+	/* "m" has no schema: an int32 write defines it */
+	int32_t iv[4] = { 1, 2, 3, 4 };
+	tst_tensor tt;
+	ovstage_write_data_t w = tst_wdata(&tt, iv, 4, kDLInt, 32, 1);
+	tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, desc.attribute, 6, w, OVSTAGE_PRIM_MODE_UPSERT));
+	teardown(&f);
+}
+END_TEST
+
+/* A write through an empty query installs no schema and is not checked against one. */
+START_TEST(test_empty_query_write_has_no_schema)
+{
+	fixture f;
+	setup(&f);
+	ovx_primpath_list_t empty;
+	ck_assert_int_eq(path_dictionary_create_path_list_from_strings(f.pd, NULL, 0, &empty).status, OVX_API_SUCCESS);
+	ovstage_query_handle_t qe;
+	ck_assert_int_eq(ovstage_query_from_path_list(f.st, empty, &qe), OVSTAGE_OK);
+	/* an empty float write first, then an int32 column: accepted */
+	write_f32(&f, qe, "e", 1, NULL, 0, OVSTAGE_PRIM_MODE_UPSERT);
+	int32_t iv[4] = { 1, 2, 3, 4 };
+	tst_tensor tt;
+	ovstage_write_data_t w = tst_wdata(&tt, iv, 4, kDLInt, 32, 1);
+	tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(tst_tok(f.pd, "e")), 2, w, OVSTAGE_PRIM_MODE_UPSERT));
+	/* and an empty float write onto that int32 column: nothing to check, accepted */
+	write_f32(&f, qe, "e", 3, NULL, 0, OVSTAGE_PRIM_MODE_UPSERT);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, qe));
+	path_dictionary_release_path_list_reference(f.pd, empty);
+	teardown(&f);
+}
+END_TEST
+
+/* Retention 2: versions at 4, 7 and 9 leave the frontier at 4. A range read [5, 6] starts above it
+ * and nothing changed in it: zero groups, not OUT_OF_RANGE (the state as of 6 is version 4, gone). */
+START_TEST(test_range_above_frontier_without_changes)
+{
+	fixture f;
+	setup(&f);
+	float v[4] = { 1, 2, 3, 4 };
+	write_f32(&f, f.q, "r", 4, v, 4, OVSTAGE_PRIM_MODE_UPSERT);
+	write_f32(&f, f.q, "r", 7, v, 4, OVSTAGE_PRIM_MODE_UPSERT);
+	write_f32(&f, f.q, "r", 9, v, 4, OVSTAGE_PRIM_MODE_UPSERT);
+	seal(&f, 9);
+	ovx_token_t r = tst_tok(f.pd, "r");
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t rg = { 5, 6, true };
+	ovstage_enqueue_result_t e = ovstage_read_attributes(f.st, f.q, &r, 1, rg, &rh);
+	ck_assert_msg(e.status == OVSTAGE_OK, "range [5, 6] refused: %d %s", e.status, tst_last_error());
+	char msg[600];
+	ck_assert_msg(tst_wait_op(f.st, e, msg, sizeof msg) == 0, "range [5, 6] failed: %s", msg);
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_END_OF_ITERATION);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+	/* the frontier itself is still refused at the call: [4, 6] */
+	rg.start_ordinal = 4;
+	e = ovstage_read_attributes(f.st, f.q, &r, 1, rg, &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_OUT_OF_RANGE);
+	teardown(&f);
+}
+END_TEST
+
+/* The unmap of a failed map: wait_op's root cause is the map op, with its message. */
+START_TEST(test_failed_map_root_cause_is_the_map_op)
+{
+	fixture f;
+	setup(&f);
+	ovstage_map_desc_t desc;
+	memset(&desc, 0, sizeof desc);
+	desc.attribute = tst_attr(tst_tok(f.pd, "nodtype")); /* a new column without a dtype: the op fails */
+	ovstage_map_handle_t mh;
+	ovstage_enqueue_result_t e = ovstage_map_attribute(f.st, f.q, &desc, 1, NULL, 0, &mh);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_cuda_sync_t none = { 0, 0 };
+	ovstage_enqueue_result_t u = ovstage_unmap_attribute(f.st, mh, none);
+	ck_assert_int_eq(u.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t w;
+	ck_assert_int_eq(ovstage_wait_op(f.st, u.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_OK);
+	ck_assert_uint_ge(w.error_op_id_count, 1);
+	ck_assert_uint_eq(w.error_op_ids[0], e.op_index);
+	ovx_string_t m = ovstage_get_last_op_error(f.st, w.error_op_ids[0]);
+	ck_assert_msg(m.length > 0 && strstr(m.ptr, "dtype") != NULL, "root cause message: %.*s", (int)m.length,
+		      m.ptr ? m.ptr : "");
+	ck_assert_int_eq(ovstage_release_op(f.st, u.op_index), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_wait_op(f.st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_OK);
+	teardown(&f);
+}
+END_TEST
+
 static Suite *fuzz_regress_suite(void)
 {
 	Suite *su = suite_create("fuzz_regress");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_empty_null_data_with_byte_offset);
 	tcase_add_test(tc, test_empty_tensor_huge_trailing_stride);
+	tcase_add_test(tc, test_refused_map_leaves_no_trace);
+	tcase_add_test(tc, test_empty_query_write_has_no_schema);
+	tcase_add_test(tc, test_range_above_frontier_without_changes);
+	tcase_add_test(tc, test_failed_map_root_cause_is_the_map_op);
 	suite_add_tcase(su, tc);
 	return su;
 }
