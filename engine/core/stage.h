@@ -43,7 +43,7 @@ struct ovs_stage {
 	uint64_t serial;                /* tags this stage's receipts */
 	char *name;                     /* debug name from the instance desc */
 	jobs_sched *sched;              /* the process scheduler */
-	ovs_pd *pd;                     /* path dictionary */
+	ovs_pd *pd;                     /* the path dictionary shared by all live instances (path_dict_shared.h) */
 
 	ovs_store store;                /* columns, versions, snapshots, column memory (store.h) */
 

@@ -11,6 +11,7 @@
 #include "api.h"
 #include "errors.h"
 #include "ops.h"
+#include "path_dict_shared.h"
 #include "stage.h"
 
 static _Atomic uint64_t g_stage_serial = 1;
@@ -111,12 +112,11 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	ovs_stage *st = aligned_alloc(_Alignof(ovs_stage), sizeof *st);
 	if (st)
 		memset(st, 0, sizeof *st);
-	ovs_pd *pd = ovs_pd_create();
+	ovs_pd *pd = ovs_pd_shared_acquire(); /* one dictionary for all live instances */
 	char *name = (desc && desc->name) ? strdup(desc->name) : NULL;
 	if (!st || !pd || (desc && desc->name && !name)) {
 		free(st);
-		if (pd)
-			ovs_pd_destroy(pd);
+		ovs_pd_shared_release(pd);
 		free(name);
 		ovs_runtime_release();
 		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating an instance");
@@ -168,7 +168,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 		f = n;
 	}
 	ovs_store_fini(&st->store);
-	ovs_pd_destroy(st->pd);
+	ovs_pd_shared_release(st->pd); /* destroyed with the last instance */
 	pthread_mutex_destroy(&st->seq_lock);
 	free(st->name);
 	free(st);
