@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "ops.h"
 #include "path_dict_shared.h"
+#include "teardown.h"
 #include "stage.h"
 
 static _Atomic uint64_t g_stage_serial = 1;
@@ -136,6 +137,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->derived[1] = ovs_pd_intern_token(pd, "usd-parent", 10);
 	st->derived[2] = ovs_pd_intern_token(pd, "usd-children", 12);
 	atomic_init(&st->jobs_in_flight, 0);
+	ovs_teardown_mark(st);
 	*out_instance = &st->pub;
 	return OVSTAGE_OK;
 }
@@ -148,17 +150,10 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 	ovs_stage *st = ovs_stage_of(instance->context);
 	if (!st || instance->vtable != &g_vtable)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance was not created by ovstage_create_instance");
-	int64_t ops = atomic_load_explicit(&st->live_ops, memory_order_acquire);
-	int64_t q = ovs_handles_live(&st->handles, OVS_H_QUERY), r = ovs_handles_live(&st->handles, OVS_H_READ);
-	int64_t g = ovs_handles_live(&st->handles, OVS_H_GROUP), o = ovs_handles_live(&st->handles, OVS_H_ORDQ);
-	int64_t m = ovs_handles_live(&st->handles, OVS_H_MAP), qr = ovs_handles_live(&st->handles, OVS_H_QRESULT);
-	if (ops || q || r || g || o || m || qr)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
-				   "instance still holds %lld op ids, %lld queries, %lld query results, %lld reads, "
-				   "%lld read groups, %lld ordinal queries and %lld maps: release them first",
-				   (long long)ops, (long long)q, (long long)qr, (long long)r, (long long)g, (long long)o,
-				   (long long)m);
-	ovs_ops_quiesce(st); /* released ops may still be running */
+	ovstage_api_status_t s = ovs_teardown_check(st); /* groups, maps, results: refused, nothing changed */
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_teardown_release(st); /* completes what is in flight; releases op ids; warns once */
 	ovs_handles_fini(&st->handles);
 	ovs_inflight *f = st->inflight;
 	while (f) {
