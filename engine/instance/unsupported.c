@@ -15,8 +15,8 @@
  * in ovstage_get_last_error, so either getter explains the failure.
  *
  * Decisions:
- *  - ovstage_get_hierarchy_computation_models returns OVSTAGE_OK with a static list of the three
- *    models of the reference (cpu-incremental, gpu-incremental, gpu-global), each described as not
+ *  - ovstage_get_hierarchy_computation_models returns OVSTAGE_OK with a static list of the four
+ *    models of 0.2.1 (cpu-incremental, gpu-incremental, gpu-global, runtime-default), each described as not
  *    available in this build: enumerating models then works, and ovstage_compute_hierarchy reports
  *    NOT_SUPPORTED for every valid model (INVALID_ARGUMENT for an id that is no model at all).
  *  - ovstage_population_export_desc_init / _desc_init_snapshot are pure struct initializers that
@@ -212,6 +212,8 @@ static const ovstage_hierarchy_computation_model_desc_t g_models[] = {
 		   "incremental propagation on the GPU"),
 	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL, "gpu-global",
 		   "full recomputation on the GPU"),
+	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, "runtime-default",
+		   "the process default model (configuration entry RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL)"),
 };
 
 OVSTAGE_API ovstage_api_status_t ovstage_get_hierarchy_computation_models(
