@@ -57,6 +57,7 @@ struct ovs_stage {
 	ovs_handles handles;            /* queries, reads, ordinal queries, maps */
 	ovx_token_t derived[3];         /* usd-path, usd-parent, usd-children (interned at creation) */
 	_Atomic int64_t live_ops;       /* op ids issued and not yet released */
+	struct ovs_hier *hier;          /* transform hierarchy state (ops/hierarchy.h) */
 	jobs_id op_id_floor;            /* every op id of this stage is above it (destroy's scan, teardown.h) */
 	_Atomic int64_t jobs_in_flight; /* op jobs submitted and not yet finished (destroy waits) */
 };

@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "errors.h"
+#include "hierarchy.h"
 #include "ops.h"
 #include "path_dict_shared.h"
 #include "teardown.h"
@@ -115,8 +116,10 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 		memset(st, 0, sizeof *st);
 	ovs_pd *pd = ovs_pd_shared_acquire(); /* one dictionary for all live instances */
 	char *name = (desc && desc->name) ? strdup(desc->name) : NULL;
-	if (!st || !pd || (desc && desc->name && !name)) {
+	ovs_hier *hier = ovs_hier_create(ovs_runtime_settings()->default_hierarchy_model);
+	if (!st || !pd || !hier || (desc && desc->name && !name)) {
 		free(st);
+		ovs_hier_destroy(hier);
 		ovs_pd_shared_release(pd);
 		free(name);
 		ovs_runtime_release();
@@ -128,6 +131,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->name = name;
 	st->sched = ovs_runtime_sched();
 	st->pd = pd;
+	st->hier = hier;
 	ovs_store_init(&st->store, ovs_runtime_settings()->retention, (size_t)ovs_runtime_settings()->chunk_kb << 10,
 		       (int64_t)(ovs_runtime_settings()->max_unsealed_mb << 20));
 	pthread_mutex_init(&st->seq_lock, NULL);
@@ -162,6 +166,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 		free(f);
 		f = n;
 	}
+	ovs_hier_destroy(st->hier); /* before the store: it holds a reference on a version */
 	ovs_store_fini(&st->store);
 	ovs_pd_shared_release(st->pd); /* destroyed with the last instance */
 	pthread_mutex_destroy(&st->seq_lock);
