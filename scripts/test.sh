@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the dependencies, then builds and runs every test suite in three builds:
-#   release  — optimised (-O2), warnings as errors
+#   release  — optimised (CMake Release: -O3), warnings as errors
 #   asan     — AddressSanitizer + UndefinedBehaviorSanitizer (any report fails the test)
 #   tsan     — ThreadSanitizer (any report fails the test)
 # Usage: scripts/test.sh [release|asan|tsan ...]   (default: all three)

@@ -29,7 +29,7 @@ static inline unsigned bucket_of(uint64_t id)
 void ovs_handles_init(ovs_handles *h, uint64_t serial)
 {
 	h->space = 1 + (serial - 1) % OVS_HANDLE_SPACES; /* 1..65535: a handle is never 0 */
-	for (int k = 0; k < 8; k++)
+	for (int k = 0; k < 9; k++)
 		atomic_init(&h->live[k], 0);
 	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
 		pthread_mutex_init(&h->shards[i].lock, NULL);
@@ -171,6 +171,8 @@ static const char *kind_name(ovs_handle_kind kind)
 	case OVS_H_MAP: return "map handle";
 	case OVS_H_GROUP: return "read group";
 	case OVS_H_QRESULT: return "query result";
+	case OVS_H_HIER: return "hierarchy handle";
+	case OVS_H_HRESULT: return "hierarchy result";
 	}
 	return "handle";
 }

@@ -37,6 +37,8 @@ typedef enum ovs_handle_kind {
 	OVS_H_MAP = 4,
 	OVS_H_GROUP = 5,
 	OVS_H_QRESULT = 6,
+	OVS_H_HIER = 7,    /* hierarchy handle (ovstage_get_hierarchy) */
+	OVS_H_HRESULT = 8, /* fetched hierarchy result */
 } ovs_handle_kind;
 
 typedef struct ovs_hobj ovs_hobj;
@@ -67,7 +69,7 @@ typedef struct ovs_handle_shard {
 
 typedef struct ovs_handles {
 	uint64_t space;                           /* this table's space (bits 63..48 of its handles) */
-	_Atomic int64_t live[8];                  /* live handles per kind (destroy reports them) */
+	_Atomic int64_t live[9];                  /* live handles per kind, by ovs_handle_kind (destroy reports them) */
 	ovs_handle_shard shards[OVS_HANDLE_SHARDS];
 } ovs_handles;
 

@@ -43,7 +43,7 @@ struct ovs_stage {
 	uint64_t serial;                /* tags this stage's receipts */
 	char *name;                     /* debug name from the instance desc */
 	jobs_sched *sched;              /* the process scheduler */
-	ovs_pd *pd;                     /* path dictionary */
+	ovs_pd *pd;                     /* the path dictionary shared by all live instances (path_dict_shared.h) */
 
 	ovs_store store;                /* columns, versions, snapshots, column memory (store.h) */
 
@@ -57,6 +57,8 @@ struct ovs_stage {
 	ovs_handles handles;            /* queries, reads, ordinal queries, maps */
 	ovx_token_t derived[3];         /* usd-path, usd-parent, usd-children (interned at creation) */
 	_Atomic int64_t live_ops;       /* op ids issued and not yet released */
+	struct ovs_hier *hier;          /* transform hierarchy state (ops/hierarchy.h) */
+	jobs_id op_id_floor;            /* every op id of this stage is above it (destroy's scan, teardown.h) */
 	_Atomic int64_t jobs_in_flight; /* op jobs submitted and not yet finished (destroy waits) */
 };
 

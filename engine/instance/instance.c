@@ -10,7 +10,10 @@
 
 #include "api.h"
 #include "errors.h"
+#include "hierarchy.h"
 #include "ops.h"
+#include "path_dict_shared.h"
+#include "teardown.h"
 #include "stage.h"
 
 static _Atomic uint64_t g_stage_serial = 1;
@@ -111,12 +114,13 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	ovs_stage *st = aligned_alloc(_Alignof(ovs_stage), sizeof *st);
 	if (st)
 		memset(st, 0, sizeof *st);
-	ovs_pd *pd = ovs_pd_create();
+	ovs_pd *pd = ovs_pd_shared_acquire(); /* one dictionary for all live instances */
 	char *name = (desc && desc->name) ? strdup(desc->name) : NULL;
-	if (!st || !pd || (desc && desc->name && !name)) {
+	ovs_hier *hier = ovs_hier_create(ovs_runtime_settings()->default_hierarchy_model);
+	if (!st || !pd || !hier || (desc && desc->name && !name)) {
 		free(st);
-		if (pd)
-			ovs_pd_destroy(pd);
+		ovs_hier_destroy(hier);
+		ovs_pd_shared_release(pd);
 		free(name);
 		ovs_runtime_release();
 		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating an instance");
@@ -127,6 +131,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->name = name;
 	st->sched = ovs_runtime_sched();
 	st->pd = pd;
+	st->hier = hier;
 	ovs_store_init(&st->store, ovs_runtime_settings()->retention, (size_t)ovs_runtime_settings()->chunk_kb << 10,
 		       (int64_t)(ovs_runtime_settings()->max_unsealed_mb << 20));
 	st->store.sched = st->sched; /* device work's completions resolve receipts there */
@@ -137,6 +142,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->derived[1] = ovs_pd_intern_token(pd, "usd-parent", 10);
 	st->derived[2] = ovs_pd_intern_token(pd, "usd-children", 12);
 	atomic_init(&st->jobs_in_flight, 0);
+	ovs_teardown_mark(st);
 	*out_instance = &st->pub;
 	return OVSTAGE_OK;
 }
@@ -149,17 +155,10 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 	ovs_stage *st = ovs_stage_of(instance->context);
 	if (!st || instance->vtable != &g_vtable)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance was not created by ovstage_create_instance");
-	int64_t ops = atomic_load_explicit(&st->live_ops, memory_order_acquire);
-	int64_t q = ovs_handles_live(&st->handles, OVS_H_QUERY), r = ovs_handles_live(&st->handles, OVS_H_READ);
-	int64_t g = ovs_handles_live(&st->handles, OVS_H_GROUP), o = ovs_handles_live(&st->handles, OVS_H_ORDQ);
-	int64_t m = ovs_handles_live(&st->handles, OVS_H_MAP), qr = ovs_handles_live(&st->handles, OVS_H_QRESULT);
-	if (ops || q || r || g || o || m || qr)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
-				   "instance still holds %lld op ids, %lld queries, %lld query results, %lld reads, "
-				   "%lld read groups, %lld ordinal queries and %lld maps: release them first",
-				   (long long)ops, (long long)q, (long long)qr, (long long)r, (long long)g, (long long)o,
-				   (long long)m);
-	ovs_ops_quiesce(st); /* released ops may still be running */
+	ovstage_api_status_t s = ovs_teardown_check(st); /* groups, maps, results: refused, nothing changed */
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_teardown_release(st); /* completes what is in flight; releases op ids; warns once */
 	ovs_handles_fini(&st->handles);
 	ovs_inflight *f = st->inflight;
 	while (f) {
@@ -168,8 +167,9 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 		free(f);
 		f = n;
 	}
+	ovs_hier_destroy(st->hier); /* before the store: it holds a reference on a version */
 	ovs_store_fini(&st->store);
-	ovs_pd_destroy(st->pd);
+	ovs_pd_shared_release(st->pd); /* destroyed with the last instance */
 	pthread_mutex_destroy(&st->seq_lock);
 	free(st->name);
 	free(st);

@@ -1,6 +1,5 @@
 /*
- * unsupported.c — the exported functions this build declares but does not implement: hierarchy
- * lookup and computation, instancing, the alignment helper, USD population and USD export (these
+ * unsupported.c — the exported functions this build declares but does not implement: instancing, the alignment helper, USD population and USD export (these
  * need OpenUSD, which this build does not include), and the static loader's ovstage_executable_dir.
  * ovstage_clone is defined here too, forwarding to clone.c.
  *
@@ -15,10 +14,6 @@
  * in ovstage_get_last_error, so either getter explains the failure.
  *
  * Decisions:
- *  - ovstage_get_hierarchy_computation_models returns OVSTAGE_OK with a static list of the three
- *    models of the reference (cpu-incremental, gpu-incremental, gpu-global), each described as not
- *    available in this build: enumerating models then works, and ovstage_compute_hierarchy reports
- *    NOT_SUPPORTED for every valid model (INVALID_ARGUMENT for an id that is no model at all).
  *  - ovstage_population_export_desc_init / _desc_init_snapshot are pure struct initializers that
  *    need no OpenUSD: they are implemented (defaults of the reference) and return OVSTAGE_OK, so
  *    descriptors can be built; every export itself reports NOT_SUPPORTED.
@@ -47,8 +42,6 @@
 #define WHY_USD "USD population needs OpenUSD, which this build does not include"
 #define WHY_EXPORT "USD export needs OpenUSD, which this build does not include"
 #define WHY_INSTANCING "instancing queries need USD population (OpenUSD), which this build does not include"
-#define WHY_HIERARCHY "hierarchy lookup is not implemented in this build"
-#define WHY_COMPUTE "hierarchy computation is not implemented in this build"
 
 /* ---- helpers ------------------------------------------------------------------------------------- */
 
@@ -134,128 +127,6 @@ OVSTAGE_API ovstage_enqueue_result_t ovstage_clone(ovstage_instance_t *instance,
 						   ovstage_ordinal_t ordinal)
 {
 	return ovs_clone(instance, source_path, target_paths, num_target_paths, ordinal);
-}
-
-/* ---- hierarchy ----------------------------------------------------------------------------------- */
-
-OVSTAGE_API ovstage_enqueue_result_t ovstage_get_hierarchy(ovstage_instance_t *instance,
-							   ovx_primpath_list_t prim_paths, ovstage_ordinal_t ordinal,
-							   ovstage_hierarchy_relation_t relation,
-							   ovstage_hierarchy_handle_t *out_hierarchy_handle)
-{
-	static const char fn[] = "ovstage_get_hierarchy";
-	ovs_err_clear();
-	(void)prim_paths;
-	(void)ordinal;
-	(void)relation;
-	if (out_hierarchy_handle)
-		*out_hierarchy_handle = OVSTAGE_INVALID_HIERARCHY_HANDLE;
-	if (!instance)
-		return ovs_rejected(null_arg(fn, "instance"));
-	if (!out_hierarchy_handle)
-		return ovs_rejected(null_arg(fn, "out_hierarchy_handle"));
-	return ovs_rejected(unsupported(fn, WHY_HIERARCHY));
-}
-
-OVSTAGE_API ovstage_api_status_t ovstage_fetch_hierarchy_result(ovstage_instance_t *instance,
-								ovstage_hierarchy_handle_t hierarchy_handle,
-								ovstage_hierarchy_result_t *out_result)
-{
-	static const char fn[] = "ovstage_fetch_hierarchy_result";
-	ovs_err_clear();
-	(void)hierarchy_handle;
-	if (out_result)
-		memset(out_result, 0, sizeof *out_result); /* hierarchy_result_id = INVALID, no items */
-	if (!instance)
-		return null_arg(fn, "instance");
-	if (!out_result)
-		return null_arg(fn, "out_result");
-	return unsupported(fn, WHY_HIERARCHY);
-}
-
-OVSTAGE_API ovstage_api_status_t ovstage_release_hierarchy_result(ovstage_instance_t *instance,
-								  const ovstage_hierarchy_result_t *result)
-{
-	static const char fn[] = "ovstage_release_hierarchy_result";
-	ovs_err_clear();
-	if (!instance)
-		return null_arg(fn, "instance");
-	if (!result)
-		return null_arg(fn, "result");
-	return unsupported(fn, WHY_HIERARCHY);
-}
-
-OVSTAGE_API ovstage_enqueue_result_t ovstage_release_hierarchy(ovstage_instance_t *instance,
-							       ovstage_hierarchy_handle_t handle)
-{
-	static const char fn[] = "ovstage_release_hierarchy";
-	ovs_err_clear();
-	(void)handle;
-	if (!instance)
-		return ovs_rejected(null_arg(fn, "instance"));
-	return ovs_rejected(unsupported(fn, WHY_HIERARCHY));
-}
-
-#define MODEL_DESC(id, nm, what)                                                                             \
-	{                                                                                                    \
-		(id), { nm, sizeof(nm) - 1 },                                                                \
-		{ what " (not available in this build: ovstage_compute_hierarchy returns "                   \
-		       "OVSTAGE_ERROR_NOT_SUPPORTED)",                                                       \
-		  sizeof(what " (not available in this build: ovstage_compute_hierarchy returns "            \
-			      "OVSTAGE_ERROR_NOT_SUPPORTED)") - 1 }                                          \
-	}
-
-static const ovstage_hierarchy_computation_model_desc_t g_models[] = {
-	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL, "cpu-incremental",
-		   "incremental propagation on the CPU"),
-	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL, "gpu-incremental",
-		   "incremental propagation on the GPU"),
-	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL, "gpu-global",
-		   "full recomputation on the GPU"),
-};
-
-OVSTAGE_API ovstage_api_status_t ovstage_get_hierarchy_computation_models(
-	ovstage_instance_t *instance, const ovstage_hierarchy_computation_model_desc_t **out_models,
-	size_t *out_model_count)
-{
-	static const char fn[] = "ovstage_get_hierarchy_computation_models";
-	ovs_err_clear();
-	if (out_models)
-		*out_models = NULL;
-	if (out_model_count)
-		*out_model_count = 0;
-	if (!instance)
-		return null_arg(fn, "instance");
-	if (!out_models)
-		return null_arg(fn, "out_models");
-	if (!out_model_count)
-		return null_arg(fn, "out_model_count");
-	*out_models = g_models; /* static: valid for any instance's lifetime (and beyond) */
-	*out_model_count = sizeof g_models / sizeof g_models[0];
-	return OVSTAGE_OK;
-}
-
-OVSTAGE_API ovstage_enqueue_result_t ovstage_compute_hierarchy(
-	ovstage_instance_t *instance, ovstage_hierarchy_computation_model_id_t computation_model_id,
-	ovstage_ordinal_t input_ordinal, ovstage_ordinal_t output_ordinal)
-{
-	static const char fn[] = "ovstage_compute_hierarchy";
-	ovs_err_clear();
-	(void)input_ordinal;
-	(void)output_ordinal;
-	if (!instance)
-		return ovs_rejected(null_arg(fn, "instance"));
-	switch (computation_model_id) {
-	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL:
-	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL:
-	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL:
-	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT:
-		return ovs_rejected(unsupported(fn, WHY_COMPUTE));
-	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID:
-		break;
-	}
-	return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s: computation_model_id %d is not a model",
-					fn, (int)computation_model_id));
 }
 
 /* ---- instancing ---------------------------------------------------------------------------------- */

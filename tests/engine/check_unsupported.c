@@ -101,53 +101,7 @@ START_TEST(test_clone)
 }
 END_TEST
 
-START_TEST(test_hierarchy)
-{
-	ovstage_hierarchy_handle_t h = GARBAGE;
-	CK_REJ(ovstage_get_hierarchy(INST, (ovx_primpath_list_t)7, 1, OVSTAGE_HIERARCHY_CHILDREN, &h),
-	       OVSTAGE_ERROR_NOT_SUPPORTED);
-	ck_assert_uint_eq(h, OVSTAGE_INVALID_HIERARCHY_HANDLE);
-	ck_main_err("ovstage_get_hierarchy", "not implemented");
-	CK_REJ(ovstage_get_hierarchy(INST, (ovx_primpath_list_t)7, 1, OVSTAGE_HIERARCHY_PARENT, NULL),
-	       OVSTAGE_ERROR_INVALID_ARGUMENT);
-	ck_main_err("ovstage_get_hierarchy", "out_hierarchy_handle is NULL");
-
-	ovstage_hierarchy_result_t res;
-	memset(&res, 0xA5, sizeof res);
-	ck_assert_int_eq(ovstage_fetch_hierarchy_result(INST, 1, &res), OVSTAGE_ERROR_NOT_SUPPORTED);
-	ck_assert_uint_eq(res.hierarchy_result_id, OVSTAGE_INVALID_HIERARCHY_RESULT_ID);
-	ck_assert_ptr_null(res.items);
-	ck_assert_ptr_null(res.paths);
-	ck_assert_uint_eq(res.input_count, 0);
-	ck_assert_uint_eq(res.path_count, 0);
-	ck_main_err("ovstage_fetch_hierarchy_result", "not implemented");
-	ck_assert_int_eq(ovstage_fetch_hierarchy_result(INST, 1, NULL), OVSTAGE_ERROR_INVALID_ARGUMENT);
-	ck_main_err("ovstage_fetch_hierarchy_result", "out_result is NULL");
-
-	ck_assert_int_eq(ovstage_release_hierarchy_result(INST, &res), OVSTAGE_ERROR_NOT_SUPPORTED);
-	ck_main_err("ovstage_release_hierarchy_result", "not implemented");
-	ck_assert_int_eq(ovstage_release_hierarchy_result(INST, NULL), OVSTAGE_ERROR_INVALID_ARGUMENT);
-
-	CK_REJ(ovstage_release_hierarchy(INST, 1), OVSTAGE_ERROR_NOT_SUPPORTED);
-	ck_main_err("ovstage_release_hierarchy", "not implemented");
-	CK_REJ(ovstage_release_hierarchy(NULL, 1), OVSTAGE_ERROR_INVALID_ARGUMENT);
-	ck_main_err("ovstage_release_hierarchy", "instance is NULL");
-
-	static const ovstage_hierarchy_computation_model_id_t valid[] = {
-		OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL, OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL,
-		OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL, OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT,
-	};
-	for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
-		CK_REJ(ovstage_compute_hierarchy(INST, valid[i], 1, 2), OVSTAGE_ERROR_NOT_SUPPORTED);
-		ck_main_err("ovstage_compute_hierarchy", "hierarchy computation is not implemented");
-	}
-	CK_REJ(ovstage_compute_hierarchy(INST, OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID, 1, 2),
-	       OVSTAGE_ERROR_INVALID_ARGUMENT);
-	ck_main_err("ovstage_compute_hierarchy", "computation_model_id 0 is not a model");
-	CK_REJ(ovstage_compute_hierarchy(INST, (ovstage_hierarchy_computation_model_id_t)9, 1, 2),
-	       OVSTAGE_ERROR_INVALID_ARGUMENT);
-}
-END_TEST
+/* Hierarchy lookup and computation are implemented: check_hierarchy.c. */
 
 START_TEST(test_hierarchy_models)
 {
@@ -156,15 +110,17 @@ START_TEST(test_hierarchy_models)
 	ovs_err_set(OVSTAGE_ERROR_INTERNAL, "stale");
 	ck_assert_int_eq(ovstage_get_hierarchy_computation_models(INST, &m, &n), OVSTAGE_OK);
 	ck_assert_ptr_null(ovstage_get_last_error().ptr); /* cleared on entry */
-	ck_assert_uint_eq(n, 3);
-	static const char *names[] = { "cpu-incremental", "gpu-incremental", "gpu-global" };
-	for (size_t i = 0; i < 3; i++) {
+	ck_assert_uint_eq(n, 4); /* 0.2.1 lists runtime-default as well */
+	static const char *names[] = { "cpu-incremental", "gpu-incremental", "gpu-global", "runtime-default" };
+	for (size_t i = 0; i < 4; i++) {
 		ck_assert_int_eq(m[i].model_id, (int)i + 1);
 		ck_assert_uint_eq(m[i].name.length, strlen(names[i]));
 		ck_assert(memcmp(m[i].name.ptr, names[i], m[i].name.length) == 0);
 		ck_assert(m[i].description.length > 0);
 		ck_assert_uint_eq(strlen(m[i].description.ptr), m[i].description.length);
-		ck_assert(strstr(m[i].description.ptr, "not available in this build") != NULL);
+		bool gpu = m[i].model_id == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL ||
+			   m[i].model_id == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL;
+		ck_assert(gpu == (strstr(m[i].description.ptr, "not available in this build") != NULL));
 	}
 	ck_assert_int_eq(ovstage_get_hierarchy_computation_models(INST, NULL, &n), OVSTAGE_ERROR_INVALID_ARGUMENT);
 	ck_assert_uint_eq(n, 0);
@@ -475,7 +431,6 @@ static Suite *unsupported_suite(void)
 	Suite *s = suite_create("unsupported");
 	TCase *tc = tcase_create("stubs");
 	tcase_add_test(tc, test_clone);
-	tcase_add_test(tc, test_hierarchy);
 	tcase_add_test(tc, test_hierarchy_models);
 	tcase_add_test(tc, test_instancing);
 	tcase_add_test(tc, test_ovalign);

@@ -1,0 +1,49 @@
+/*
+ * hierarchy.h — the transform hierarchy of a stage (spec 2.13, "Transform contract"): world
+ * matrices computed from local transforms along the path hierarchy, and parent / children /
+ * sibling lookups. The exported functions (ovstage_compute_hierarchy, ovstage_get_hierarchy, ...)
+ * are defined in hierarchy_compute.c and hierarchy_lookup.c; this header is their shared state.
+ *
+ * Transform contract
+ *  - Inputs: omni:xform (fixed, float64 x16, row-major 4x4, USD row-vector convention: translation
+ *    in elements 12..14) and omni:resetXformStack (fixed, 1 byte; non-zero = the prim's world is
+ *    its local: the parent's world is ignored). A prim without an omni:xform value is the
+ *    identity; without a reset value, it inherits.
+ *  - world(p) = local(p) x world(parent(p)) (row vectors: a point's world position is
+ *    p_local * local * parent world), parent(p) = nearest existing ancestor prim by path; a
+ *    top-level prim's parent world is the identity.
+ *  - Output: omni:fabric:worldMatrix (fixed, float64 x16). Only prims that already have a row in
+ *    it are updated; the column is never created (without it a compute succeeds and writes
+ *    nothing). The computed rows become a new sealed version at output_ordinal, so
+ *    output_ordinal must be sealed already for that column (the freshness boundary: write at N,
+ *    seal N, compute(N, N), read) and not below its latest sealed ordinal.
+ *  - CPU_INCREMENTAL keeps, per stage, the forest and the world matrices of its last compute;
+ *    a later compute recomputes only the subtrees under prims whose inputs changed in
+ *    (last input ordinal, input ordinal] (read from the retained versions' change lists), and
+ *    everything when the prim set, the rows or the retained history do not allow that.
+ *
+ * Thread-safety: a compute runs as an op in the stage's seal chain (after the previous floor
+ * advance, before the next), so it owns the seal-owned store state and the cache below while it
+ * runs. Lookups read prim existence (lock-free) and the dictionary (lock-free).
+ */
+#ifndef OVSTAGE_ENGINE_HIERARCHY_H
+#define OVSTAGE_ENGINE_HIERARCHY_H
+
+#include "stage.h"
+
+/* Per-stage state of the hierarchy (created with the stage, freed at destroy). */
+typedef struct ovs_hier ovs_hier;
+
+/* At creation: the stage's hierarchy state, capturing the process default model (the config entry
+ * RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL). NULL when out of memory. */
+ovs_hier *ovs_hier_create(uint64_t default_model);
+/* At destroy (no op of the stage runs any more). NULL is a no-op. */
+void ovs_hier_destroy(ovs_hier *h);
+
+/* The process default model captured at the stage's creation. */
+uint64_t ovs_hier_default_model(const ovs_hier *h);
+
+/* Nodes the last compute recomputed (statistics for tests; read when no compute runs). */
+uint64_t ovs_hier_last_recomputed(const ovs_hier *h);
+
+#endif /* OVSTAGE_ENGINE_HIERARCHY_H */

@@ -1,0 +1,531 @@
+/*
+ * hierarchy_compute.c — ovstage_compute_hierarchy: world matrices from local transforms along the
+ * path hierarchy, CPU_INCREMENTAL on the job system (hierarchy.h states the contract).
+ *
+ * The op runs in the stage's seal chain (submitted like a floor advance, after the previous one,
+ * and the next one after it), so it reads the columns' version chains and publishes the world
+ * matrices as a seal does, with nothing else touching them. The per-stage cache (forest + last
+ * world matrices) is touched only by these ops, which the chain serialises.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "column.h"
+#include "errors.h"
+#include "hierarchy.h"
+#include "hierarchy_forest.h"
+#include "ops.h"
+#include "seal.h"
+#include "sequencer.h"
+#include "version.h"
+#include "xform.h"
+
+#define XFORM_BYTES (16 * sizeof(double))
+
+static const char *const g_col_names[OVS_HF_COLS] = { "omni:xform", "omni:resetXformStack",
+						       "omni:fabric:worldMatrix" };
+
+struct ovs_hier {
+	uint64_t default_model;   /* RUNTIME_DEFAULT resolves to this (captured at stage creation) */
+	bool valid;               /* the cache below holds a compute's result */
+	ovs_hforest f;            /* the forest of that compute */
+	double (*world)[16];      /* its world matrix per node */
+	ovstage_ordinal_t input;  /* its input ordinal */
+	uint64_t key[4];          /* what the forest was built from (rows per column, prim deletes) */
+	ovs_version *out;         /* the world-matrix version it published (a reference), or NULL */
+	uint64_t recomputed;      /* nodes the last compute recomputed (statistics, for tests) */
+};
+
+ovs_hier *ovs_hier_create(uint64_t default_model)
+{
+	ovs_hier *h = calloc(1, sizeof *h);
+	if (h)
+		h->default_model = default_model;
+	return h;
+}
+
+static void cache_drop(ovs_hier *h)
+{
+	ovs_hforest_free(&h->f);
+	free(h->world);
+	h->world = NULL;
+	if (h->out)
+		ovs_version_unref(h->out);
+	h->out = NULL;
+	h->valid = false;
+}
+
+void ovs_hier_destroy(ovs_hier *h)
+{
+	if (!h)
+		return;
+	cache_drop(h);
+	free(h);
+}
+
+uint64_t ovs_hier_default_model(const ovs_hier *h)
+{
+	return h->default_model;
+}
+
+uint64_t ovs_hier_last_recomputed(const ovs_hier *h)
+{
+	return h->recomputed;
+}
+
+/* ---- one compute ------------------------------------------------------------------------------- */
+
+typedef struct hc_op {
+	ovs_stage *st;
+	ovstage_ordinal_t input, output;
+	uint64_t seq;             /* this op's id (orders its delta after earlier ones at the ordinal) */
+} hc_op;
+
+/* What the parallel body reads. */
+typedef struct hc_ctx {
+	const ovs_hforest *f;
+	double (*world)[16];
+	const ovs_version *vx, *vr; /* inputs as of the input ordinal (NULL: column absent) */
+	const uint32_t *items;      /* subtree roots to recompute, each with its whole subtree */
+} hc_ctx;
+
+/* A column's version as of ordinal o, walking the seal-owned chain (the op runs in the chain).
+ * *gone when no retained version answers and versions were already dropped. */
+static ovs_version *as_of(ovs_column *c, ovstage_ordinal_t o, bool *gone)
+{
+	ovs_version *v = c ? c->latest : NULL;
+	while (v && v->ordinal > o)
+		v = atomic_load_explicit(&v->older, memory_order_relaxed); /* relaxed: seal-owned chain */
+	/* relaxed: dropped_through is written by seals, which the chain orders before us. */
+	if (!v && c && c->latest && atomic_load_explicit(&c->dropped_through, memory_order_relaxed))
+		*gone = true;
+	return v;
+}
+
+static void node_world(const hc_ctx *c, uint32_t i)
+{
+	const ovs_hforest *f = c->f;
+	double local[16];
+	uint32_t r = f->row[OVS_HF_XFORM][i];
+	if (r != OVS_HF_NONE && c->vx && r < c->vx->rows && ovs_version_present(c->vx, r))
+		memcpy(local, ovs_version_row_ptr(c->vx, XFORM_BYTES, r), XFORM_BYTES);
+	else
+		ovs_xform_identity(local);
+	bool reset = false;
+	r = f->row[OVS_HF_RESET][i];
+	if (r != OVS_HF_NONE && c->vr && r < c->vr->rows && ovs_version_present(c->vr, r))
+		reset = *(const unsigned char *)ovs_version_row_ptr(c->vr, 1, r) != 0;
+	uint32_t p = f->parent[i];
+	if (reset || p == OVS_HF_NONE)
+		memcpy(c->world[i], local, sizeof local);
+	else
+		ovs_xform_mul(local, c->world[p], c->world[i]);
+}
+
+/* Items [lo, hi): each a subtree, computed in preorder (parents first). */
+static void subtree_range(void *arg, size_t lo, size_t hi)
+{
+	const hc_ctx *c = arg;
+	for (size_t k = lo; k < hi; k++) {
+		uint32_t r = c->items[k];
+		for (uint32_t i = r; i < r + c->f->size[r]; i++)
+			node_world(c, i);
+	}
+}
+
+/* A growable list of node ids. */
+typedef struct ulist {
+	uint32_t *v;
+	size_t n, cap;
+} ulist;
+
+static bool ulist_push(ulist *l, uint32_t x)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		uint32_t *nv = realloc(l->v, cap * sizeof *nv);
+		if (!nv)
+			return false;
+		l->v = nv;
+		l->cap = cap;
+	}
+	l->v[l->n++] = x;
+	return true;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Splits subtrees larger than `limit` into their root (computed first, serially: `pre`) and their
+ * children's subtrees, until every item is small enough to balance across workers. */
+static bool split_items(const ovs_hforest *f, ulist *items, ulist *pre, uint32_t limit)
+{
+	for (size_t k = 0; k < items->n;) {
+		uint32_t r = items->v[k];
+		if (f->size[r] <= limit) {
+			k++;
+			continue;
+		}
+		items->v[k] = items->v[--items->n]; /* replace by its children */
+		if (!ulist_push(pre, r))
+			return false;
+		for (uint32_t c = r + 1; c < r + f->size[r]; c += f->size[c])
+			if (!ulist_push(items, c))
+				return false;
+	}
+	qsort(pre->v, pre->n, sizeof *pre->v, cmp_u32); /* preorder: ancestors first */
+	return true;
+}
+
+/* Appends the nodes whose rows changed in versions with ordinals in (a, b]. 1: complete; 0: the
+ * history does not say (a full write, a layout change, or versions already dropped); -1: OOM. */
+static int collect_changes(ovs_column *c, const ovs_hforest *f, int k, ovstage_ordinal_t a, ovstage_ordinal_t b,
+			   ulist *out)
+{
+	if (!c)
+		return 1;
+	ovs_version *v = c->latest;
+	while (v && v->ordinal > b)
+		v = atomic_load_explicit(&v->older, memory_order_relaxed); /* relaxed: seal-owned chain */
+	while (v && v->ordinal > a) {
+		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
+		if (v->all_changed || (older && older->generation != v->generation))
+			return 0;
+		for (uint32_t j = 0; j < v->nchanged; j++) {
+			uint32_t r = v->changed[j];
+			if (r < f->nrows[k] && f->node_of[k][r] != OVS_HF_NONE && !ulist_push(out, f->node_of[k][r]))
+				return -1;
+		}
+		v = older;
+	}
+	/* relaxed: written by seals, ordered before us by the chain */
+	return v || !atomic_load_explicit(&c->dropped_through, memory_order_relaxed) ? 1 : 0;
+}
+
+/* The subtrees under the changed nodes, as disjoint items (the changed list is sorted in place). */
+static bool dirty_items(const ovs_hforest *f, ulist *changed, ulist *items)
+{
+	qsort(changed->v, changed->n, sizeof *changed->v, cmp_u32);
+	uint32_t end = 0;
+	for (size_t j = 0; j < changed->n; j++) {
+		uint32_t i = changed->v[j];
+		if (j && i < end)
+			continue; /* inside the previous subtree */
+		if (!ulist_push(items, i))
+			return false;
+		end = i + f->size[i];
+	}
+	return true;
+}
+
+static void cache_key(ovs_stage *st, ovs_column *const cols[OVS_HF_COLS], uint64_t key[4])
+{
+	for (int k = 0; k < OVS_HF_COLS; k++)
+		/* acquire: pairs with row creation's publication of nrows */
+		key[k] = cols[k] ? atomic_load_explicit(&cols[k]->nrows, memory_order_acquire) : 0;
+	/* acquire: pairs with ovs_prims_need_reassert's release */
+	key[3] = atomic_load_explicit(&st->store.prim_deletes, memory_order_acquire);
+}
+
+/* Schema check of a contract column (exists and has a schema); NULL message when it fits. */
+static bool schema_fits(ovs_column *c, int k, char *err, size_t errlen)
+{
+	/* acquire: the schema is published (release) with has_schema */
+	if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
+		return true;
+	const ovs_schema *s = &c->schema;
+	bool ok = k == OVS_HF_RESET ? !s->is_array && s->dtype.bits == 8 && s->dtype.lanes == 1
+				    : !s->is_array && s->dtype.code == kDLFloat && s->dtype.bits == 64 && s->dtype.lanes == 16;
+	if (!ok)
+		ovs_err_format(err, errlen, "compute_hierarchy: column %s has dtype (code %u, bits %u, lanes %u)%s; the "
+			       "transform contract needs %s", g_col_names[k], s->dtype.code, s->dtype.bits, s->dtype.lanes,
+			       s->is_array ? " with array rows" : "",
+			       k == OVS_HF_RESET ? "fixed 8-bit rows (bool)" : "fixed float64 x16 rows (MATRIX)");
+	return ok;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The world rows to publish (items' subtrees and pre nodes, or every node): a sparse delta. */
+static ovs_delta *output_delta(const ovs_hforest *f, double (*world)[16], const ulist *items, const ulist *pre,
+			       bool all, hc_op *o)
+{
+	size_t cap = all ? f->n : pre->n;
+	if (!all)
+		for (size_t k = 0; k < items->n; k++)
+			cap += f->size[items->v[k]];
+	uint64_t *pairs = malloc((cap + 1) * sizeof *pairs); /* row << 32 | node */
+	if (!pairs)
+		return NULL;
+	size_t n = 0;
+	const uint32_t *wrow = f->row[OVS_HF_WORLD];
+	if (all) {
+		for (uint32_t i = 0; i < f->n; i++)
+			if (wrow[i] != OVS_HF_NONE)
+				pairs[n++] = (uint64_t)wrow[i] << 32 | i;
+	} else {
+		for (size_t k = 0; k < pre->n; k++)
+			if (wrow[pre->v[k]] != OVS_HF_NONE)
+				pairs[n++] = (uint64_t)wrow[pre->v[k]] << 32 | pre->v[k];
+		for (size_t k = 0; k < items->n; k++)
+			for (uint32_t i = items->v[k]; i < items->v[k] + f->size[items->v[k]]; i++)
+				if (wrow[i] != OVS_HF_NONE)
+					pairs[n++] = (uint64_t)wrow[i] << 32 | i;
+	}
+	ovs_delta *d = calloc(1, sizeof *d);
+	uint32_t *rows = malloc((n + 1) * sizeof *rows);
+	unsigned char *vals = malloc((n + 1) * XFORM_BYTES);
+	if (!d || !rows || !vals) {
+		free(pairs);
+		free(d);
+		free(rows);
+		free(vals);
+		return NULL;
+	}
+	qsort(pairs, n, sizeof *pairs, cmp_u64); /* rows ascending: a sorted sparse delta */
+	for (size_t j = 0; j < n; j++) {
+		rows[j] = (uint32_t)(pairs[j] >> 32);
+		memcpy(vals + j * XFORM_BYTES, world[(uint32_t)pairs[j]], XFORM_BYTES);
+	}
+	free(pairs);
+	d->kind = OVS_DELTA_SPARSE;
+	d->ordinal = o->output;
+	d->seq = o->seq;
+	d->nrows = (uint32_t)n;
+	d->rows = rows;
+	d->values = vals;
+	return d;
+}
+
+/* Chooses full or incremental, computes, and returns what to recompute (items/pre) and whether
+ * every world row must be published. 0 OK, else a status with err set. */
+static ovstage_api_status_t plan_and_compute(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS],
+					     const ovs_version *vx, const ovs_version *vr, hc_op *o, ulist *items,
+					     ulist *pre, bool *all, char *err, size_t errlen)
+{
+	ovs_hier *h = st->hier;
+	uint64_t key[4];
+	cache_key(st, cols, key);
+	bool full = !h->valid || memcmp(key, h->key, sizeof key) != 0 || o->input < h->input;
+	ulist changed = { 0 };
+	if (!full && o->input > h->input) {
+		for (int k = OVS_HF_XFORM; k <= OVS_HF_RESET && !full; k++) {
+			int r = collect_changes(cols[k], &h->f, k, h->input, o->input, &changed);
+			if (r < 0)
+				goto oom;
+			full = r == 0;
+		}
+	}
+	if (full) {
+		cache_drop(h);
+		if (!ovs_hforest_build(&h->f, st, cols))
+			goto oom;
+		h->world = malloc(((size_t)h->f.n + 1) * sizeof *h->world);
+		if (!h->world)
+			goto oom;
+		for (uint32_t i = 0; i < h->f.n; i++)
+			if (h->f.parent[i] == OVS_HF_NONE && !ulist_push(items, i))
+				goto oom;
+		memcpy(h->key, key, sizeof key);
+	} else if (!dirty_items(&h->f, &changed, items)) {
+		goto oom;
+	}
+	free(changed.v);
+	changed.v = NULL;
+	uint32_t limit = h->f.n / 64 > 1024 ? h->f.n / 64 : 1024;
+	if (!split_items(&h->f, items, pre, limit))
+		goto oom;
+	hc_ctx c = { &h->f, h->world, vx, vr, pre->v };
+	/* the split roots first, serially (each a single node here), then the subtrees in parallel */
+	for (size_t k = 0; k < pre->n; k++)
+		node_world(&c, pre->v[k]);
+	c.items = items->v;
+	ovs_parallel_for(x, items->n, 1, 1, subtree_range, &c);
+	h->recomputed = pre->n;
+	for (size_t k = 0; k < items->n; k++)
+		h->recomputed += h->f.size[items->v[k]];
+	h->input = o->input;
+	h->valid = true;
+	/* every row when the forest is new or someone else wrote the world column since our output */
+	*all = full || cols[OVS_HF_WORLD]->latest != h->out;
+	return OVSTAGE_OK;
+oom:
+	free(changed.v);
+	cache_drop(h);
+	ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+	return OVSTAGE_ERROR_OUT_OF_MEMORY;
+}
+
+/* Publishes the delta as a new sealed version of the world column at the output ordinal. */
+static ovstage_api_status_t publish_world(ovs_stage *st, ovs_exec *x, ovs_column *wc, ovs_delta *d, char *err,
+					  size_t errlen)
+{
+	ovs_hier *h = st->hier;
+	d->shape_known = true;
+	d->sorted = true;
+	d->contig = true;
+	for (uint32_t j = 1; j < d->nrows; j++)
+		d->contig = d->contig && d->rows[j] == d->rows[j - 1] + 1;
+	ovs_column_push_delta(&st->store, wc, d);
+	ovs_column *one[1] = { wc };
+	ovstage_api_status_t s = ovs_store_seal(&st->store, x, one, 1, d->ordinal, false, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	if (h->out)
+		ovs_version_unref(h->out);
+	h->out = wc->latest; /* what we published: the next compute may then publish changed rows only */
+	ovs_version_ref(h->out);
+	return OVSTAGE_OK;
+}
+
+/* Execution-time checks: inputs sealed through the input ordinal, the output ordinal sealed and
+ * not below the world column's latest version, the schemas of the contract. */
+static ovstage_api_status_t check_columns(hc_op *o, ovs_column *const cols[OVS_HF_COLS], char *err, size_t errlen)
+{
+	for (int k = 0; k < OVS_HF_COLS; k++) {
+		if (!cols[k])
+			continue;
+		if (!schema_fits(cols[k], k, err, errlen))
+			return OVSTAGE_ERROR_INVALID_ARGUMENT;
+		ovstage_ordinal_t want = k == OVS_HF_WORLD ? o->output : o->input;
+		/* acquire: pairs with publish's release of the floor (the snapshot through it is out) */
+		uint64_t fl = atomic_load_explicit(&cols[k]->floor, memory_order_acquire);
+		if (want > fl) {
+			ovs_err_format(err, errlen, "compute_hierarchy: %s %llu is above the write floor %llu of %s: "
+				       "seal it first (advance_write_floor)", k == OVS_HF_WORLD ? "output_ordinal" : "input_ordinal",
+				       (unsigned long long)want, (unsigned long long)fl, g_col_names[k]);
+			return OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
+		}
+	}
+	ovs_version *wl = cols[OVS_HF_WORLD] ? cols[OVS_HF_WORLD]->latest : NULL;
+	if (wl && wl->ordinal > o->output) {
+		ovs_err_format(err, errlen, "compute_hierarchy: output_ordinal %llu is below the latest sealed ordinal %llu "
+			       "of %s (computed rows can only stamp its latest state)", (unsigned long long)o->output,
+			       (unsigned long long)wl->ordinal, g_col_names[OVS_HF_WORLD]);
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	}
+	return OVSTAGE_OK;
+}
+
+static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t errlen)
+{
+	ovs_stage *st = o->st;
+	ovs_column *cols[OVS_HF_COLS];
+	for (int k = 0; k < OVS_HF_COLS; k++) {
+		ovx_token_t t = ovs_pd_find_token(st->pd, g_col_names[k], strlen(g_col_names[k]));
+		cols[k] = t ? ovs_column_find(&st->store, t) : NULL;
+	}
+	ovstage_api_status_t s = check_columns(o, cols, err, errlen);
+	if (s != OVSTAGE_OK || !cols[OVS_HF_WORLD] || !cols[OVS_HF_WORLD]->latest)
+		return s; /* no world rows to update: nothing to do (the column is never created) */
+	bool gone = false;
+	const ovs_version *vx = as_of(cols[OVS_HF_XFORM], o->input, &gone);
+	const ovs_version *vr = as_of(cols[OVS_HF_RESET], o->input, &gone);
+	if (gone) {
+		ovs_err_format(err, errlen, "compute_hierarchy: input_ordinal %llu is below the retained history of the "
+			       "transform inputs", (unsigned long long)o->input);
+		return OVSTAGE_ERROR_OUT_OF_RANGE;
+	}
+	ulist items = { 0 }, pre = { 0 };
+	bool all = false;
+	s = plan_and_compute(st, x, cols, vx, vr, o, &items, &pre, &all, err, errlen);
+	if (s == OVSTAGE_OK && (all || items.n || pre.n)) {
+		ovs_delta *d = output_delta(&st->hier->f, st->hier->world, &items, &pre, all, o);
+		if (!d) {
+			ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+		} else if (d->nrows == 0) {
+			ovs_delta_free(d);
+		} else {
+			s = publish_world(st, x, cols[OVS_HF_WORLD], d, err, errlen);
+		}
+	}
+	if (s != OVSTAGE_OK)
+		cache_drop(st->hier); /* a failed op leaves no half-updated cache behind */
+	free(items.v);
+	free(pre.v);
+	return s;
+}
+
+static void compute_body(jobs_worker *w, void *arg, jobs_run *run)
+{
+	hc_op *o = arg;
+	o->seq = jobs_run_id(run);
+	ovs_exec x = ovs_exec_cpu(w);
+	char err[512] = "";
+	ovstage_api_status_t s = compute(o, &x, err, sizeof err);
+	if (s != OVSTAGE_OK)
+		ovs_op_fail(run, s, "%s", err);
+}
+
+static void compute_cleanup(void *arg, bool ran)
+{
+	(void)ran;
+	free(arg);
+}
+
+/* ---- the call ---------------------------------------------------------------------------------- */
+
+static const char *model_name(uint64_t m)
+{
+	switch (m) {
+	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL: return "cpu-incremental";
+	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL: return "gpu-incremental";
+	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL: return "gpu-global";
+	}
+	return "?";
+}
+
+/* The model to run (RUNTIME_DEFAULT resolved), or a rejection with the last error set. */
+static ovstage_api_status_t resolve_model(ovs_stage *st, ovstage_hierarchy_computation_model_id_t id, uint64_t *out)
+{
+	static const char fn[] = "ovstage_compute_hierarchy";
+	uint64_t m = (uint64_t)id;
+	if (id == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT)
+		m = ovs_hier_default_model(st->hier);
+	switch (m) {
+	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL:
+		*out = m;
+		return OVSTAGE_OK;
+	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL:
+	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL:
+		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
+				   "%s: model %s (%llu%s) runs on the CUDA backend, which this build does not have yet; "
+				   "use OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL", fn, model_name(m),
+				   (unsigned long long)m, id == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT
+								  ? ", the configured runtime default" : "");
+	}
+	return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s: computation_model_id %d is not a model", fn, (int)id);
+}
+
+OVSTAGE_API ovstage_enqueue_result_t ovstage_compute_hierarchy(
+	ovstage_instance_t *instance, ovstage_hierarchy_computation_model_id_t computation_model_id,
+	ovstage_ordinal_t input_ordinal, ovstage_ordinal_t output_ordinal)
+{
+	ovs_err_clear();
+	if (!instance || !instance->context)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "ovstage_compute_hierarchy: instance is NULL"));
+	ovs_stage *st = ovs_stage_of(instance->context);
+	uint64_t model;
+	ovstage_api_status_t s = resolve_model(st, computation_model_id, &model);
+	if (s != OVSTAGE_OK)
+		return ovs_rejected(s);
+	hc_op *o = calloc(1, sizeof *o);
+	if (!o)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "ovstage_compute_hierarchy: out of memory"));
+	o->st = st;
+	o->input = input_ordinal;
+	o->output = output_ordinal;
+	/* In the seal chain: after the previous floor advance (so the inputs it sealed are in place and
+	 * every write at or below them is done), before the next one. No column's floor moves. */
+	ovs_op_desc d = { .fn = compute_body, .arg = o, .cleanup = compute_cleanup, .run_after_failure = true };
+	return ovs_sequencer_submit_advance(st, 0, NULL, 0, false, &d);
+}
