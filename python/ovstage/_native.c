@@ -1377,6 +1377,11 @@ static const char *release_label(int kind)
 
 static int handle_live(HandleObject *h)
 {
+	if (h->handle == 0 && h->op != Py_None && ((OperationObject *)h->op)->status != OVSTAGE_OK) {
+		OperationObject *op = (OperationObject *)h->op;
+		raise_code(op->status, "%s was rejected: %S", op->label, op->message ? op->message : Py_None);
+		return -1;
+	}
 	if (h->released) {
 		raise_code(OVSTAGE_ERROR_INVALID_HANDLE, "%s %llu was released", kind_name(h->tkind),
 			   (unsigned long long)h->handle);
