@@ -2436,19 +2436,40 @@ static int parse_range(PyObject *o, ovstage_ordinal_range_t *r)
 	return rc;
 }
 
-/* An integer array argument as a contiguous numpy array of `type` (safe casts only). */
+/* An integer array argument as a contiguous numpy array of `type` (NPY_INT64 or NPY_UINT64): ints
+ * or bools only (floats are refused, not truncated), negatives refused for NPY_UINT64. */
 static PyArrayObject *int_array(PyObject *o, int type, const char *what)
 {
-	PyObject *a = PyArray_FROMANY(o, type, 1, 1, NPY_ARRAY_CARRAY);
-	if (!a) {
-		PyObject *et, *ev, *tb;
-		PyErr_Fetch(&et, &ev, &tb);
-		PyErr_Format(PyExc_TypeError, "%s must be a 1-D sequence of non-negative ints, got %.80s (%S)", what,
-			     Py_TYPE(o)->tp_name, ev ? ev : Py_None);
-		Py_XDECREF(et);
-		Py_XDECREF(ev);
-		Py_XDECREF(tb);
+	PyArrayObject *a0 = (PyArrayObject *)PyArray_FROM_O(o);
+	if (!a0 || PyArray_NDIM(a0) != 1 || !strchr("iub", PyArray_DESCR(a0)->kind) ||
+	    (PyArray_SIZE(a0) == 0 && PyArray_DESCR(a0)->kind == 'f')) {
+		int empty_ok = a0 && PyArray_NDIM(a0) == 1 && PyArray_SIZE(a0) == 0;
+		if (!empty_ok) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_TypeError, "%s must be a 1-D sequence of non-negative ints, got %.80s %.200R", what,
+				     Py_TYPE(o)->tp_name, o);
+			Py_XDECREF(a0);
+			return NULL;
+		}
 	}
+	if (type == NPY_UINT64 && PyArray_DESCR(a0)->kind == 'i') {
+		PyArrayObject *s = (PyArrayObject *)PyArray_FROMANY((PyObject *)a0, NPY_INT64, 1, 1, NPY_ARRAY_CARRAY);
+		if (!s) {
+			Py_DECREF(a0);
+			return NULL;
+		}
+		const int64_t *v = PyArray_DATA(s);
+		for (npy_intp i = 0; i < PyArray_SIZE(s); i++)
+			if (v[i] < 0) {
+				PyErr_Format(PyExc_ValueError, "%s[%zd] = %lld is negative", what, (Py_ssize_t)i, (long long)v[i]);
+				Py_DECREF(s);
+				Py_DECREF(a0);
+				return NULL;
+			}
+		Py_DECREF(s);
+	}
+	PyObject *a = PyArray_FROMANY((PyObject *)a0, type, 1, 1, NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
+	Py_DECREF(a0);
 	return (PyArrayObject *)a;
 }
 
