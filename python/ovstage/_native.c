@@ -2667,7 +2667,8 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 
 static void stage_maybe_finalize(StageObject *st)
 {
-	if (!st->closed || !st->inst || st->nlive != 0)
+	/* busy: a call of another thread is still inside the engine; destroy() (or the dealloc) retries. */
+	if (!st->closed || !st->inst || st->nlive != 0 || st->busy != 0)
 		return;
 	ovstage_instance_t *in = st->inst;
 	st->inst = NULL;
@@ -2710,10 +2711,9 @@ static void stage_drain(StageObject *st)
 			switch (t->tkind) {
 			case T_RGROUP: {
 				GroupObject *g = (GroupObject *)t;
-				if (g->exports == 0) {
-					g->released = 1;
+				g->released = 1; /* refused from now on; pinned ones go with their last view */
+				if (g->exports == 0)
 					group_c_release(g);
-				}
 				break;
 			}
 			case T_MAP:
@@ -2825,8 +2825,11 @@ static PyObject *stage_destroy(StageObject *st, PyObject *unused)
 	(void)unused;
 	if (!st->inst)
 		Py_RETURN_NONE;
-	st->closed = 1;
-	while (st->busy) { /* calls of other threads with the GIL released */
+	st->closed = 1; /* new calls are refused from here on */
+	/* Drain first: a call of another thread may be waiting for something the drain ends (a seal
+	 * waiting for a map session). Then wait for those calls to return, and drain what they made. */
+	stage_drain(st);
+	while (st->busy) {
 		Py_BEGIN_ALLOW_THREADS
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
