@@ -96,17 +96,25 @@ static PyObject *raise_code(int code, const char *fmt, ...)
 static PyObject *raise_last(int code, const char *what)
 {
 	ovx_string_t e = ovstage_get_last_error();
-	if (e.ptr && e.length)
-		return raise_code(code, "%s: %.*s", what, (int)e.length, e.ptr);
+	if (e.ptr && e.length) {
+		PyObject *detail = PyUnicode_DecodeUTF8(e.ptr, (Py_ssize_t)e.length, "replace");
+		if (!detail)
+			return NULL;
+		raise_code(code, "%s: %U", what, detail);
+		Py_DECREF(detail);
+		return NULL;
+	}
 	return raise_code(code, "%s failed (%s)", what, status_name(code));
 }
 
 static PyObject *raise_ovx(path_dictionary_instance_t *pd, ovx_api_result_t r, const char *what)
 {
 	PyObject *msg;
-	if (r.error.ptr && r.error.length)
-		msg = PyUnicode_FromFormat("%s: %.*s", what, (int)r.error.length, r.error.ptr);
-	else
+	if (r.error.ptr && r.error.length) {
+		PyObject *detail = PyUnicode_DecodeUTF8(r.error.ptr, (Py_ssize_t)r.error.length, "replace");
+		msg = detail ? PyUnicode_FromFormat("%s: %U", what, detail) : NULL;
+		Py_XDECREF(detail);
+	} else
 		msg = PyUnicode_FromFormat("%s failed", what);
 	if (r.error.ptr)
 		path_dictionary_release_error(pd, r.error);
@@ -2684,8 +2692,11 @@ static void stage_maybe_finalize(StageObject *st)
 		PyObject *et, *ev, *tb;
 		PyErr_Fetch(&et, &ev, &tb);
 		ovx_string_t e = ovstage_get_last_error();
-		PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "ovstage: destroying the stage failed (%s): %.*s; it is leaked",
-				 status_name(rc), (int)e.length, e.ptr ? e.ptr : "");
+		PyObject *detail = PyUnicode_DecodeUTF8(e.ptr ? e.ptr : "", (Py_ssize_t)e.length, "replace");
+		if (!detail || PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "ovstage: destroying the stage failed (%s): %U; it "
+						"is leaked", status_name(rc), detail) < 0)
+			PyErr_Clear();
+		Py_XDECREF(detail);
 		PyErr_Restore(et, ev, tb);
 	}
 }
@@ -3175,7 +3186,7 @@ static PyObject *stage_read_attributes(StageObject *st, PyObject *const *args, P
 	return new_handle(st, &ReadType, T_READ, e.status == OVSTAGE_OK ? h : 0, op);
 }
 
-static PyObject *read_next_impl(StageObject *st, uint64_t h, uint64_t timeout)
+static PyObject *read_next_impl(StageObject *st, uint64_t h, uint64_t timeout, HandleObject *ho)
 {
 	GroupObject *g = (GroupObject *)new_group(st, NULL);
 	if (!g)
@@ -3191,6 +3202,34 @@ static PyObject *read_next_impl(StageObject *st, uint64_t h, uint64_t timeout)
 		return NULL;
 	if (rc == OVSTAGE_ERROR_END_OF_ITERATION)
 		Py_RETURN_NONE;
+	if (rc != OVSTAGE_ERROR_TIMEOUT && ho && ho->op != Py_None && !((OperationObject *)ho->op)->done) {
+		/* The read op failed when it ran: its wait carries the detail (and releases the op). */
+		PyObject *et, *ev, *tb;
+		raise_last(rc, "fetch_read_next");
+		PyErr_Fetch(&et, &ev, &tb);
+		if (op_wait((OperationObject *)ho->op, OVSTAGE_TIMEOUT_INFINITE) < 0) {
+			/* Keep the fetch's code (OUT_OF_RANGE, WRITE_FLOOR_VIOLATION...), take the op's detail. */
+			PyObject *et2, *ev2, *tb2;
+			PyErr_Fetch(&et2, &ev2, &tb2);
+			PyObject *detail = ev2 ? PyObject_GetAttrString(ev2, "message") : NULL;
+			if (detail) {
+				Py_XDECREF(et);
+				Py_XDECREF(ev);
+				Py_XDECREF(tb);
+				raise_code(rc, "fetch_read_next: %S", detail);
+				Py_DECREF(detail);
+			} else {
+				PyErr_Clear();
+				PyErr_Restore(et, ev, tb);
+			}
+			Py_XDECREF(et2);
+			Py_XDECREF(ev2);
+			Py_XDECREF(tb2);
+			return NULL;
+		}
+		PyErr_Restore(et, ev, tb);
+		return NULL;
+	}
 	return raise_last(rc, "fetch_read_next");
 }
 
@@ -3198,10 +3237,11 @@ static PyObject *stage_fetch_read_next(StageObject *st, PyObject *const *args, P
 {
 	STAGE_ARGS("fetch_read_next", "read", "timeout");
 	uint64_t h, timeout;
+	HandleObject *ho;
 	if (parse_args("fetch_read_next", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    get_handle(st, a[0], &ReadType, "read", &h, NULL) < 0 || parse_timeout(a[1], &timeout) < 0)
+	    get_handle(st, a[0], &ReadType, "read", &h, &ho) < 0 || parse_timeout(a[1], &timeout) < 0)
 		return NULL;
-	return read_next_impl(st, h, timeout);
+	return read_next_impl(st, h, timeout, ho);
 }
 
 static PyObject *stage_release_group(StageObject *st, PyObject *arg)
@@ -3973,7 +4013,7 @@ static PyObject *read_fetch_next(HandleObject *h, PyObject *const *args, Py_ssiz
 	if (parse_args("fetch_next", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
 	    handle_live(h) < 0)
 		return NULL;
-	return read_next_impl(h->stage, h->handle, timeout);
+	return read_next_impl(h->stage, h->handle, timeout, h);
 }
 
 /* Iterator over a read's groups (each released when the next is fetched) or a map's groups. */
@@ -4024,7 +4064,7 @@ static PyObject *groups_iter_next(GroupIterObject *it)
 		return NULL;
 	PyObject *g = it->h->tkind == T_MAP ? map_next_impl(it->h, it->timeout)
 					    : (handle_live(it->h) < 0 ? NULL
-								      : read_next_impl(it->h->stage, it->h->handle, it->timeout));
+								      : read_next_impl(it->h->stage, it->h->handle, it->timeout, it->h));
 	if (!g || g == Py_None) {
 		Py_XDECREF(g);
 		Py_CLEAR(it->h);
