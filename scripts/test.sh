@@ -3,6 +3,7 @@
 #   release  — optimised (-O2), warnings as errors
 #   asan     — AddressSanitizer + UndefinedBehaviorSanitizer (any report fails the test)
 #   tsan     — ThreadSanitizer (any report fails the test)
+# The release build also builds the Python package (python/) and runs its pytest suite through ctest.
 # Usage: scripts/test.sh [release|asan|tsan ...]   (default: all three)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +48,11 @@ for b in "${builds[@]}"; do
 	# Benchmarks are built in the release build only (they are not run here).
 	bench=OFF
 	[ "$b" = release ] && bench=ON
-	cmake -S . -B "build/$b" "${flags[@]}" -DOVSTAGE_BUILD_BENCH=$bench >/dev/null
+	# The Python package and its pytest suite: release build only (python/CMakeLists.txt).
+	python=(-DOVSTAGE_BUILD_PYTHON=OFF)
+	[ "$b" = release ] && python=(-DOVSTAGE_BUILD_PYTHON=ON -DOVSTAGE_REQUIRE_PYTHON=ON
+		-DPython3_EXECUTABLE="$root/build/pyvenv/bin/python")
+	cmake -S . -B "build/$b" "${flags[@]}" -DOVSTAGE_BUILD_BENCH=$bench "${python[@]}" >/dev/null
 	cmake --build "build/$b" -j"$jobs"
 	prefix=()
 	[ "$b" = tsan ] && prefix=("${tsan_prefix[@]}")
