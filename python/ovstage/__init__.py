@@ -347,12 +347,26 @@ class WriteDesc:
 
 
 class StageConfig:
-    """Process configuration applied by ``ovstage_initialize`` when a Stage is created with it."""
+    """Process configuration applied by ``ovstage_initialize`` when a Stage is created with it (the
+    Stage then holds one process reference until it is destroyed). Besides the standard key, the
+    extension keys of this implementation (ovstage_ext.h; their environment variables win):
+    ``retention`` (sealed versions kept per column), ``workers``, ``queue_capacity``,
+    ``max_unsealed_mb``, ``chunk_kb``. Workers and queue capacity are fixed by the first
+    configuration that bootstraps the process runtime; the others apply to stages created after."""
 
-    __slots__ = ("runtime_default_hierarchy_computation_model",)
+    __slots__ = ("runtime_default_hierarchy_computation_model", "retention", "workers", "queue_capacity",
+                 "max_unsealed_mb", "chunk_kb")
 
-    def __init__(self, runtime_default_hierarchy_computation_model: _Optional[int] = None):
+    def __init__(self, runtime_default_hierarchy_computation_model: _Optional[int] = None, *,
+                 retention: _Optional[int] = None, workers: _Optional[int] = None,
+                 queue_capacity: _Optional[int] = None, max_unsealed_mb: _Optional[int] = None,
+                 chunk_kb: _Optional[int] = None):
         self.runtime_default_hierarchy_computation_model = runtime_default_hierarchy_computation_model
+        self.retention = retention
+        self.workers = workers
+        self.queue_capacity = queue_capacity
+        self.max_unsealed_mb = max_unsealed_mb
+        self.chunk_kb = chunk_kb
 
 
 def _check_u64(v, what: str) -> int:

@@ -2760,23 +2760,35 @@ static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 			return -1;
 	}
 	if (config != Py_None) {
-		PyObject *m = PyObject_GetAttrString(config, "runtime_default_hierarchy_computation_model");
-		if (!m)
-			return -1;
-		ovstage_config_entry_t entry;
-		ovstage_config_t cfg = { NULL, 0 };
-		if (m != Py_None) {
-			int v;
-			if (parse_enum(m, "runtime_default_hierarchy_computation_model", 0, 1000, &v) < 0) {
-				Py_DECREF(m);
-				return -1;
+		/* The standard key, then this implementation's extension keys (ovstage_ext.h). */
+		static const struct {
+			const char *attr;
+			ovstage_config_uint64_t key;
+		} keys[] = { { "runtime_default_hierarchy_computation_model",
+			       OVSTAGE_CONFIG_RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL },
+			     { "retention", OVSTAGE_CONFIG_EXT_RETENTION },
+			     { "workers", OVSTAGE_CONFIG_EXT_WORKER_COUNT },
+			     { "queue_capacity", OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY },
+			     { "max_unsealed_mb", OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB },
+			     { "chunk_kb", OVSTAGE_CONFIG_EXT_CHUNK_KB } };
+		ovstage_config_entry_t entries[sizeof keys / sizeof keys[0]];
+		ovstage_config_t cfg = { entries, 0 };
+		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+			PyObject *v = PyObject_GetAttrString(config, keys[k].attr);
+			if (!v) {
+				if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+					return -1;
+				PyErr_Clear();
+				continue;
 			}
-			entry = ovstage_config_entry_runtime_default_hierarchy_computation_model(
-				(ovstage_hierarchy_computation_model_id_t)v);
-			cfg.entries = &entry;
-			cfg.entry_count = 1;
+			uint64_t u = 0;
+			int bad = v != Py_None && parse_u64(v, keys[k].attr, &u) < 0;
+			if (v != Py_None && !bad)
+				entries[cfg.entry_count++] = ovstage_config_entry_uint64(keys[k].key, u);
+			Py_DECREF(v);
+			if (bad)
+				return -1;
 		}
-		Py_DECREF(m);
 		int rc = ovstage_initialize(&cfg);
 		if (rc != OVSTAGE_OK) {
 			raise_last(rc, "ovstage_initialize");

@@ -299,3 +299,23 @@ def test_stage_config_and_memory_stats():
         assert set(m) == {"unsealed_bytes", "unsealed_limit", "buffer_bytes", "pooled_bytes", "buffers"}
     with pytest.raises(TypeError):
         ovstage.Stage(5)
+    with pytest.raises(ValueError, match="retention"):
+        ovstage.Stage("bad", ovstage.StageConfig(retention=-1))
+    # retention=4: a range read reaching three seals back is served (the default 2 refuses it).
+    for retention, served in ((4, True), (None, False)):
+        with ovstage.Stage("ret", ovstage.StageConfig(retention=retention)) as st:
+            pd = st.get_path_dictionary()
+            q = st.query_from_path_list(pd.create_path_list_from_strings(["/A"]))
+            for o in range(1, 5):
+                st.write_attribute(q, "v", o, np.array([o], np.float32), is_array=False).wait()
+                st.advance_write_floor(o).wait()
+            r = st.read_attributes(q, ["v"], OrdinalRange.between(2, 4))
+            ok = r.op.ok
+            if ok:
+                try:
+                    with r:
+                        vals = [g.array(0).tolist() for g in r.groups()]
+                    assert vals == [[4.0]]
+                except OvstageError:
+                    ok = False
+            assert ok is served, retention
