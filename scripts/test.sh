@@ -62,6 +62,16 @@ for b in "${builds[@]}"; do
 		ctest --test-dir "build/$b" --output-on-failure -j"$jobs"
 	fi
 done
+# `pip install .` into a scratch venv (the README's Python install), then the seed example through it.
+if [[ " ${builds[*]} " == *" release "* ]]; then
+	echo "=== pip install . ==="
+	rm -rf build/pip-venv
+	python3 -m venv build/pip-venv
+	build/pip-venv/bin/python -m pip install -q --disable-pip-version-check .
+	out=$(cd build && pip-venv/bin/python "$root/examples/python/minimal.py")
+	echo "$out"
+	grep -qx "read back ordinal 1 \[1. 2. 3.\]" <<<"$out" || { echo "test.sh: pip-installed ovstage failed" >&2; exit 1; }
+fi
 # A short fuzz smoke run (fuzz/README.md): 20 s per libFuzzer target; a finding fails the run.
 if command -v clang >/dev/null; then
 	echo "=== fuzz smoke run ==="
