@@ -9,7 +9,7 @@ packages=(
 	libck-dev libhwloc-dev libdlpack-dev # library dependencies
 	check libsubunit-dev                 # test framework
 	libtbb-dev liblmdb-dev               # benchmark peers (oneTBB, LMDB); OpenMP comes with gcc
-	python3-dev python3-numpy            # the Python extension and its tests
+	python3-dev python3-venv python3-pip # the Python extension; its venv (numpy, pytest) is made below
 	spin                                 # model checker for verify/ (the grace-period model)
 	clang libclang-rt-14-dev             # libFuzzer targets in fuzz/ (clang 14 with its fuzzer runtime)
 )
@@ -23,14 +23,26 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps: all ${#packages[@]} packages present"
-	exit 0
+else
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		sudo="sudo"
+	fi
+	echo "install-deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -q
+	$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-	sudo="sudo"
+# The Python suite's interpreter: a venv of the python3 on PATH with numpy and pytest from pip, in
+# build/pyvenv (scripts/test.sh hands it to CMake). Made once; pip runs only when one is missing.
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/build/pyvenv
+if ! "$venv/bin/python" -c "import numpy, pytest" 2>/dev/null; then
+	echo "install-deps: making $venv (numpy, pytest)"
+	rm -rf "$venv"
+	python3 -m venv "$venv"
+	"$venv/bin/python" -m pip install -q --disable-pip-version-check numpy pytest
+else
+	echo "install-deps: $venv has numpy and pytest"
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -3,6 +3,7 @@
 #   release  — optimised (CMake Release: -O3), warnings as errors
 #   asan     — AddressSanitizer + UndefinedBehaviorSanitizer (any report fails the test)
 #   tsan     — ThreadSanitizer (any report fails the test)
+# The release build also builds the Python package (python/) and runs its pytest suite through ctest.
 # Usage: scripts/test.sh [release|asan|tsan ...]   (default: all three)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +48,11 @@ for b in "${builds[@]}"; do
 	# Benchmarks are built in the release build only (they are not run here).
 	bench=OFF
 	[ "$b" = release ] && bench=ON
-	cmake -S . -B "build/$b" "${flags[@]}" -DOVSTAGE_BUILD_BENCH=$bench >/dev/null
+	# The Python package and its pytest suite: release build only (python/CMakeLists.txt).
+	python=(-DOVSTAGE_BUILD_PYTHON=OFF)
+	[ "$b" = release ] && python=(-DOVSTAGE_BUILD_PYTHON=ON -DOVSTAGE_REQUIRE_PYTHON=ON
+		-DPython3_EXECUTABLE="$root/build/pyvenv/bin/python")
+	cmake -S . -B "build/$b" "${flags[@]}" -DOVSTAGE_BUILD_BENCH=$bench "${python[@]}" >/dev/null
 	cmake --build "build/$b" -j"$jobs"
 	prefix=()
 	[ "$b" = tsan ] && prefix=("${tsan_prefix[@]}")
@@ -57,6 +62,16 @@ for b in "${builds[@]}"; do
 		ctest --test-dir "build/$b" --output-on-failure -j"$jobs"
 	fi
 done
+# `pip install .` into a scratch venv (the README's Python install), then the seed example through it.
+if [[ " ${builds[*]} " == *" release "* ]]; then
+	echo "=== pip install . ==="
+	rm -rf build/pip-venv
+	python3 -m venv build/pip-venv
+	build/pip-venv/bin/python -m pip install -q --disable-pip-version-check .
+	out=$(cd build && pip-venv/bin/python "$root/examples/python/minimal.py")
+	echo "$out"
+	grep -qx "read back ordinal 1 \[1. 2. 3.\]" <<<"$out" || { echo "test.sh: pip-installed ovstage failed" >&2; exit 1; }
+fi
 # A short fuzz smoke run (fuzz/README.md): 20 s per libFuzzer target; a finding fails the run.
 if command -v clang >/dev/null; then
 	echo "=== fuzz smoke run ==="

@@ -1,0 +1,630 @@
+"""ovstage — Python bindings of the ovstage tensor stage (a CPython C extension).
+
+The stage is a columnar store: producers write attribute columns of prims at application
+ordinals, seal them with ``advance_write_floor``, and consumers read zero-copy views. Tensors
+cross as DLPack both ways: any object with ``__dlpack__`` (numpy, torch, cupy, warp, jax) goes
+in without a copy, and read groups come out as numpy views (``ReadGroup.array(i)``) or DLPack
+exports (``ReadGroup.dlpack(i)``).
+
+Example (seed 000)::
+
+    import numpy as np
+    import ovstage
+    from ovstage import OrdinalRange
+
+    with ovstage.Stage("demo") as stage:
+        paths = stage.get_path_dictionary()
+        plist = paths.create_path_list_from_strings(["/World/A", "/World/B", "/World/C"])
+        attr = paths.intern_token("temperature")
+        query = stage.query_from_path_list(plist)
+        stage.write_attribute(
+            query, attr, ordinal=1, tensors=np.array([1.0, 2.0, 3.0], np.float32), is_array=False
+        ).wait()
+        stage.advance_write_floor(ordinal=1).wait()
+        with stage.read_attributes(query, [attr], OrdinalRange.latest(1)) as read:
+            read.wait()
+            group = read.fetch_next()
+            try:
+                print("read back ordinal", group.ordinal, group.array(0))  # -> [1. 2. 3.]
+            finally:
+                stage.release_group(group)
+
+Differences from the ctypes binding of ovstage 0.2.1 are listed in docs/python.md.
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+import enum as _enum
+import threading as _threading
+from typing import NamedTuple as _NamedTuple, Optional as _Optional, Sequence as _Sequence
+
+from . import _native
+from ._native import (  # noqa: F401  (re-exported)
+    DLTensor,
+    ManagedDLTensor,
+    Map,
+    MapGroup,
+    Operation,
+    OrdinalQuery,
+    Query,
+    Read,
+    ReadGroup,
+    make_dltensor,
+)
+
+__version__ = "0.2.1"
+
+TIMEOUT_INFINITE = _native.TIMEOUT_INFINITE
+OVSTAGE_TIMEOUT_INFINITE = TIMEOUT_INFINITE
+OVX_API_SUCCESS = 0
+OVX_API_ERROR = 1
+
+
+# ---- Enums (values are the C API's) -----------------------------------------------------------
+
+
+class ErrorCode(_enum.IntEnum):
+    """ovstage_api_status_t."""
+
+    OK = 0
+    INVALID_ARGUMENT = 1
+    INVALID_HANDLE = 2
+    NOT_FOUND = 3
+    PRIM_NOT_FOUND = 4
+    WRITE_FLOOR_VIOLATION = 5
+    NOT_SUPPORTED = 6
+    QUEUE_FULL = 7
+    END_OF_ITERATION = 8
+    OUT_OF_MEMORY = 9
+    LAYOUT_CHANGED = 10
+    TIMEOUT = 11
+    OP_FAILED = 12
+    OUT_OF_RANGE = 13
+    INTERNAL = 99
+
+
+class FilterOp(_enum.IntEnum):
+    """ovstage_filter_op_t."""
+
+    HAS = 0
+    IN = 1
+    CONTAINS = 2
+    PREFIX = 3
+    LT = 4
+    LE = 5
+    GT = 6
+    GE = 7
+
+
+class PrimMode(_enum.IntEnum):
+    """ovstage_prim_mode_t."""
+
+    UPSERT = 0
+    INSERT = 1
+
+
+class Scope(_enum.IntEnum):
+    """ovstage_scope_t."""
+
+    ALL = 0
+    INCLUDE = 1
+    EXCLUDE = 2
+
+
+class AttributeSemantic(_enum.IntEnum):
+    """ovstage_attribute_semantic_t."""
+
+    NONE = 0
+    ASSET_PATH_ID = 1
+    TOKEN_ID = 2
+    PATH_EXPRESSION_STRING = 3
+    RELATIONSHIP_PATH_ID = 4
+    POINT = 5
+    VECTOR = 6
+    NORMAL = 7
+    COLOR = 8
+    QUATERNION = 9
+    MATRIX = 10
+    TEXTURE_COORDINATE = 11
+    CONNECTION_PATH_ID = 12
+    STRING = 13
+    TIME_CODE = 14
+    FRAME = 15
+
+
+class LogSeverity(_enum.IntEnum):
+    """ovstage_log_severity_t (NONE is a threshold only)."""
+
+    VERBOSE = -2
+    INFO = -1
+    WARNING = 0
+    ERROR = 1
+    NONE = 3
+
+
+class HierarchyRelation(_enum.IntEnum):
+    PARENT = 0
+    CHILDREN = 1
+    SIBLINGS = 2
+
+
+class HierarchyComputationModel(_enum.IntEnum):
+    INVALID = 0
+    CPU_INCREMENTAL = 1
+    GPU_INCREMENTAL = 2
+    GPU_GLOBAL = 3
+    RUNTIME_DEFAULT = 4
+    DEFAULT_CPU = 1
+    DEFAULT_GPU = 3
+
+
+class PopulationDomain(_enum.IntFlag):
+    NONE = 0
+    RENDERING = 1
+    PHYSICS = 2
+    ALL = 3
+
+
+class DLDeviceType(_enum.IntEnum):
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLCUDAHost = 3
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+    kDLTrn = 18
+    # Short aliases.
+    CPU = 1
+    CUDA = 2
+    CUDA_HOST = 3
+    CUDA_MANAGED = 13
+
+
+class DLDataTypeCode(_enum.IntEnum):
+    kDLInt = 0
+    kDLUInt = 1
+    kDLFloat = 2
+    kDLOpaqueHandle = 3
+    kDLBfloat = 4
+    kDLComplex = 5
+    kDLBool = 6
+
+
+# ---- Errors -----------------------------------------------------------------------------------
+
+
+class OvstageError(RuntimeError):
+    """A failed stage call: ``.code`` (ErrorCode) and ``.message``; ``str()`` is "NAME: message"."""
+
+    def __init__(self, code: int, message: str = ""):
+        try:
+            code = ErrorCode(code)
+        except ValueError:
+            pass
+        self.code = code
+        self.message = message
+        name = code.name if isinstance(code, ErrorCode) else str(code)
+        super().__init__(f"{name}: {message}")
+
+    def __reduce__(self):
+        return (type(self), (int(self.code), self.message))
+
+
+class OvxError(RuntimeError):
+    """A failed path dictionary call: ``.code`` (OVX_API_ERROR) and ``.message``."""
+
+    def __init__(self, code: int, message: str = ""):
+        self.code = code
+        self.message = message
+        super().__init__(f"OVX_API_ERROR: {message}")
+
+
+# ---- Value types ------------------------------------------------------------------------------
+
+
+class DLDataType(_NamedTuple):
+    """A DLPack element type: (code, bits, lanes); lanes is the tuple width (3 for point3f)."""
+
+    code: int
+    bits: int
+    lanes: int = 1
+
+
+class DLDevice(_NamedTuple):
+    device_type: int
+    device_id: int = 0
+
+
+class AttributeMeta(_NamedTuple):
+    attribute_write_floor_ordinal: int
+    layout_generation: int
+
+
+class QueryResult(_NamedTuple):
+    """Resolved query: the attribute tokens found, the matched prim count, the query's own handle."""
+
+    attributes: tuple
+    total_prim_count: int
+    all_handle: int
+
+
+class OrdinalRange:
+    """Which ordinals a read selects: latest at ``end_ordinal``, or the change range
+    [start_ordinal, end_ordinal] when ``start_ordinal`` is given."""
+
+    __slots__ = ("end_ordinal", "start_ordinal")
+
+    def __init__(self, end_ordinal: int, start_ordinal: _Optional[int] = None):
+        self.end_ordinal = _check_u64(end_ordinal, "end_ordinal")
+        self.start_ordinal = None if start_ordinal is None else _check_u64(start_ordinal, "start_ordinal")
+        if self.start_ordinal is not None and self.start_ordinal > self.end_ordinal:
+            raise ValueError(f"start_ordinal {self.start_ordinal} > end_ordinal {self.end_ordinal}")
+
+    @classmethod
+    def latest(cls, end_ordinal: int) -> "OrdinalRange":
+        return cls(end_ordinal)
+
+    @classmethod
+    def between(cls, start_ordinal: int, end_ordinal: int) -> "OrdinalRange":
+        return cls(end_ordinal, start_ordinal)
+
+    def __repr__(self) -> str:
+        if self.start_ordinal is None:
+            return f"OrdinalRange.latest({self.end_ordinal})"
+        return f"OrdinalRange.between({self.start_ordinal}, {self.end_ordinal})"
+
+    def __eq__(self, other) -> bool:
+        return (
+            isinstance(other, OrdinalRange)
+            and other.end_ordinal == self.end_ordinal
+            and other.start_ordinal == self.start_ordinal
+        )
+
+
+class Predicate:
+    """One filter condition: ``attribute`` (str or token) ``op`` (FilterOp) ``values`` (strings)."""
+
+    __slots__ = ("attribute", "op", "values")
+
+    def __init__(self, attribute, op: int, values: _Sequence[str] = ()):
+        if isinstance(values, str):
+            raise TypeError("values must be a sequence of str, not one str")
+        self.attribute = attribute
+        self.op = FilterOp(op)
+        self.values = tuple(values)
+
+    def __repr__(self) -> str:
+        return f"Predicate({self.attribute!r}, {self.op.name}, {self.values!r})"
+
+
+class Filter:
+    """The AND of its predicates."""
+
+    __slots__ = ("predicates",)
+
+    def __init__(self, predicates: _Sequence[Predicate] = ()):
+        self.predicates = tuple(predicates)
+        for p in self.predicates:
+            if not isinstance(p, Predicate):
+                raise TypeError(f"Filter takes Predicate objects, got {type(p).__name__}")
+
+    def __repr__(self) -> str:
+        return f"Filter({list(self.predicates)!r})"
+
+
+class WriteDesc:
+    """One entry of ``Stage.write_attributes``: the arguments of ``write_attribute`` for one attribute."""
+
+    __slots__ = ("attribute", "tensors", "is_array", "index_map", "mask", "count", "cuda_event", "cuda_stream",
+                 "semantic")
+
+    def __init__(self, attribute, tensors, is_array: bool, index_map=None, mask=None, count=None,
+                 cuda_event=None, cuda_stream=None, semantic: int = AttributeSemantic.NONE):
+        if not isinstance(is_array, bool):
+            raise TypeError(f"is_array must be True or False, got {type(is_array).__name__}")
+        self.attribute = attribute
+        self.tensors = tensors
+        self.is_array = is_array
+        self.index_map = index_map
+        self.mask = mask
+        self.count = count
+        self.cuda_event = cuda_event
+        self.cuda_stream = cuda_stream
+        self.semantic = semantic
+
+    def __repr__(self) -> str:
+        return f"WriteDesc({self.attribute!r}, is_array={self.is_array})"
+
+
+class StageConfig:
+    """Process configuration applied by ``ovstage_initialize`` when a Stage is created with it (the
+    Stage then holds one process reference until it is destroyed). Besides the standard key, the
+    extension keys of this implementation (ovstage_ext.h; their environment variables win):
+    ``retention`` (sealed versions kept per column), ``workers``, ``queue_capacity``,
+    ``max_unsealed_mb``, ``chunk_kb``. Workers and queue capacity are fixed by the first
+    configuration that bootstraps the process runtime; the others apply to stages created after."""
+
+    __slots__ = ("runtime_default_hierarchy_computation_model", "retention", "workers", "queue_capacity",
+                 "max_unsealed_mb", "chunk_kb")
+
+    def __init__(self, runtime_default_hierarchy_computation_model: _Optional[int] = None, *,
+                 retention: _Optional[int] = None, workers: _Optional[int] = None,
+                 queue_capacity: _Optional[int] = None, max_unsealed_mb: _Optional[int] = None,
+                 chunk_kb: _Optional[int] = None):
+        self.runtime_default_hierarchy_computation_model = runtime_default_hierarchy_computation_model
+        self.retention = retention
+        self.workers = workers
+        self.queue_capacity = queue_capacity
+        self.max_unsealed_mb = max_unsealed_mb
+        self.chunk_kb = chunk_kb
+
+
+def _check_u64(v, what: str) -> int:
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"{what} must be an int, got {type(v).__name__} {v!r}")
+    v = v.__index__()
+    if not 0 <= v < 2**64:
+        raise ValueError(f"{what} must be in [0, 2**64 - 1], got {v}")
+    return v
+
+
+for _name, _obj in (("OvstageError", OvstageError), ("OvxError", OvxError), ("QueryResult", QueryResult),
+                    ("AttributeMeta", AttributeMeta), ("DLDataType", DLDataType)):
+    _native._register(_name, _obj)
+
+
+# ---- Stage ------------------------------------------------------------------------------------
+
+
+class Stage(_native.StageBase):
+    """A stage instance. ``Stage(name=None, config=None)``; a context manager that destroys the
+    stage on exit (and on collection). Every method is documented on the method itself."""
+
+    def get_path_dictionary(self) -> "PathDictionary":
+        """The stage's path dictionary (tokens, prim paths, path lists)."""
+        return PathDictionary(self)
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self.closed else "live"
+        return f"<ovstage.Stage {self.name!r} {state}>"
+
+
+# ---- Path dictionary --------------------------------------------------------------------------
+
+
+class PathList(int):
+    """A path list handle (an int) owning one reference; ``release()`` (or the with-block exit)
+    drops it. A PathList collected unreleased drops its reference."""
+
+    # (int subclasses cannot have __slots__: the attributes live in __dict__)
+
+    def __new__(cls, value: int, pd: "PathDictionary"):
+        self = super().__new__(cls, value)
+        self._pd = pd
+        self._released = False
+        return self
+
+    def release(self) -> None:
+        if self._released:
+            raise OvstageError(ErrorCode.INVALID_HANDLE, f"path list {int(self)} was already released")
+        self._released = True
+        self._pd._release_list(int(self))
+
+    def __enter__(self) -> "PathList":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if not self._released:
+            self.release()
+        return False
+
+    def __del__(self):
+        try:
+            if not self._released and not self._pd._stage.closed:
+                self._released = True
+                self._pd._release_list(int(self))
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"PathList({int(self)})"
+
+
+class PathDictionary:
+    """Interns strings into tokens, prim paths into path handles, and ordered path sets into path
+    lists. ``PathDictionary(stage)`` uses that stage's dictionary; ``PathDictionary()`` owns a
+    private backing Stage (closed with the dictionary). Handles are valid only with the stage whose
+    dictionary made them (this implementation has one dictionary per stage)."""
+
+    def __init__(self, stage: _Optional[Stage] = None):
+        if stage is None:
+            self._stage = Stage("ovstage.PathDictionary")
+            self._owns = True
+        elif isinstance(stage, _native.StageBase):
+            self._stage = stage
+            self._owns = False
+        else:
+            raise TypeError(f"stage must be an ovstage.Stage or None, got {type(stage).__name__}")
+
+    @property
+    def stage(self) -> Stage:
+        return self._stage
+
+    def close(self) -> None:
+        if self._owns:
+            self._stage.destroy()
+
+    def __enter__(self) -> "PathDictionary":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.close()
+        return False
+
+    @staticmethod
+    def _str(s, what: str) -> str:
+        if not isinstance(s, str):
+            raise TypeError(f"{what} must be a str, got {type(s).__name__} {s!r}")
+        return s
+
+    def intern_token(self, s: str) -> int:
+        return self._stage._pd_intern_tokens([self._str(s, "token string")])[0]
+
+    def intern_tokens(self, strings: _Sequence[str]) -> list:
+        return self._stage._pd_intern_tokens(strings)
+
+    def token_to_string(self, token: int) -> str:
+        return self._stage._pd_token_strings([token])[0]
+
+    def intern_path(self, s: str) -> int:
+        return self._stage._pd_intern_paths([self._str(s, "path string")])[0]
+
+    def path_to_string(self, path: int) -> str:
+        return self._stage._pd_path_strings([path])[0]
+
+    def create_path_list(self, paths: _Sequence[int]) -> PathList:
+        return PathList(self._stage._pd_create_path_list(paths), self)
+
+    def create_path_list_from_strings(self, strings: _Sequence[str]) -> PathList:
+        return PathList(self._stage._pd_create_path_list_from_strings(strings), self)
+
+    def add_path_list_reference(self, path_list: int) -> None:
+        self._stage._pd_add_path_list_reference(path_list)
+
+    def destroy_path_list(self, path_list: int) -> None:
+        """Drops one reference of a path list."""
+        if isinstance(path_list, PathList):
+            path_list.release()
+        else:
+            self._release_list(path_list)
+
+    def _release_list(self, path_list: int) -> None:
+        self._stage._pd_release_path_list(path_list)
+
+    def path_list_count(self, path_list: int) -> int:
+        return self._stage._pd_path_list_count(path_list)
+
+    def get_paths(self, path_list: int) -> list:
+        return self._stage._pd_get_paths(path_list)
+
+    def get_path_strings(self, path_list: int) -> list:
+        return self._stage._pd_path_strings(self._stage._pd_get_paths(path_list))
+
+
+# ---- DLPack helpers ---------------------------------------------------------------------------
+
+
+def dltensor_to_numpy(t):
+    """A zero-copy numpy view of a CPU DLTensor (or of any DLPack producer), flat in base elements."""
+    if not isinstance(t, DLTensor):
+        t = DLTensor.from_dlpack(t)
+    return t.numpy()
+
+
+_NUMPY_KINDS = {DLDataTypeCode.kDLFloat: "f", DLDataTypeCode.kDLInt: "i", DLDataTypeCode.kDLUInt: "u",
+                DLDataTypeCode.kDLComplex: "c", DLDataTypeCode.kDLBool: "b"}
+
+
+def numpy_dtype(d: DLDataType):
+    """The numpy dtype of a (lanes-1) DLDataType."""
+    import numpy as np
+
+    kind = _NUMPY_KINDS.get(d.code)
+    if kind is None or d.bits % 8:
+        raise TypeError(f"DLDataType{tuple(d)} has no numpy dtype")
+    return np.dtype(f"{kind}{d.bits // 8}") if kind != "b" else np.dtype(bool)
+
+
+def numpy_to_dldatatype(np_dtype, lanes: int = 1) -> DLDataType:
+    """DLDataType of a numpy dtype, with ``lanes`` in [1, 255]."""
+    import numpy as np
+
+    if isinstance(lanes, bool) or not isinstance(lanes, int):
+        raise TypeError(f"lanes must be an int, got {type(lanes).__name__}")
+    if not 1 <= lanes <= 255:
+        raise ValueError(f"lanes must be in [1, 255], got {lanes}")
+    d = np.dtype(np_dtype)
+    codes = {"f": DLDataTypeCode.kDLFloat, "i": DLDataTypeCode.kDLInt, "u": DLDataTypeCode.kDLUInt,
+             "c": DLDataTypeCode.kDLComplex, "b": DLDataTypeCode.kDLBool}
+    if d.kind not in codes:
+        raise TypeError(f"numpy dtype {d} has no DLPack equivalent")
+    return DLDataType(int(codes[d.kind]), d.itemsize * 8, lanes)
+
+
+# ---- Logging ----------------------------------------------------------------------------------
+
+_log_lock = _threading.Lock()
+_log_process_ref = False
+
+
+def set_log_callback(callback, severity: int = LogSeverity.WARNING, channel_filter: _Optional[str] = None) -> None:
+    """Installs ``callback(severity: LogSeverity, timestamp: float, message: str)`` for the process
+    (None flushes, then disables). It runs on the engine's log thread with the GIL held; an
+    exception it raises is reported as unraisable. ``channel_filter`` is the engine's filter syntax
+    (e.g. "ops=info,*=error")."""
+    global _log_process_ref
+    with _log_lock:
+        if callback is None:
+            _native.set_log_callback(None)
+            if _log_process_ref:
+                _native._process_ref(False)
+                _log_process_ref = False
+            return
+        if not callable(callback):
+            raise TypeError(f"callback must be callable or None, got {type(callback).__name__}")
+
+        def _trampoline(sev, ts, msg, _cb=callback):
+            try:
+                sev = LogSeverity(sev)
+            except ValueError:
+                pass
+            _cb(sev, ts, msg)
+
+        if not _log_process_ref:  # the log runtime lives with the process state
+            _native._process_ref(True)
+            _log_process_ref = True
+        _native.set_log_callback(_trampoline, int(severity), channel_filter)
+
+
+def flush_log(timeout: int = TIMEOUT_INFINITE) -> None:
+    """Waits (GIL released) until every message emitted before the call was delivered."""
+    _native.flush_log(timeout)
+
+
+def library_version() -> tuple:
+    """(major, minor, patch) of the C library: (0, 2, 1)."""
+    return _native.library_version()
+
+
+@_atexit.register
+def _shutdown_log() -> None:
+    # The log thread must not call into a finalizing interpreter.
+    try:
+        if _log_process_ref:
+            set_log_callback(None)
+    except Exception:
+        pass
+
+
+from . import instancing, population  # noqa: E402,F401
+
+__all__ = [
+    "Stage", "StageConfig", "Query", "Read", "Map", "OrdinalQuery", "PathDictionary", "PathList", "OvxError",
+    "OvstageError", "ErrorCode", "FilterOp", "PrimMode", "AttributeSemantic", "HierarchyRelation",
+    "HierarchyComputationModel", "Scope", "PopulationDomain", "OrdinalRange", "Predicate", "Filter", "Operation",
+    "WriteDesc", "ReadGroup", "MapGroup", "AttributeMeta", "QueryResult", "DLTensor", "ManagedDLTensor",
+    "DLDataType", "DLDevice", "DLDeviceType", "DLDataTypeCode", "make_dltensor", "dltensor_to_numpy",
+    "numpy_to_dldatatype", "numpy_dtype", "instancing", "population", "library_version", "set_log_callback",
+    "flush_log", "LogSeverity", "TIMEOUT_INFINITE", "OVSTAGE_TIMEOUT_INFINITE", "OVX_API_SUCCESS",
+    "OVX_API_ERROR", "__version__",
+]
