@@ -15,22 +15,46 @@ static void query_destroy(ovs_hobj *h)
 	if (q->list) /* a filter query whose op never published prims has none */
 		ovs_pd_list_release(q->st->pd, q->list);
 	free(q->scope);
-	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++)
-		ovs_rowmap_unref(atomic_load_explicit(&q->rowmaps[i], memory_order_relaxed));
+	/* relaxed: the last reference is gone; no lookup or install runs. The newest table holds every
+	 * installed map (growth copies them; installs happen under the lock into the newest). */
+	ovs_rowmap_table *t = atomic_load_explicit(&q->rowmaps, memory_order_relaxed);
+	for (size_t i = 0; t && i < t->cap; i++)
+		ovs_rowmap_unref(atomic_load_explicit(&t->slot[i], memory_order_relaxed));
+	while (t) {
+		ovs_rowmap_table *o = t->older;
+		free(t);
+		t = o;
+	}
+	pthread_mutex_destroy(&q->rowmap_lock);
 	free(q);
 }
 
 const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c)
 {
-	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++) {
-		/* acquire: pairs with the installing CAS (the map's contents are visible). */
-		ovs_rowmap *m = atomic_load_explicit(&q->rowmaps[i], memory_order_acquire);
-		if (!m)
-			return NULL; /* slots fill in order */
-		if (m->col == c)
-			return m;
-	}
-	return NULL;
+	/* acquire: pairs with the release that published the table (its slots' initial values). */
+	ovs_rowmap_table *t = atomic_load_explicit(&q->rowmaps, memory_order_acquire);
+	if (!t || c->index >= t->cap)
+		return NULL;
+	/* acquire: pairs with the installing release store (the map's contents are visible). */
+	ovs_rowmap *m = atomic_load_explicit(&t->slot[c->index], memory_order_acquire);
+	return m && m->col == c ? m : NULL;
+}
+
+/* A table with room for column index idx, copied from t (rowmap_lock held); NULL if out of memory. */
+static ovs_rowmap_table *rowmap_table_grow(ovs_rowmap_table *t, uint32_t idx)
+{
+	size_t cap = t ? t->cap : 8;
+	while (cap <= idx)
+		cap *= 2;
+	ovs_rowmap_table *n = malloc(sizeof *n + cap * sizeof n->slot[0]);
+	if (!n)
+		return NULL;
+	n->older = t;
+	n->cap = cap;
+	for (size_t i = 0; i < cap; i++)
+		/* relaxed: under the lock, which every install holds */
+		atomic_init(&n->slot[i], t && i < t->cap ? atomic_load_explicit(&t->slot[i], memory_order_relaxed) : NULL);
+	return n;
 }
 
 ovs_rowmap *ovs_rowmap_alloc(const struct ovs_column *c, uint32_t n)
@@ -55,19 +79,31 @@ const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m)
 		m->contig = m->contig && m->rows[i] == m->rows[i - 1] + 1;
 		m->sorted = m->rows[i] > m->rows[i - 1];
 	}
-	for (int i = 0; i < OVS_QUERY_ROWMAPS; i++) {
-		ovs_rowmap *expected = NULL;
-		/* acq_rel: release publishes the map; acquire (on failure) reads the occupant. */
-		if (atomic_compare_exchange_strong_explicit(&q->rowmaps[i], &expected, m, memory_order_acq_rel,
-							    memory_order_acquire))
-			return m;
-		if (expected->col == m->col) {
+	const struct ovs_column *c = m->col;
+	pthread_mutex_lock(&q->rowmap_lock);
+	/* relaxed: installs and growth are serialised by the lock */
+	ovs_rowmap_table *t = atomic_load_explicit(&q->rowmaps, memory_order_relaxed);
+	if (!t || c->index >= t->cap) {
+		ovs_rowmap_table *n = rowmap_table_grow(t, c->index);
+		if (!n) {
+			pthread_mutex_unlock(&q->rowmap_lock);
 			free(m);
-			return expected;
+			return NULL;
 		}
+		/* release: a reader that sees the new table sees its copied slots */
+		atomic_store_explicit(&q->rowmaps, n, memory_order_release);
+		t = n;
 	}
-	free(m); /* no room: callers fall back to per-prim lookups */
-	return NULL;
+	ovs_rowmap *old = atomic_load_explicit(&t->slot[c->index], memory_order_relaxed);
+	if (old && old->col == c) {
+		pthread_mutex_unlock(&q->rowmap_lock);
+		free(m);
+		return old;
+	}
+	/* release: publishes the map's contents to lookups (acquire). A slot is written once. */
+	atomic_store_explicit(&t->slot[c->index], m, memory_order_release);
+	pthread_mutex_unlock(&q->rowmap_lock);
+	return m;
 }
 
 ovs_query *ovs_query_new(ovs_stage *st)
@@ -77,6 +113,8 @@ ovs_query *ovs_query_new(ovs_stage *st)
 		return NULL;
 	ovs_hobj_init(&q->h, OVS_H_QUERY, query_destroy);
 	q->st = st;
+	atomic_init(&q->rowmaps, NULL);
+	pthread_mutex_init(&q->rowmap_lock, NULL);
 	ovs_opstate_init(&q->state);
 	return q;
 }
@@ -133,6 +171,8 @@ ovstage_api_status_t ovs_query_from_path_list(ovstage_context_t *ctx, ovx_primpa
 	}
 	ovs_hobj_init(&q->h, OVS_H_QUERY, query_destroy);
 	q->st = st;
+	atomic_init(&q->rowmaps, NULL);
+	pthread_mutex_init(&q->rowmap_lock, NULL);
 	q->list = own;
 	ovs_pd_list_view(st->pd, own, &q->paths, &q->count);
 	ovs_opstate_init(&q->state);

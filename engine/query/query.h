@@ -26,7 +26,13 @@
  */
 /* The rows of a query's prims in one column, once every prim has a row. Rows are never reassigned,
  * so a complete map is immutable and valid for the life of the query: no invalidation. */
-#define OVS_QUERY_ROWMAPS 8 /* columns cached per query (a simulation step writes a handful) */
+/* A query's row maps, indexed by column index; grown (copied) under the query's lock, old tables
+ * kept until the query goes (a lock-free reader may still hold one). */
+typedef struct ovs_rowmap_table {
+	struct ovs_rowmap_table *older; /* the table this one replaced (freed at query destroy) */
+	size_t cap;                     /* slots */
+	_Atomic(ovs_rowmap *) slot[];   /* the map of column i, or NULL */
+} ovs_rowmap_table;
 
 typedef struct ovs_query {
 	ovs_hobj h;                   /* handle object (kind OVS_H_QUERY) */
@@ -41,7 +47,9 @@ typedef struct ovs_query {
 	ovx_token_t *scope;           /* filter queries: attrs scoping fetch_query_result (distinct, in
 	                               * the caller's order); NULL = every column */
 	size_t nscope;                /* entries in scope */
-	_Atomic(ovs_rowmap *) rowmaps[OVS_QUERY_ROWMAPS]; /* complete row maps, installed by CAS */
+	_Atomic(ovs_rowmap_table *) rowmaps; /* complete row maps by column index (NULL: none yet);
+	                              * lock-free lookups, installs under rowmap_lock */
+	pthread_mutex_t rowmap_lock;  /* serialises installs and growth */
 } ovs_query;
 
 /* The query's complete row map for a column, or NULL (not cached, or some prim has no row yet). */
@@ -49,8 +57,10 @@ const ovs_rowmap *ovs_query_rowmap(ovs_query *q, struct ovs_column *c);
 /* A row map for column c with room for n rows (the caller fills rows[]), or NULL. */
 ovs_rowmap *ovs_rowmap_alloc(const struct ovs_column *c, uint32_t n);
 /* Caches a complete row map built by the caller (rows of all q->count prims); takes ownership (frees
- * it if there is no room or another thread installed one first). Sets its shape (identity, sorted,
- * contig). Returns the installed map. */
+ * it if memory is short or another thread installed one first). Sets its shape (identity, sorted,
+ * contig). Returns the installed map, or NULL (then callers fall back to per-prim lookups). Every
+ * column of a query can be cached (a step that writes 100 columns through one query used to miss
+ * on all but 8 and looked up every prim of the rest on every write). */
 const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m);
 /* Row maps are reference-counted (ovs_rowmap_ref/unref, buffer.h): a delta that borrows an installed
  * map's rows as its own row list holds a reference (rows never change once installed). */

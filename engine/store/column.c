@@ -63,6 +63,7 @@ ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name)
 		return NULL;
 	}
 	c->name = name;
+	c->index = (uint32_t)atomic_load_explicit(&st->ncols, memory_order_relaxed); /* under cols_lock */
 	pthread_mutex_init(&c->schema_lock, NULL);
 	pthread_mutex_init(&c->rows_lock, NULL);
 	ovs_radix_init(&c->rows);
