@@ -201,9 +201,14 @@ static unsigned poll_hook(void *ctx)
 	return atomic_load_explicit(&g_outstanding, memory_order_relaxed);
 }
 
+/* Rate-limited: one caller at a time, calls at least this far apart. Every CUDA call takes the
+ * driver's context lock; idle workers querying events back to back would contend with the threads
+ * issuing work. */
+#define POLL_INTERVAL_NS 4000u
+
 void ovs_gpu_sched_attach(jobs_sched *sched)
 {
-	(void)jobs_add_poll_hook(sched, poll_hook, NULL);
+	(void)jobs_add_poll_hook_rate(sched, poll_hook, NULL, POLL_INTERVAL_NS, NULL);
 }
 
 static cudaEvent_t record_on(cudaStream_t s)

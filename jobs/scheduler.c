@@ -494,12 +494,17 @@ static uint32_t wait_helping(jobs_worker *w, jobs_slot *sl, uint64_t deadline)
 }
 
 /* Parks an external thread: spin a little (round trips are often a few microseconds), then sleep
- * on the state word. 0-worker pools: run the jobs ourselves. */
+ * on the state word. 0-worker pools: run the jobs ourselves. While poll sources are outstanding
+ * (a GPU op's completion event, say) the spinning waiter polls them itself, every 16th look, and
+ * keeps spinning up to WAIT_POLL_SPIN_NS: the receipt it waits for then completes when the source
+ * does, not when an idle worker next wakes (workers with outstanding sources sleep 200 us). */
+#define WAIT_SPIN_NS 20000ull        /* 20 us */
+#define WAIT_POLL_SPIN_NS 1000000ull /* 1 ms, only while poll sources are outstanding */
 static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
 {
 	uint32_t st;
 	uint64_t now = jobs_now_ns();
-	uint64_t spin_until = now + 20000; /* 20 us */
+	uint64_t start = now, spin_until = now + WAIT_SPIN_NS;
 	unsigned spins = 0, iter = 0;
 	for (;;) {
 		st = atomic_load_explicit(&sl->state, memory_order_acquire);
@@ -508,6 +513,9 @@ static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
 		/* The clock costs tens of ns: while spinning, read it every 16th look only. */
 		if ((++iter & 15) == 0 || now >= spin_until)
 			now = jobs_now_ns();
+		if ((iter & 15) == 0 && now < spin_until && s->n_workers > 0 && jobs_poll_hooks(s) > 0 &&
+		    spin_until < start + WAIT_POLL_SPIN_NS)
+			spin_until = start + WAIT_POLL_SPIN_NS;
 		if (deadline && now >= deadline)
 			return st;
 		if (s->n_workers == 0) {
