@@ -297,9 +297,14 @@ static void row_step_loop(void)
 		a[c] = tok(&s, name);
 	}
 	void *src, *dst;
-	cudaMalloc(&src, (size_t)COLS * ROWS * 4);
+	bool host = getenv("BENCH_GPU_HOST_COLUMNS") != NULL; /* the same loop over CPU columns (diagnosis) */
+	if (host)
+		src = calloc((size_t)COLS * ROWS, 4);
+	else
+		cudaMalloc(&src, (size_t)COLS * ROWS * 4);
 	cudaMalloc(&dst, (size_t)COLS * ROWS * 4);
-	cudaMemset(src, 0, (size_t)COLS * ROWS * 4);
+	if (!host)
+		cudaMemset(src, 0, (size_t)COLS * ROWS * 4);
 	cudaStream_t cs;
 	cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
 	DLTensor t[COLS];
@@ -307,27 +312,49 @@ static void row_step_loop(void)
 	ovstage_attribute_write_t w[COLS];
 	for (int c = 0; c < COLS; c++) {
 		w[c].attribute = (ovx_string_or_token_t){ a[c], { NULL, 0 } };
-		w[c].data = wdata(&t[c], &shape[c], (char *)src + (size_t)c * ROWS * 4, ROWS, kDLCUDA);
+		w[c].data = wdata(&t[c], &shape[c], (char *)src + (size_t)c * ROWS * 4, ROWS, host ? kDLCPU : kDLCUDA);
 	}
-	double t0 = 0;
+	double t0 = 0, tw = 0, ts = 0, tr = 0, tsub = 0, tro = 0, tf = 0, tcw = 0, trg = 0;
 	for (int step = -10; step < STEPS; step++) {
 		if (step == 0)
-			t0 = now_s();
-		wait_release(s.st, ovstage_write_attributes(s.st, s.q, w, COLS, ++s.ord, OVSTAGE_PRIM_MODE_UPSERT));
+			t0 = now_s(), tw = ts = tr = tsub = tro = tf = tcw = trg = 0;
+		double a0 = now_s();
+		ovstage_enqueue_result_t we = ovstage_write_attributes(s.st, s.q, w, COLS, ++s.ord, OVSTAGE_PRIM_MODE_UPSERT);
+		tsub += now_s() - a0;
+		wait_release(s.st, we);
+		double a1 = now_s();
 		seal_all(&s);
+		double a2 = now_s();
+		tw += a1 - a0;
+		ts += a2 - a1;
 		ovstage_read_handle_t rh;
 		ovstage_ordinal_range_t r = { 0, UINT64_MAX, false };
 		wait_release(s.st, ovstage_read_attributes(s.st, s.q, a, COLS, r, &rh));
+		double b0 = now_s();
+		tro += b0 - a2;
 		ovstage_read_group_t g;
-		while (ovstage_fetch_read_next(s.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+		for (;;) {
+			double f0 = now_s();
+			if (ovstage_fetch_read_next(s.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) != OVSTAGE_OK)
+				break;
+			double f1 = now_s();
+			tf += f1 - f0;
 			if (g.data.cuda_sync.wait_event)
 				cudaStreamWaitEvent(cs, (cudaEvent_t)g.data.cuda_sync.wait_event, 0);
+			double f2 = now_s();
+			tcw += f2 - f1;
 			ovstage_release_group(s.st, &g);
+			trg += now_s() - f2;
 		}
 		wait_release(s.st, ovstage_release_read(s.st, rh));
+		tr += now_s() - a2;
 	}
 	cudaStreamSynchronize(cs);
 	double ours = (now_s() - t0) / STEPS;
+	note("step loop per step: write op %.0f us (the call %.0f us), seal %.0f us, read + release %.0f us (read op "
+	     "%.0f us, fetches %.0f us, consumer waits %.0f us, group releases %.0f us)", tw / STEPS * 1e6,
+	     tsub / STEPS * 1e6, ts / STEPS * 1e6, tr / STEPS * 1e6, tro / STEPS * 1e6, tf / STEPS * 1e6,
+	     tcw / STEPS * 1e6, trg / STEPS * 1e6);
 	t0 = now_s();
 	for (int step = 0; step < STEPS; step++) {
 		for (int c = 0; c < COLS; c++)
@@ -340,14 +367,19 @@ static void row_step_loop(void)
 		  "100 x cudaMemcpyAsync + sync", fmt("%.0f us", bare * 1e6), fmt("%.2fx", bare / ours), ">= 5x faster",
 		  met(true, bare / ours >= 5));
 	cudaStreamDestroy(cs);
-	cudaFree(src);
+	if (host)
+		free(src);
+	else
+		cudaFree(src);
 	cudaFree(dst);
 	stage_close(&s);
 }
 
 int main(int argc, char **argv)
 {
-	bool md = argc > 1 && strcmp(argv[1], "--markdown") == 0;
+	bool md = false;
+	for (int i = 1; i < argc; i++)
+		md |= strcmp(argv[i], "--markdown") == 0;
 	int n = 0;
 	const char *why = "";
 	ovstage_ext_get_gpu_status(&n, &why);
@@ -362,14 +394,24 @@ int main(int argc, char **argv)
 	cpu_model(cpu, sizeof cpu);
 	printf("bench_gpu on %s (%s)\n", p.name, cpu);
 	table_set_peer_header("Peer (same run)");
-	row_copy_in((size_t)1 << 20, kDLCUDA, "D2D");
-	row_copy_in((size_t)64 << 20, kDLCUDA, "D2D");
-	row_copy_in((size_t)256 << 20, kDLCUDA, "D2D");
-	row_copy_in((size_t)1 << 20, kDLCUDAHost, "H2D pinned");
-	row_copy_in((size_t)256 << 20, kDLCUDAHost, "H2D pinned");
-	row_sparse();
-	row_latency();
-	row_step_loop();
+	/* --only copy|sparse|latency|step runs one group of rows (profiling) */
+	const char *only = NULL;
+	for (int i = 1; i + 1 < argc; i++)
+		if (strcmp(argv[i], "--only") == 0)
+			only = argv[i + 1];
+	if (!only || !strcmp(only, "copy")) {
+		row_copy_in((size_t)1 << 20, kDLCUDA, "D2D");
+		row_copy_in((size_t)64 << 20, kDLCUDA, "D2D");
+		row_copy_in((size_t)256 << 20, kDLCUDA, "D2D");
+		row_copy_in((size_t)1 << 20, kDLCUDAHost, "H2D pinned");
+		row_copy_in((size_t)256 << 20, kDLCUDAHost, "H2D pinned");
+	}
+	if (!only || !strcmp(only, "sparse"))
+		row_sparse();
+	if (!only || !strcmp(only, "latency"))
+		row_latency();
+	if (!only || !strcmp(only, "step"))
+		row_step_loop();
 	table_print(md);
 	notes_print();
 	return 0;
