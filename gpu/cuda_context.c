@@ -358,3 +358,20 @@ void ovs_gpu_sync(ovs_exec *x)
 	if (cudaStreamSynchronize((cudaStream_t)x->stream) != cudaSuccess)
 		(void)cudaGetLastError();
 }
+
+int ovs_gpu_thread_device(void)
+{
+	int d = -1;
+	if (cudaGetDevice(&d) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return -1;
+	}
+	return d;
+}
+
+void ovs_gpu_thread_restore(int dev)
+{
+	int cur = -1;
+	if (dev >= 0 && (cudaGetDevice(&cur) != cudaSuccess || cur != dev) && cudaSetDevice(dev) != cudaSuccess)
+		(void)cudaGetLastError();
+}

@@ -100,6 +100,10 @@ bool ovs_gpu_copy_to_host(struct ovs_exec *x, void *dst, const void *src, size_t
 /* Waits for everything issued on x (failure paths only: a failed op must not leave GPU work reading
  * the caller's tensors behind it). */
 void ovs_gpu_sync(struct ovs_exec *x);
+/* The calling thread's current CUDA device (-1 if none can be read), and setting it back: an op that
+ * runs inline on the caller's thread leaves the caller's device as it found it. */
+int ovs_gpu_thread_device(void);
+void ovs_gpu_thread_restore(int dev);
 /* The name of a CUDA error code recorded in an ovs_exec (x->err). */
 const char *ovs_gpu_error_name(int code);
 

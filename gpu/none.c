@@ -167,3 +167,13 @@ void ovs_gpu_sync(struct ovs_exec *x)
 {
 	(void)x;
 }
+
+int ovs_gpu_thread_device(void)
+{
+	return -1;
+}
+
+void ovs_gpu_thread_restore(int dev)
+{
+	(void)dev;
+}

@@ -56,6 +56,7 @@ typedef struct write_op {
 	bool deferred;               /* the query was not resolved at the call: validate layouts in the op */
 	ovs_exec gx;                 /* the device context the op issued GPU work on last (gx.gpu NULL: none);
 	                              * the op completes when that work has finished */
+	bool touches_gpu;            /* an entry may issue CUDA work (inline: the caller's device is kept) */
 } write_op;
 
 /* Op blocks (the op and its entries, ~800 bytes per entry) are recycled through a one-block cache
@@ -1082,9 +1083,20 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	return publish_entry(op, e, dev, d, set_prims, rl.new_map, err, errlen);
 }
 
+static void write_job_entries(jobs_worker *w, write_op *op, jobs_run *run);
+
 static void write_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	write_op *op = arg;
+	/* CUDA work sets the thread's device: put it back (inline, this is the caller's thread; in a
+	 * 0-worker pool, a waiting thread's). Two cudaGetDevice calls when nothing changed. */
+	int dev = op->touches_gpu ? ovs_gpu_thread_device() : -1;
+	write_job_entries(w, op, run);
+	ovs_gpu_thread_restore(dev);
+}
+
+static void write_job_entries(jobs_worker *w, write_op *op, jobs_run *run)
+{
 	char err[512];
 	for (size_t i = 0; i < op->n; i++) {
 		ovstage_api_status_t s = apply_entry(w, op, &op->e[i], jobs_run_id(run), err, sizeof err);
@@ -1306,13 +1318,19 @@ static ovstage_enqueue_result_t submit_write(ovs_stage *st, write_op *op, size_t
 	for (size_t i = 0; i < write_count; i++) {
 		const write_entry *e = &op->e[i];
 		cols[i] = e->col->name;
-		if (op->deferred)
-			continue; /* no layout yet (and not inline: it runs after the query's op) */
-		if (e->layout.is_array || e->fence || e->layout.device.device_type != kDLCPU ||
-		    (atomic_load_explicit(&e->col->has_schema, memory_order_acquire) &&
-		     e->col->schema.device.device_type != kDLCPU))
-			inline_ok = false; /* per-row blobs: cost not known from the layout; device work sets the
-			                    * thread's CUDA device, which must not be the caller's */
+		if (op->deferred) { /* no layout yet (and not inline: it runs after the query's op) */
+			op->touches_gpu |= e->fence || ovs_gpu_available();
+			continue;
+		}
+		bool dev_col = atomic_load_explicit(&e->col->has_schema, memory_order_acquire) &&
+			       e->col->schema.device.device_type == kDLCUDA;
+		op->touches_gpu |= dev_col || e->layout.device.device_type == kDLCUDA || e->fence;
+		if (e->layout.is_array)
+			inline_ok = false; /* per-row blobs: cost not known from the layout */
+		else if (dev_col && e->layout.device.device_type == kDLCUDA)
+			; /* device to device: the call only enqueues the copy (the hand-off would cost more) */
+		else if (e->layout.device.device_type == kDLCUDA)
+			inline_ok = false; /* staged to the host: the worker waits for the copy */
 		else if (!(e->nmanaged == 1 && e->layout.contiguous && !e->layout.index_map))
 			copy_bytes += (size_t)e->layout.count * e->layout.elem_bytes;
 	}
