@@ -177,7 +177,8 @@ static bool split_items(const ovs_hforest *f, ulist *items, ulist *pre, uint32_t
 			if (!ulist_push(items, c))
 				return false;
 	}
-	qsort(pre->v, pre->n, sizeof *pre->v, cmp_u32); /* preorder: ancestors first */
+	if (pre->n > 1)
+		qsort(pre->v, pre->n, sizeof *pre->v, cmp_u32); /* preorder: ancestors first */
 	return true;
 }
 
@@ -209,7 +210,8 @@ static int collect_changes(ovs_column *c, const ovs_hforest *f, int k, ovstage_o
 /* The subtrees under the changed nodes, as disjoint items (the changed list is sorted in place). */
 static bool dirty_items(const ovs_hforest *f, ulist *changed, ulist *items)
 {
-	qsort(changed->v, changed->n, sizeof *changed->v, cmp_u32);
+	if (changed->n > 1)
+		qsort(changed->v, changed->n, sizeof *changed->v, cmp_u32);
 	uint32_t end = 0;
 	for (size_t j = 0; j < changed->n; j++) {
 		uint32_t i = changed->v[j];
@@ -290,7 +292,8 @@ static ovs_delta *output_delta(const ovs_hforest *f, double (*world)[16], const 
 		free(vals);
 		return NULL;
 	}
-	qsort(pairs, n, sizeof *pairs, cmp_u64); /* rows ascending: a sorted sparse delta */
+	if (n > 1)
+		qsort(pairs, n, sizeof *pairs, cmp_u64); /* rows ascending: a sorted sparse delta */
 	for (size_t j = 0; j < n; j++) {
 		rows[j] = (uint32_t)(pairs[j] >> 32);
 		memcpy(vals + j * XFORM_BYTES, world[(uint32_t)pairs[j]], XFORM_BYTES);

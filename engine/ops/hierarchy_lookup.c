@@ -77,7 +77,8 @@ static uint64_t *family(ovs_stage *st, size_t *n)
 	for (ovx_primpath_t p = 2; p <= np; p++)
 		if (ovs_prim_exists(&st->store, p))
 			pairs[(*n)++] = (uint64_t)ovs_pd_path_parent(st->pd, p) << 32 | (uint32_t)p;
-	qsort(pairs, *n, sizeof *pairs, cmp_u64);
+	if (*n > 1)
+		qsort(pairs, *n, sizeof *pairs, cmp_u64);
 	return pairs;
 }
 
@@ -170,7 +171,8 @@ static ovstage_api_status_t copy_list(ovs_stage *st, ovx_primpath_list_t list, h
 	}
 	l->in = malloc((count ? count : 1) * sizeof *l->in);
 	if (l->in) {
-		memcpy(l->in, paths, count * sizeof *paths);
+		if (count)
+			memcpy(l->in, paths, count * sizeof *paths);
 		l->nin = count;
 	}
 	ovs_pd_list_release(st->pd, list);
@@ -206,7 +208,7 @@ OVSTAGE_API ovstage_enqueue_result_t ovstage_get_hierarchy(ovstage_instance_t *i
 		ovs_hobj_unref(&l->h);
 		return ovs_rejected(s != OVSTAGE_OK ? s : ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn));
 	}
-	ovs_hobj_ref(&l->h); /* the op's */
+	/* the creator's reference becomes the op's (its cleanup drops it, also when the submission fails) */
 	ovs_op_desc d = { .fn = lookup_body, .arg = l, .cleanup = lookup_cleanup, .run_inline = true };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 	if (r.status != OVSTAGE_OK) {

@@ -110,7 +110,9 @@ START_TEST(test_same_meaning_in_every_instance)
 	ck_assert_int_eq(path_dictionary_release_path_list_reference(pa, l).status, OVX_API_SUCCESS);
 	ck_assert_int_eq(path_dictionary_release_path_list_reference(pb, l).status, OVX_API_SUCCESS);
 	/* released through either: gone for both */
-	ck_assert_int_eq(path_dictionary_add_path_list_reference(pa, l).status, OVX_API_ERROR);
+	ovx_api_result_t dead = path_dictionary_add_path_list_reference(pa, l);
+	ck_assert_int_eq(dead.status, OVX_API_ERROR);
+	path_dictionary_release_error(pa, dead.error);
 	/* the dictionary outlives A while B lives */
 	destroy(a);
 	ck_assert_int_eq(path_dictionary_get_strings_from_tokens(pb, &ta, 1, &back).status, OVX_API_SUCCESS);
