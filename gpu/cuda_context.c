@@ -17,9 +17,8 @@
 
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-ovs_gpu *ovs_gpu_get(void *owner, ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
+ovs_gpu *ovs_gpu_get(ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
 {
-	(void)owner;
 	/* acquire: pairs with the release store below; the context's fields are then initialised. */
 	ovs_gpu *g = atomic_load_explicit(slot, memory_order_acquire);
 	if (g)
