@@ -74,6 +74,17 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t
 							      ovstage_ext_memory_stats_t *out);
 
 /*
+ * Query filters (extensions; ovstage 0.2.1 answers NOT_SUPPORTED for these):
+ *  - IN, LT, LE, GT, GE on an attribute's own column compare its latest sealed value with the
+ *    predicate's values, given as strings ("3", "-1.5", "0x10", "true"): the column must be a scalar
+ *    number or bool column (one value per row); IN takes any number of values, the others one.
+ *  - A predicate whose op is OVSTAGE_FILTER_OP_EXT_OR separates AND groups: the filter matches a prim
+ *    when every predicate of at least one group holds ({A, B, OR, C} = (A and B) or C). Its
+ *    attribute and values are not looked at; it needs a predicate on each side.
+ */
+#define OVSTAGE_FILTER_OP_EXT_OR ((ovstage_filter_op_t)0x4f56)
+
+/*
  * Whether this process can keep columns on CUDA devices: *device_count = the CUDA devices it may use
  * (0 in CPU-only mode, without a driver or device, or in a build without the CUDA backend), and
  * *reason (if not NULL) a static string saying why not ("" when devices exist). Decides CPU-only
