@@ -42,6 +42,7 @@ from typing import NamedTuple as _NamedTuple, Optional as _Optional, Sequence as
 from . import _native
 from ._native import (  # noqa: F401  (re-exported)
     DLTensor,
+    Hierarchy,
     ManagedDLTensor,
     Map,
     MapGroup,
@@ -258,6 +259,41 @@ class QueryResult(_NamedTuple):
     all_handle: int
 
 
+class HierarchyItem(_NamedTuple):
+    """The lookup result of one input prim: ``status`` (ErrorCode: OK, or NOT_FOUND for a prim that
+    does not exist) and its related ``paths`` (path strings; CHILDREN / SIBLINGS in path-id order)."""
+
+    status: int
+    paths: tuple
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ErrorCode.OK
+
+
+class HierarchyResult(_NamedTuple):
+    """A get_hierarchy result: the ``ordinal`` it was asked at and one HierarchyItem per input prim,
+    in input order."""
+
+    ordinal: int
+    items: list
+
+    @property
+    def input_count(self) -> int:
+        return len(self.items)
+
+    def item_paths(self, i: int) -> tuple:
+        return self.items[i].paths
+
+
+class HierarchyComputationModelDesc(_NamedTuple):
+    """One hierarchy computation model: id (HierarchyComputationModel), short name, description."""
+
+    model_id: int
+    name: str
+    description: str
+
+
 class OrdinalRange:
     """Which ordinals a read selects: latest at ``end_ordinal``, or the change range
     [start_ordinal, end_ordinal] when ``start_ordinal`` is given."""
@@ -379,7 +415,9 @@ def _check_u64(v, what: str) -> int:
 
 
 for _name, _obj in (("OvstageError", OvstageError), ("OvxError", OvxError), ("QueryResult", QueryResult),
-                    ("AttributeMeta", AttributeMeta), ("DLDataType", DLDataType)):
+                    ("AttributeMeta", AttributeMeta), ("DLDataType", DLDataType),
+                    ("HierarchyItem", HierarchyItem), ("HierarchyResult", HierarchyResult),
+                    ("HierarchyComputationModelDesc", HierarchyComputationModelDesc)):
     _native._register(_name, _obj)
 
 
@@ -389,6 +427,21 @@ for _name, _obj in (("OvstageError", OvstageError), ("OvxError", OvxError), ("Qu
 class Stage(_native.StageBase):
     """A stage instance. ``Stage(name=None, config=None)``; a context manager that destroys the
     stage on exit (and on collection). Every method is documented on the method itself."""
+
+    def compute_hierarchy(self, input_ordinal: int, output_ordinal: int,
+                          model: int = HierarchyComputationModel.DEFAULT_CPU) -> None:
+        """Recomputes the world matrices (the omni:fabric:worldMatrix rows that exist; the column is
+        never created) from omni:xform / omni:resetXformStack at ``input_ordinal`` and publishes them
+        at ``output_ordinal``, which must be sealed already (write N, seal N, compute(N, N), read).
+        Blocking; raises OvstageError when the compute fails (GPU models: NOT_SUPPORTED here)."""
+        self.compute_hierarchy_async(input_ordinal, output_ordinal, model).wait()
+
+    def get_hierarchy(self, path_list: int, ordinal: int, relation: int) -> HierarchyResult:
+        """PARENT / CHILDREN / SIBLINGS (HierarchyRelation) of each prim of ``path_list`` (blocking:
+        the lookup, its result and the handle's release). A prim that does not exist gives an item
+        with status NOT_FOUND."""
+        with self.get_hierarchy_async(path_list, ordinal, relation) as h:
+            return h.result()
 
     def get_path_dictionary(self) -> "PathDictionary":
         """The stage's path dictionary (tokens, prim paths, path lists)."""
@@ -619,7 +672,8 @@ def _shutdown_log() -> None:
 from . import instancing, population  # noqa: E402,F401
 
 __all__ = [
-    "Stage", "StageConfig", "Query", "Read", "Map", "OrdinalQuery", "PathDictionary", "PathList", "OvxError",
+    "Stage", "StageConfig", "Query", "Read", "Map", "OrdinalQuery", "Hierarchy", "HierarchyItem",
+    "HierarchyResult", "HierarchyComputationModelDesc", "PathDictionary", "PathList", "OvxError",
     "OvstageError", "ErrorCode", "FilterOp", "PrimMode", "AttributeSemantic", "HierarchyRelation",
     "HierarchyComputationModel", "Scope", "PopulationDomain", "OrdinalRange", "Predicate", "Filter", "Operation",
     "WriteDesc", "ReadGroup", "MapGroup", "AttributeMeta", "QueryResult", "DLTensor", "ManagedDLTensor",

@@ -45,6 +45,7 @@
 static PyObject *g_error_class;     /* ovstage.OvstageError, registered from Python */
 static PyObject *g_ovx_error_class; /* ovstage.OvxError */
 static PyObject *g_query_result_class, *g_attribute_meta_class, *g_dldatatype_class;
+static PyObject *g_hier_item_class, *g_hier_result_class, *g_hier_model_class;
 static PyObject *g_log_callback; /* current Python log callback, or NULL */
 static PyObject *s_dlpack, *s_dlpack_device, *s_max_version, *s_stream, *s_version_tuple;
 static PyObject *s_attribute, *s_tensors, *s_is_array, *s_index_map, *s_mask, *s_count, *s_cuda_event,
@@ -368,7 +369,7 @@ typedef struct Tracked {
 	TRACKED_HEAD;
 } Tracked;
 
-enum { T_OP, T_QUERY, T_READ, T_MAP, T_ORDQ, T_RGROUP };
+enum { T_OP, T_QUERY, T_READ, T_MAP, T_ORDQ, T_RGROUP, T_HIER };
 
 typedef struct StageObject {
 	PyObject_HEAD PyObject *weakreflist;
@@ -1324,7 +1325,7 @@ typedef struct {
 	Py_ssize_t exports; /* Map: live array / DLPack views of its groups */
 } HandleObject;
 
-static PyTypeObject QueryType, ReadType, MapType, OrdinalQueryType;
+static PyTypeObject QueryType, ReadType, MapType, OrdinalQueryType, HierarchyType;
 
 static const char *kind_name(int k)
 {
@@ -1334,6 +1335,7 @@ static const char *kind_name(int k)
 	case T_MAP: return "Map";
 	case T_ORDQ: return "OrdinalQuery";
 	case T_RGROUP: return "ReadGroup";
+	case T_HIER: return "Hierarchy";
 	default: return "Operation";
 	}
 }
@@ -1369,6 +1371,7 @@ static ovstage_enqueue_result_t handle_enqueue_release(HandleObject *h, ovstage_
 	case T_QUERY: return ovstage_release_query(in, h->handle);
 	case T_READ: return ovstage_release_read(in, h->handle);
 	case T_MAP: return ovstage_unmap_attribute(in, h->handle, sync);
+	case T_HIER: return ovstage_release_hierarchy(in, h->handle);
 	default: return ovstage_release_ordinal_query(in, h->handle);
 	}
 }
@@ -1379,6 +1382,7 @@ static const char *release_label(int kind)
 	case T_QUERY: return "release_query";
 	case T_READ: return "release_read";
 	case T_MAP: return "unmap_attribute";
+	case T_HIER: return "release_hierarchy";
 	default: return "release_ordinal_query";
 	}
 }
@@ -2713,7 +2717,7 @@ static void stage_drain(StageObject *st)
 			PyErr_Clear();
 			break;
 		}
-	static const int order[] = { T_RGROUP, T_MAP, T_READ, T_ORDQ, T_QUERY, T_OP };
+	static const int order[] = { T_RGROUP, T_MAP, T_READ, T_HIER, T_ORDQ, T_QUERY, T_OP };
 	for (size_t p = 0; p < sizeof order / sizeof order[0]; p++) {
 		for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); i++) {
 			Tracked *t = (Tracked *)PyList_GET_ITEM(lst, i);
@@ -3464,6 +3468,160 @@ static PyObject *stage_clone_async(StageObject *st, PyObject *const *args, Py_ss
 	return clone_impl(st, args, nargs, kwnames, 0);
 }
 
+/* ---- Hierarchy (spec 2.13): models, compute, lookups ----------------------------------------- */
+
+static PyObject *str_view(ovx_string_t v)
+{
+	return PyUnicode_DecodeUTF8(v.ptr ? v.ptr : "", v.ptr ? (Py_ssize_t)v.length : 0, "replace");
+}
+
+static PyObject *stage_get_hierarchy_computation_models(StageObject *st, PyObject *unused)
+{
+	(void)unused;
+	if (stage_check(st) < 0)
+		return NULL;
+	const ovstage_hierarchy_computation_model_desc_t *m = NULL;
+	size_t n = 0;
+	int rc = ovstage_get_hierarchy_computation_models(st->inst, &m, &n);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "get_hierarchy_computation_models");
+	PyObject *lst = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; lst && i < n; i++) {
+		PyObject *name = str_view(m[i].name), *desc = str_view(m[i].description), *e = NULL;
+		if (name && desc)
+			e = g_hier_model_class ? PyObject_CallFunction(g_hier_model_class, "iOO", (int)m[i].model_id, name, desc)
+					       : Py_BuildValue("(iOO)", (int)m[i].model_id, name, desc);
+		Py_XDECREF(name);
+		Py_XDECREF(desc);
+		if (!e) {
+			Py_CLEAR(lst);
+			break;
+		}
+		PyList_SET_ITEM(lst, (Py_ssize_t)i, e);
+	}
+	return lst;
+}
+
+/* compute_hierarchy_async(input_ordinal, output_ordinal, model=DEFAULT_CPU) -> Operation. The model
+ * is range-checked here (an out-of-range int would otherwise reach the C enum); INVALID (0) goes to
+ * the engine, which rejects it with its own message. */
+static PyObject *stage_compute_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs,
+					       PyObject *kwnames)
+{
+	STAGE_ARGS("compute_hierarchy_async", "input_ordinal", "output_ordinal", "model");
+	uint64_t in_ord, out_ord;
+	int model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_DEFAULT_CPU;
+	if (parse_args("compute_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 2, a) < 0 ||
+	    parse_u64(a[0], "input_ordinal", &in_ord) < 0 || parse_u64(a[1], "output_ordinal", &out_ord) < 0 ||
+	    (a[2] && a[2] != Py_None &&
+	     parse_enum(a[2], "model", OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID,
+			OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, &model) < 0))
+		return NULL;
+	ovstage_enqueue_result_t e;
+	BUSY_BEGIN(st)
+	e = ovstage_compute_hierarchy(st->inst, (ovstage_hierarchy_computation_model_id_t)model, in_ord, out_ord);
+	BUSY_END
+	return new_operation(st, "compute_hierarchy", e, NULL, NULL);
+}
+
+/* get_hierarchy_async(path_list, ordinal, relation) -> Hierarchy (the list is copied at the call). */
+static PyObject *stage_get_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	STAGE_ARGS("get_hierarchy_async", "path_list", "ordinal", "relation");
+	uint64_t list, ordinal;
+	int relation;
+	if (parse_args("get_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
+	    parse_u64(a[0], "path_list", &list) < 0 || parse_u64(a[1], "ordinal", &ordinal) < 0 ||
+	    parse_enum(a[2], "relation", OVSTAGE_HIERARCHY_PARENT, OVSTAGE_HIERARCHY_SIBLINGS, &relation) < 0)
+		return NULL;
+	ovstage_hierarchy_handle_t h = OVSTAGE_INVALID_HIERARCHY_HANDLE;
+	ovstage_enqueue_result_t e;
+	BUSY_BEGIN(st)
+	e = ovstage_get_hierarchy(st->inst, list, ordinal, (ovstage_hierarchy_relation_t)relation, &h);
+	BUSY_END
+	PyObject *op = new_operation(st, "get_hierarchy", e, NULL, NULL);
+	if (!op)
+		return NULL; /* new_operation waited for an accepted op; the handle is lost with the stage */
+	return new_handle(st, &HierarchyType, T_HIER, e.status == OVSTAGE_OK ? h : 0, op);
+}
+
+/* Copies a fetched result into HierarchyResult(ordinal, [HierarchyItem(status, (path, ...)), ...]). */
+static PyObject *hierarchy_result_copy(const ovstage_hierarchy_result_t *r)
+{
+	PyObject *items = PyList_New((Py_ssize_t)r->input_count);
+	for (size_t i = 0; items && i < r->input_count; i++) {
+		const ovstage_hierarchy_item_t *it = &r->items[i];
+		if (it->path_offset > r->path_count || it->path_count > r->path_count - it->path_offset) {
+			Py_CLEAR(items);
+			raise_code(OVSTAGE_ERROR_INTERNAL, "hierarchy result item %zu: paths [%zu, +%zu) outside the %zu paths",
+				   i, it->path_offset, it->path_count, r->path_count);
+			break;
+		}
+		PyObject *paths = PyTuple_New((Py_ssize_t)it->path_count);
+		for (size_t k = 0; paths && k < it->path_count; k++) {
+			const ovx_string_or_token_t *p = &r->paths[it->path_offset + k];
+			/* The engine gives the path text (token 0); a token entry is shown as its number. */
+			PyObject *s = p->token ? PyUnicode_FromFormat("%llu", (unsigned long long)p->token) : str_view(p->string);
+			if (!s) {
+				Py_CLEAR(paths);
+				break;
+			}
+			PyTuple_SET_ITEM(paths, (Py_ssize_t)k, s);
+		}
+		PyObject *item = NULL;
+		if (paths)
+			item = g_hier_item_class ? PyObject_CallFunction(g_hier_item_class, "iO", (int)it->status, paths)
+						 : Py_BuildValue("(iO)", (int)it->status, paths);
+		Py_XDECREF(paths);
+		if (!item) {
+			Py_CLEAR(items);
+			break;
+		}
+		PyList_SET_ITEM(items, (Py_ssize_t)i, item);
+	}
+	if (!items)
+		return NULL;
+	PyObject *res = g_hier_result_class
+				? PyObject_CallFunction(g_hier_result_class, "KN", (unsigned long long)r->ordinal, items)
+				: Py_BuildValue("(KN)", (unsigned long long)r->ordinal, items);
+	return res;
+}
+
+/* Non-blocking fetch, copy, release of the payload. */
+static PyObject *hierarchy_fetch_impl(StageObject *st, uint64_t h)
+{
+	ovstage_hierarchy_result_t r;
+	memset(&r, 0, sizeof r);
+	int rc = ovstage_fetch_hierarchy_result(st->inst, h, &r);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "fetch_hierarchy_result");
+	PyObject *res = hierarchy_result_copy(&r);
+	PyObject *et, *ev, *tb;
+	PyErr_Fetch(&et, &ev, &tb);
+	int rrc = ovstage_release_hierarchy_result(st->inst, &r);
+	PyErr_Restore(et, ev, tb);
+	if (res && rrc != OVSTAGE_OK) {
+		Py_DECREF(res);
+		return raise_last(rrc, "release_hierarchy_result");
+	}
+	return res;
+}
+
+static PyObject *stage_fetch_hierarchy_result(StageObject *st, PyObject *arg)
+{
+	if (stage_check(st) < 0)
+		return NULL;
+	uint64_t h;
+	if (get_handle(st, arg, &HierarchyType, "hierarchy", &h, NULL) < 0)
+		return NULL;
+	return hierarchy_fetch_impl(st, h);
+}
+
+static PyObject *stage_release_hierarchy(StageObject *st, PyObject *arg)
+{
+	return release_handle_arg(st, arg, &HierarchyType, T_HIER, "hierarchy");
+}
+
 static PyObject *stage_map_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	STAGE_ARGS("map_attribute", "query", "attribute", "ordinal", "prim_mode", "dtype", "semantic", "element_sizes");
@@ -4155,6 +4313,21 @@ static PyObject *query_result(HandleObject *h, PyObject *const *args, Py_ssize_t
 	return query_result_impl(h->stage, h->handle, timeout);
 }
 
+/* Hierarchy.result(timeout=TIMEOUT_INFINITE): waits for the lookup's op (if not yet waited), then
+ * fetches the result (the fetch itself does not block). */
+static PyObject *hier_result(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	static const char *const names[] = { "timeout" };
+	PyObject *a[1];
+	uint64_t timeout;
+	if (parse_args("result", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
+	    handle_live(h) < 0)
+		return NULL;
+	if (h->op != Py_None && !((OperationObject *)h->op)->done && op_wait((OperationObject *)h->op, timeout) < 0)
+		return NULL;
+	return hierarchy_fetch_impl(h->stage, h->handle);
+}
+
 #define HANDLE_COMMON_METHODS                                                                                \
 	{ "wait", (PyCFunction)(void (*)(void))handle_wait, METH_FASTCALL | METH_KEYWORDS,                    \
 	  "wait(timeout=TIMEOUT_INFINITE) -> self: waits for the op that reserved the handle (raises "       \
@@ -4220,6 +4393,16 @@ HANDLE_TYPE(ReadType, "Read", read_methods,
 HANDLE_TYPE(MapType, "Map", map_methods,
 	    "A map (zero-copy write) session: fill the groups' arrays, then unmap() commits. Context manager:\n"
 	    "unmap() on exit.");
+static PyMethodDef hier_methods[] = {
+	HANDLE_COMMON_METHODS,
+	{ "release", (PyCFunction)handle_release, METH_NOARGS, "release() -> Operation (release_hierarchy)" },
+	{ "result", (PyCFunction)(void (*)(void))hier_result, METH_FASTCALL | METH_KEYWORDS,
+	  "result(timeout=TIMEOUT_INFINITE) -> HierarchyResult: waits for the lookup, then fetches it" },
+	{ NULL },
+};
+HANDLE_TYPE(HierarchyType, "Hierarchy", hier_methods,
+	    "A hierarchy lookup (get_hierarchy_async): result() gives the HierarchyResult. Context manager:\n"
+	    "released on exit.");
 HANDLE_TYPE(OrdinalQueryType, "OrdinalQuery", ordq_methods,
 	    "An ordinal query (write floor / oldest preserved ordinal): fetch() gives the ordinal.");
 
@@ -4266,6 +4449,18 @@ static PyMethodDef stage_methods[] = {
 	  "delete_attributes(query, attributes, ordinal) -> Operation (an empty list deletes whole prims)" },
 	{ "clone", FASTKW(stage_clone), "clone(source, targets, ordinal): copies a subtree (blocking)" },
 	{ "clone_async", FASTKW(stage_clone_async), "clone_async(source, targets, ordinal) -> Operation" },
+	{ "get_hierarchy_computation_models", (PyCFunction)stage_get_hierarchy_computation_models, METH_NOARGS,
+	  "get_hierarchy_computation_models() -> list[HierarchyComputationModelDesc]" },
+	{ "compute_hierarchy_async", FASTKW(stage_compute_hierarchy_async),
+	  "compute_hierarchy_async(input_ordinal, output_ordinal, model=HierarchyComputationModel.DEFAULT_CPU)\n"
+	  "-> Operation: world matrices (omni:fabric:worldMatrix rows that exist) from omni:xform /\n"
+	  "omni:resetXformStack at input_ordinal, published at output_ordinal (sealed already)" },
+	{ "get_hierarchy_async", FASTKW(stage_get_hierarchy_async),
+	  "get_hierarchy_async(path_list, ordinal, relation) -> Hierarchy (relation: HierarchyRelation)" },
+	{ "fetch_hierarchy_result", (PyCFunction)stage_fetch_hierarchy_result, METH_O,
+	  "fetch_hierarchy_result(hierarchy) -> HierarchyResult (non-blocking: OvstageError(TIMEOUT) until the\n"
+	  "lookup ran)" },
+	{ "release_hierarchy", (PyCFunction)stage_release_hierarchy, METH_O, "release_hierarchy(hierarchy) -> Operation" },
 	{ "map_attribute", FASTKW(stage_map_attribute),
 	  "map_attribute(query, attribute, ordinal, *, prim_mode=UPSERT, dtype=None, semantic=NONE,\n"
 	  "              element_sizes=None) -> Map" },
@@ -4454,6 +4649,9 @@ static PyObject *mod_register(PyObject *mod, PyObject *args)
 			  : strcmp(name, "QueryResult") == 0	? &g_query_result_class
 			  : strcmp(name, "AttributeMeta") == 0 ? &g_attribute_meta_class
 			  : strcmp(name, "DLDataType") == 0	? &g_dldatatype_class
+			  : strcmp(name, "HierarchyItem") == 0 ? &g_hier_item_class
+			  : strcmp(name, "HierarchyResult") == 0 ? &g_hier_result_class
+			  : strcmp(name, "HierarchyComputationModelDesc") == 0 ? &g_hier_model_class
 								: NULL;
 	if (!slot) {
 		PyErr_Format(PyExc_ValueError, "unknown registration %s", name);
@@ -4521,7 +4719,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	if (!(s_version_tuple = Py_BuildValue("(ii)", 1, 0)))
 		return NULL;
 	PyTypeObject *types[] = { &DLTensorType, &OperationType, &QueryType,   &ReadType,	&MapType,
-				  &OrdinalQueryType, &PinType, &ReadGroupType, &MapGroupType, &ManagedType,
+				  &OrdinalQueryType, &HierarchyType, &PinType, &ReadGroupType, &MapGroupType, &ManagedType,
 				  &GroupIterType, &StageType };
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
 		if (PyType_Ready(types[i]) < 0)
@@ -4534,6 +4732,7 @@ PyMODINIT_FUNC PyInit__native(void)
 		PyTypeObject *t;
 	} exported[] = { { "DLTensor", &DLTensorType }, { "Operation", &OperationType }, { "Query", &QueryType },
 			 { "Read", &ReadType },		{ "Map", &MapType },		 { "OrdinalQuery", &OrdinalQueryType },
+			 { "Hierarchy", &HierarchyType },
 			 { "ReadGroup", &ReadGroupType }, { "MapGroup", &MapGroupType }, { "ManagedDLTensor", &ManagedType },
 			 { "StageBase", &StageType } };
 	for (size_t i = 0; i < sizeof exported / sizeof exported[0]; i++) {
