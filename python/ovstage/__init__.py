@@ -37,6 +37,7 @@ from __future__ import annotations
 import atexit as _atexit
 import enum as _enum
 import threading as _threading
+import weakref as _weakref
 from typing import NamedTuple as _NamedTuple, Optional as _Optional, Sequence as _Sequence
 
 from . import _native
@@ -424,9 +425,18 @@ for _name, _obj in (("OvstageError", OvstageError), ("OvxError", OvxError), ("Qu
 # ---- Stage ------------------------------------------------------------------------------------
 
 
+# Every Stage of this process (weakly): a PathDictionary whose own stage is destroyed keeps working
+# through another live stage of the same dictionary epoch (the dictionary is shared).
+_stages = _weakref.WeakSet()
+
+
 class Stage(_native.StageBase):
     """A stage instance. ``Stage(name=None, config=None)``; a context manager that destroys the
     stage on exit (and on collection). Every method is documented on the method itself."""
+
+    def __init__(self, name: _Optional[str] = None, config: _Optional[StageConfig] = None):
+        super().__init__(name, config)
+        _stages.add(self)
 
     def compute_hierarchy(self, input_ordinal: int, output_ordinal: int,
                           model: int = HierarchyComputationModel.DEFAULT_CPU) -> None:
@@ -483,7 +493,7 @@ class PathList(int):
 
     def __del__(self):
         try:
-            if not self._released and not self._pd._stage.closed:
+            if not self._released and not self._pd._backing().closed:
                 self._released = True
                 self._pd._release_list(int(self))
         except Exception:
@@ -495,9 +505,17 @@ class PathList(int):
 
 class PathDictionary:
     """Interns strings into tokens, prim paths into path handles, and ordered path sets into path
-    lists. ``PathDictionary(stage)`` uses that stage's dictionary; ``PathDictionary()`` owns a
-    private backing Stage (closed with the dictionary). Handles are valid only with the stage whose
-    dictionary made them (this implementation has one dictionary per stage)."""
+    lists. There is one dictionary, shared by every live stage of the process (made with the first,
+    destroyed with the last), so its tokens, paths and lists mean the same in every stage.
+    ``PathDictionary(stage)`` reaches it through that stage; ``PathDictionary()`` owns a private
+    backing Stage (closed with the dictionary) that keeps the dictionary alive meanwhile::
+
+        with ovstage.PathDictionary() as pd, ovstage.Stage("sim") as stage:
+            plist = pd.create_path_list_from_strings(["/World/A"])
+            q = stage.query_from_path_list(plist)
+
+    When its stage is destroyed, the dictionary is used through another live stage that has
+    shared it since (OvstageError(INVALID_HANDLE) when there is none: the handles are void)."""
 
     def __init__(self, stage: _Optional[Stage] = None):
         if stage is None:
@@ -512,6 +530,16 @@ class PathDictionary:
     @property
     def stage(self) -> Stage:
         return self._stage
+
+    def _backing(self):
+        st = self._stage
+        if not st.closed:
+            return st
+        epoch = st._pd_epoch
+        for other in list(_stages):
+            if not other.closed and other._pd_epoch == epoch:
+                return other
+        return st  # destroyed: its calls raise OvstageError(INVALID_HANDLE)
 
     def close(self) -> None:
         if self._owns:
@@ -531,28 +559,28 @@ class PathDictionary:
         return s
 
     def intern_token(self, s: str) -> int:
-        return self._stage._pd_intern_tokens([self._str(s, "token string")])[0]
+        return self._backing()._pd_intern_tokens([self._str(s, "token string")])[0]
 
     def intern_tokens(self, strings: _Sequence[str]) -> list:
-        return self._stage._pd_intern_tokens(strings)
+        return self._backing()._pd_intern_tokens(strings)
 
     def token_to_string(self, token: int) -> str:
-        return self._stage._pd_token_strings([token])[0]
+        return self._backing()._pd_token_strings([token])[0]
 
     def intern_path(self, s: str) -> int:
-        return self._stage._pd_intern_paths([self._str(s, "path string")])[0]
+        return self._backing()._pd_intern_paths([self._str(s, "path string")])[0]
 
     def path_to_string(self, path: int) -> str:
-        return self._stage._pd_path_strings([path])[0]
+        return self._backing()._pd_path_strings([path])[0]
 
     def create_path_list(self, paths: _Sequence[int]) -> PathList:
-        return PathList(self._stage._pd_create_path_list(paths), self)
+        return PathList(self._backing()._pd_create_path_list(paths), self)
 
     def create_path_list_from_strings(self, strings: _Sequence[str]) -> PathList:
-        return PathList(self._stage._pd_create_path_list_from_strings(strings), self)
+        return PathList(self._backing()._pd_create_path_list_from_strings(strings), self)
 
     def add_path_list_reference(self, path_list: int) -> None:
-        self._stage._pd_add_path_list_reference(path_list)
+        self._backing()._pd_add_path_list_reference(path_list)
 
     def destroy_path_list(self, path_list: int) -> None:
         """Drops one reference of a path list."""
@@ -562,16 +590,16 @@ class PathDictionary:
             self._release_list(path_list)
 
     def _release_list(self, path_list: int) -> None:
-        self._stage._pd_release_path_list(path_list)
+        self._backing()._pd_release_path_list(path_list)
 
     def path_list_count(self, path_list: int) -> int:
-        return self._stage._pd_path_list_count(path_list)
+        return self._backing()._pd_path_list_count(path_list)
 
     def get_paths(self, path_list: int) -> list:
-        return self._stage._pd_get_paths(path_list)
+        return self._backing()._pd_get_paths(path_list)
 
     def get_path_strings(self, path_list: int) -> list:
-        return self._stage._pd_path_strings(self._stage._pd_get_paths(path_list))
+        return self._backing()._pd_path_strings(self._backing()._pd_get_paths(path_list))
 
 
 # ---- DLPack helpers ---------------------------------------------------------------------------

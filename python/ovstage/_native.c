@@ -28,6 +28,8 @@
 #include <numpy/arrayobject.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -382,7 +384,21 @@ typedef struct StageObject {
 	int busy;        /* calls in flight with the GIL released */
 	int initialized; /* holds an ovstage_initialize reference */
 	PyObject *name;
+	uint64_t pd_epoch; /* the path dictionary generation it was created in (see g_pd_epoch) */
 } StageObject;
+
+/*
+ * The path dictionary is shared by all live instances: made with the first, destroyed with the
+ * last. The binding counts the instances it holds and numbers the dictionary's generations: when
+ * its count drops to zero the dictionary may be gone, so the next instance starts a new epoch.
+ * Two stages of one epoch have shared one dictionary all along (PathDictionary falls back to such
+ * a stage when its own is destroyed); instances made outside the binding only keep a dictionary
+ * alive longer, so the numbering is conservative. Creates and destroys are serialised by
+ * g_instances_lock (taken with the GIL released) so that a count and the engine agree.
+ */
+static pthread_mutex_t g_instances_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_instances;          /* guarded by g_instances_lock */
+static _Atomic uint64_t g_pd_epoch = 1; /* written under g_instances_lock */
 
 static void track(StageObject *st, Tracked *t, int kind)
 {
@@ -2687,7 +2703,11 @@ static void stage_maybe_finalize(StageObject *st)
 	st->pd = NULL;
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&g_instances_lock);
 	rc = ovstage_destroy_instance(in);
+	if (rc == OVSTAGE_OK && --g_instances == 0)
+		atomic_fetch_add(&g_pd_epoch, 1);
+	pthread_mutex_unlock(&g_instances_lock);
 	if (rc == OVSTAGE_OK && st->initialized)
 		ovstage_shutdown();
 	Py_END_ALLOW_THREADS
@@ -2803,8 +2823,15 @@ static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 	ovstage_instance_desc_t desc = { cname };
 	ovstage_instance_t *in = NULL;
 	int rc;
+	uint64_t epoch = 0;
 	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&g_instances_lock);
 	rc = ovstage_create_instance(&desc, &in);
+	if (rc == OVSTAGE_OK && in) {
+		g_instances++;
+		epoch = atomic_load(&g_pd_epoch);
+	}
+	pthread_mutex_unlock(&g_instances_lock);
 	Py_END_ALLOW_THREADS
 	if (rc != OVSTAGE_OK || !in) {
 		raise_last(rc ? rc : OVSTAGE_ERROR_INTERNAL, "ovstage_create_instance");
@@ -2816,6 +2843,7 @@ static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 	}
 	st->inst = in;
 	st->pd = ovstage_get_path_dictionary(in);
+	st->pd_epoch = epoch;
 	st->closed = 0;
 	Py_INCREF(name);
 	Py_XSETREF(st->name, name);
@@ -2909,6 +2937,11 @@ static PyObject *stage_get_name(StageObject *st, void *c)
 	PyObject *n = st->name ? st->name : Py_None;
 	Py_INCREF(n);
 	return n;
+}
+static PyObject *stage_get_pd_epoch(StageObject *st, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(st->pd_epoch);
 }
 static PyObject *stage_get_live(StageObject *st, void *c)
 {
@@ -4496,6 +4529,8 @@ static PyGetSetDef stage_getset[] = {
 	{ "destroyed", (getter)stage_get_destroyed, NULL, "True once the instance itself is gone", NULL },
 	{ "name", (getter)stage_get_name, NULL, "the debug name", NULL },
 	{ "live_objects", (getter)stage_get_live, NULL, "ops, handles and groups the binding tracks", NULL },
+	{ "_pd_epoch", (getter)stage_get_pd_epoch, NULL,
+	  "the generation of the shared path dictionary the stage was created in (equal: one dictionary)", NULL },
 	{ NULL },
 };
 
