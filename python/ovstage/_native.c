@@ -461,6 +461,8 @@ typedef struct {
 	int64_t *own;      /* shape and strides of an overridden layout (2 * ndim), or NULL */
 	PyObject *owner;   /* what keeps the data alive when `managed` is NULL (a source DLTensor, a Pin) */
 	uintptr_t stream;  /* the consumer stream handed to a CUDA producer (0 for CPU) */
+	uintptr_t event;   /* a CUDA event the data are ready after (a device read group's), or 0 */
+	PyObject *stream_obj; /* the stream object `stream` came from (kept alive with the tensor), or NULL */
 } DLTensorObject;
 
 static PyTypeObject DLTensorType;
@@ -480,6 +482,7 @@ static void dltensor_dealloc(DLTensorObject *self)
 	}
 	PyMem_Free(self->own);
 	Py_XDECREF(self->owner);
+	Py_XDECREF(self->stream_obj);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -507,6 +510,8 @@ static PyObject *dltensor_from_capsule(PyObject *cap, uintptr_t stream)
 	o->flags = 0;
 	o->versioned = 0;
 	o->stream = stream;
+	o->event = 0;
+	o->stream_obj = NULL;
 	if (name && strcmp(name, "dltensor_versioned") == 0) {
 		DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, name);
 		if (!m)
@@ -584,32 +589,43 @@ static PyObject *ingest_dlpack(PyObject *obj, PyObject *stream_arg, const char *
 	}
 	uintptr_t stream = 0;
 	int cuda = is_cuda_device(dev_type);
+	if (cuda) {
+		/* The DLPack consumer rule: name the stream we will read on (an int; None would mean the
+		 * legacy default too, but we say it). 0 is ambiguous in the protocol and is the ABI's
+		 * "none": both become 1, the legacy default stream. -1 ("no synchronisation") is refused:
+		 * the stage must be able to order its copy after the producer's work. */
+		if (stream_arg && PyLong_Check(stream_arg) && !PyBool_Check(stream_arg)) {
+			int ovf = 0;
+			long long v = PyLong_AsLongLongAndOverflow(stream_arg, &ovf);
+			if (!ovf && v < 0) {
+				Py_DECREF(meth);
+				PyErr_Format(PyExc_ValueError, "%s: stream must be a CUDA stream handle (1 = legacy default, 2 "
+					     "= per-thread default, or a cudaStream_t), got %R", what, stream_arg);
+				return NULL;
+			}
+		}
+		if (parse_cuda_handle(stream_arg, "stream", s_cuda_stream_attr, &stream) < 0) {
+			Py_DECREF(meth);
+			return NULL;
+		}
+		if (stream == 0)
+			stream = 1;
+	} /* a CPU producer is called without stream= (the protocol's rule); a write's cuda_stream still
+	   * goes to its cuda_sync */
 	PyObject *kw = PyDict_New();
 	if (!kw) {
 		Py_DECREF(meth);
 		return NULL;
 	}
 	if (cuda) {
-		PyObject *sv = stream_arg;
-		if (!sv || sv == Py_None || (PyLong_Check(sv) && PyLong_AsLong(sv) == 0)) {
-			sv = PyLong_FromLong(1); /* the legacy default stream: never 0 (ambiguous) */
-		} else {
-			Py_INCREF(sv);
-		}
-		if (!sv) {
-			Py_DECREF(kw);
-			Py_DECREF(meth);
-			return NULL;
-		}
-		uint64_t sh = 0;
-		if (parse_u64(sv, "stream", &sh) < 0 || PyDict_SetItem(kw, s_stream, sv) < 0) {
-			Py_DECREF(sv);
+		PyObject *sv = PyLong_FromUnsignedLongLong((unsigned long long)stream);
+		if (!sv || PyDict_SetItem(kw, s_stream, sv) < 0) {
+			Py_XDECREF(sv);
 			Py_DECREF(kw);
 			Py_DECREF(meth);
 			return NULL;
 		}
 		Py_DECREF(sv);
-		stream = (uintptr_t)sh;
 	}
 	PyObject *cap = NULL;
 	if (PyDict_SetItem(kw, s_max_version, s_version_tuple) == 0) {
@@ -631,6 +647,10 @@ static PyObject *ingest_dlpack(PyObject *obj, PyObject *stream_arg, const char *
 		return NULL;
 	PyObject *t = dltensor_from_capsule(cap, stream);
 	Py_DECREF(cap);
+	if (t && cuda && stream_arg && stream_arg != Py_None && !PyLong_Check(stream_arg)) {
+		Py_INCREF(stream_arg); /* a stream object: alive as long as the tensor that names it */
+		((DLTensorObject *)t)->stream_obj = stream_arg;
+	}
 	return t;
 }
 
@@ -875,13 +895,24 @@ static int tensor_extent(const DLTensor *t, uint64_t elem, uint64_t *out)
 static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
-	static const char *const names[] = { "array", "dtype", "shape", "ndim", "strides", "device_type", "device_id" };
-	PyObject *a[7];
-	if (parse_args("make_dltensor", args, nargs, kwnames, names, 7, 1, 1, a) < 0)
+	static const char *const names[] = { "array", "dtype", "shape", "ndim", "strides", "device_type", "device_id",
+					     "stream" };
+	PyObject *a[8];
+	if (parse_args("make_dltensor", args, nargs, kwnames, names, 8, 1, 1, a) < 0)
 		return NULL;
-	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], NULL, "make_dltensor");
+	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], a[7], "make_dltensor");
 	if (!src)
 		return NULL;
+	if (Py_TYPE(a[0]) == &DLTensorType && a[7] && a[7] != Py_None) {
+		uintptr_t want = 0;
+		if (parse_cuda_handle(a[7], "stream", s_cuda_stream_attr, &want) < 0 || want != src->stream) {
+			if (!PyErr_Occurred())
+				PyErr_Format(PyExc_ValueError, "make_dltensor: the DLTensor was taken on stream %llu, not "
+					     "stream=%R (a DLTensor is not taken again)", (unsigned long long)src->stream, a[7]);
+			Py_DECREF(src);
+			return NULL;
+		}
+	}
 	DLTensor t = src->t;
 	int64_t shp[OVS_MAX_NDIM], str[OVS_MAX_NDIM];
 	int nd = t.ndim;
@@ -1021,6 +1052,8 @@ static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t 
 	o->versioned = 0;
 	o->flags = src->flags;
 	o->stream = src->stream;
+	o->event = src->event;
+	o->stream_obj = NULL; /* src (the owner) keeps it */
 	o->owner = (PyObject *)src; /* keeps the capsule (and the producer's data) */
 	o->own = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
 	if (!o->own) {
@@ -1860,60 +1893,141 @@ static void export_capsule_destructor(PyObject *cap)
 	PyErr_Clear();
 }
 
-/* CUDA ordering of a consumer stream after a group's cuda_sync, through the driver API (loaded on
- * first use; there is no CUDA at build time). */
+/*
+ * CUDA ordering of a consumer stream after a group's cuda_sync (docs/gpu.md "Reads"), through the
+ * CUDA driver API, loaded on first use (libcuda.so.1: there is no CUDA at build time, and the driver
+ * is what every CUDA program has). Nothing here blocks the host: cuStreamWaitEvent only enqueues
+ * the dependency. The consumer's stream belongs to the device the data are on (the DLPack rule),
+ * and the handles 1 / 2 (CU_STREAM_LEGACY / CU_STREAM_PER_THREAD, the same values as DLPack's)
+ * mean that device's primary context, which torch, CuPy and the stage use: that context is made
+ * current around the calls (retained, pushed, popped, released), so the calling thread needs no
+ * CUDA state of its own and keeps the one it has.
+ */
+typedef int (*cu_init_fn)(unsigned);
+typedef int (*cu_device_get_fn)(int *, int);
+typedef int (*cu_ctx_retain_fn)(void **, int);
+typedef int (*cu_ctx_release_fn)(int);
+typedef int (*cu_ctx_push_fn)(void *);
+typedef int (*cu_ctx_pop_fn)(void **);
 typedef int (*cu_wait_fn)(void *, void *, unsigned);
 typedef int (*cu_event_create_fn)(void **, unsigned);
 typedef int (*cu_event_record_fn)(void *, void *);
 typedef int (*cu_event_destroy_fn)(void *);
+typedef int (*cu_error_name_fn)(int, const char **);
 static struct {
-	int loaded;
+	int loaded; /* 1: looked up (under the GIL); then `ok` says whether every symbol was found */
+	int ok;
+	int init_rc;
+	cu_init_fn init;
+	cu_device_get_fn device_get;
+	cu_ctx_retain_fn retain;
+	cu_ctx_release_fn release;
+	cu_ctx_push_fn push;
+	cu_ctx_pop_fn pop;
 	cu_wait_fn wait;
 	cu_event_create_fn create;
 	cu_event_record_fn record;
 	cu_event_destroy_fn destroy;
+	cu_error_name_fn error_name;
 } g_cu;
 
-static int cuda_order_consumer(uintptr_t consumer, ovstage_cuda_sync_t sync)
+static void *cu_sym(void *lib, const char *a, const char *b)
+{
+	void *p = dlsym(lib, a);
+	return p || !b ? p : dlsym(lib, b);
+}
+
+#define CU_LOAD(field, a, b)                                                                                  \
+	do {                                                                                                 \
+		void *p_ = cu_sym(lib, a, b);                                                                \
+		memcpy(&g_cu.field, &p_, sizeof p_); /* ISO C has no object-to-function pointer cast */     \
+		g_cu.ok &= p_ != NULL;                                                                       \
+	} while (0)
+
+static int cu_load(void)
+{
+	if (g_cu.loaded)
+		return g_cu.ok;
+	g_cu.loaded = 1;
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return 0;
+	g_cu.ok = 1;
+	CU_LOAD(init, "cuInit", NULL);
+	CU_LOAD(device_get, "cuDeviceGet", NULL);
+	CU_LOAD(retain, "cuDevicePrimaryCtxRetain", NULL);
+	CU_LOAD(release, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+	CU_LOAD(push, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+	CU_LOAD(pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+	CU_LOAD(wait, "cuStreamWaitEvent", NULL);
+	CU_LOAD(create, "cuEventCreate", NULL);
+	CU_LOAD(record, "cuEventRecord", NULL);
+	CU_LOAD(destroy, "cuEventDestroy_v2", "cuEventDestroy");
+	CU_LOAD(error_name, "cuGetErrorName", NULL);
+	if (g_cu.ok)
+		g_cu.init_rc = g_cu.init(0); /* idempotent; a failure is reported at use */
+	return g_cu.ok;
+}
+
+static PyObject *cu_fail(const char *what, int rc)
+{
+	const char *name = NULL;
+	if (g_cu.error_name)
+		g_cu.error_name(rc, &name);
+	PyErr_Format(PyExc_BufferError, "ordering the consumer stream after the group's data: %s failed (%s, CUresult %d)",
+		     what, name ? name : "unknown", rc);
+	return NULL;
+}
+
+static int cuda_order_consumer(uintptr_t consumer, int device, ovstage_cuda_sync_t sync)
 {
 	if (!sync.stream && !sync.wait_event)
-		return 0;
-	if (!g_cu.loaded) {
-		void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-		if (lib) { /* memcpy: ISO C has no object-to-function pointer conversion */
-			void *p;
-			p = dlsym(lib, "cuStreamWaitEvent");
-			memcpy(&g_cu.wait, &p, sizeof p);
-			p = dlsym(lib, "cuEventCreate");
-			memcpy(&g_cu.create, &p, sizeof p);
-			p = dlsym(lib, "cuEventRecord");
-			memcpy(&g_cu.record, &p, sizeof p);
-			p = dlsym(lib, "cuEventDestroy_v2");
-			memcpy(&g_cu.destroy, &p, sizeof p);
-		}
-		g_cu.loaded = 1;
-	}
-	if (!g_cu.wait || !g_cu.create || !g_cu.record || !g_cu.destroy) {
-		PyErr_SetString(PyExc_BufferError, "the group's CUDA data needs ordering but the CUDA driver "
-				"(libcuda.so.1) cannot be loaded");
+		return 0; /* nothing outstanding */
+	if (!cu_load()) {
+		PyErr_SetString(PyExc_BufferError, "the group's CUDA data need ordering after their CUDA event, but the "
+				"CUDA driver (libcuda.so.1 with cuStreamWaitEvent and the primary-context calls) cannot "
+				"be loaded");
 		return -1;
 	}
-	void *cs = (void *)consumer; /* 1 = CU_STREAM_LEGACY, 2 = CU_STREAM_PER_THREAD: the same values */
-	int rc = 0;
-	if (sync.wait_event)
-		rc = g_cu.wait(cs, (void *)sync.wait_event, 0);
-	if (!rc && sync.stream) {
+	if (g_cu.init_rc) {
+		cu_fail("cuInit", g_cu.init_rc);
+		return -1;
+	}
+	int dev = 0, rc;
+	void *ctx = NULL, *popped = NULL;
+	if ((rc = g_cu.device_get(&dev, device)) != 0) {
+		cu_fail("cuDeviceGet", rc);
+		return -1;
+	}
+	if ((rc = g_cu.retain(&ctx, dev)) != 0) {
+		cu_fail("cuDevicePrimaryCtxRetain", rc);
+		return -1;
+	}
+	if ((rc = g_cu.push(ctx)) != 0) {
+		g_cu.release(dev);
+		cu_fail("cuCtxPushCurrent", rc);
+		return -1;
+	}
+	void *cs = (void *)consumer;
+	const char *what = NULL;
+	if (sync.wait_event && (rc = g_cu.wait(cs, (void *)sync.wait_event, 0)) != 0)
+		what = "cuStreamWaitEvent";
+	if (!rc && sync.stream) { /* a stream to drain: an event recorded on it now, waited on */
 		void *ev = NULL;
-		rc = g_cu.create(&ev, 2 /* CU_EVENT_DISABLE_TIMING */);
-		if (!rc) {
-			rc = g_cu.record(ev, (void *)sync.stream);
-			if (!rc)
-				rc = g_cu.wait(cs, ev, 0);
-			g_cu.destroy(ev);
+		if ((rc = g_cu.create(&ev, 2 /* CU_EVENT_DISABLE_TIMING */)) != 0) {
+			what = "cuEventCreate";
+		} else {
+			if ((rc = g_cu.record(ev, (void *)sync.stream)) != 0)
+				what = "cuEventRecord";
+			else if ((rc = g_cu.wait(cs, ev, 0)) != 0)
+				what = "cuStreamWaitEvent";
+			g_cu.destroy(ev); /* destroying a pending event is allowed: its resources go when it fires */
 		}
 	}
+	g_cu.pop(&popped);
+	g_cu.release(dev);
 	if (rc) {
-		PyErr_Format(PyExc_BufferError, "ordering the consumer stream after the group's data failed (CUresult %d)", rc);
+		cu_fail(what, rc);
 		return -1;
 	}
 	return 0;
@@ -1942,18 +2056,34 @@ static PyObject *managed_dlpack(ManagedObject *m, PyObject *const *args, Py_ssiz
 		return NULL;
 	}
 	if (cuda) {
-		long s = 1; /* None: the legacy default stream */
+		/* The producer side of the protocol: stream None = the legacy default (1), 1 / 2 / a
+		 * cudaStream_t = order that stream after the data, -1 = the consumer synchronises itself,
+		 * 0 and other negatives are refused. */
+		long long sv = 1;
 		if (a[0] && a[0] != Py_None) {
-			s = PyLong_AsLong(a[0]);
-			if (s == -1 && PyErr_Occurred())
+			int ovf = 0;
+			if (!PyLong_Check(a[0]) || PyBool_Check(a[0])) {
+				PyErr_Format(PyExc_TypeError, "__dlpack__: stream must be an int or None, got %.80s %R",
+					     Py_TYPE(a[0])->tp_name, a[0]);
 				return NULL;
-			if (s == 0) {
-				PyErr_SetString(PyExc_ValueError, "stream=0 is ambiguous in the DLPack protocol; pass 1 (legacy "
-						"default), 2 (per-thread) or a stream handle");
+			}
+			sv = PyLong_AsLongLongAndOverflow(a[0], &ovf);
+			if (sv == -1 && PyErr_Occurred())
+				return NULL;
+			if (ovf > 0) { /* above LLONG_MAX: still a 64-bit handle */
+				unsigned long long u = PyLong_AsUnsignedLongLong(a[0]);
+				if (u == (unsigned long long)-1 && PyErr_Occurred())
+					return NULL;
+				sv = (long long)u;
+			}
+			if (ovf < 0 || sv == 0 || sv < -1) {
+				PyErr_Format(PyExc_ValueError, "__dlpack__: stream=%R is not a consumer stream (0 is ambiguous "
+					     "in the DLPack protocol; pass 1 (legacy default), 2 (per-thread default), a "
+					     "stream handle, or -1 to synchronise yourself)", a[0]);
 				return NULL;
 			}
 		}
-		if (s != -1 && cuda_order_consumer((uintptr_t)s, m->sync) < 0)
+		if (sv != -1 && cuda_order_consumer((uintptr_t)(unsigned long long)sv, (int)m->t.device.device_id, m->sync) < 0)
 			return NULL;
 	} else if (a[0] && a[0] != Py_None && !(PyLong_Check(a[0]) && PyLong_AsLong(a[0]) == -1)) {
 		PyErr_Clear();
@@ -2127,6 +2257,9 @@ static PyObject *group_tensor(GroupObject *g, PyObject *arg)
 	o->versioned = 0;
 	o->flags = g->is_map ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
 	o->stream = 0;
+	/* A device group's data are ready after its wait_event: a write of this tensor waits on it. */
+	o->event = (uintptr_t)group_data(g)->cuda_sync.wait_event;
+	o->stream_obj = NULL;
 	o->own = NULL;
 	o->t = *t;
 	o->owner = pin_new(g);
@@ -2571,22 +2704,52 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 		    tensor_extent(&t->t, (uint64_t)t->t.dtype.bits * t->t.dtype.lanes / 8, &ext) == 0)
 			*bytes += ext;
 		if (is_cuda_device(t->t.device.device_type)) {
-			if (cuda_stream && t->stream && t->stream != cuda_stream && !user_stream) {
-				PyErr_Format(PyExc_ValueError, "%s: the CUDA tensors were taken on different streams "
-					     "(%llu and %llu); pass cuda_stream=", what, (unsigned long long)cuda_stream,
-					     (unsigned long long)t->stream);
+			/* One write has one cuda_sync: every producer must have been told the same stream
+			 * (t->stream: what its __dlpack__ got; 0 for a read group's tensor, which has no
+			 * producer stream), and that is the stream the stage drains. A tensor taken earlier
+			 * on another stream (DLTensor.from_dlpack / make_dltensor with their own stream=)
+			 * cannot be ordered by this write's stream: refused, naming both. */
+			if (!cuda_stream)
+				cuda_stream = user_stream ? user_stream : t->stream;
+			if (t->stream && cuda_stream && t->stream != cuda_stream) {
+				PyErr_Format(PyExc_ValueError, "%s: this CUDA tensor was taken on stream %llu but the write "
+					     "is ordered on stream %llu%s; take every tensor of one write on its stream "
+					     "(DLTensor.from_dlpack(obj, stream=...) / make_dltensor(obj, stream=...))",
+					     what, (unsigned long long)t->stream, (unsigned long long)cuda_stream,
+					     user_stream ? " (cuda_stream=)" : " (the first CUDA tensor's)");
 				Py_XDECREF(stream_arg);
 				return -1;
 			}
-			if (!cuda_stream)
-				cuda_stream = user_stream ? user_stream : (t->stream ? t->stream : 1);
+			/* A device read group's tensor is ready after the group's event. */
+			if (t->event && t->event != event) {
+				if (event && (w->cuda_event && w->cuda_event != Py_None)) {
+					PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
+						     "its group's CUDA event %#llx, and cuda_event=%#llx was given too (one "
+						     "write waits on one event): wait on the group's event in your stream "
+						     "and pass that stream", what, (unsigned long long)t->event,
+						     (unsigned long long)event);
+					Py_XDECREF(stream_arg);
+					return -1;
+				}
+				if (event) {
+					PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
+						     "different CUDA events (%#llx and %#llx); write them separately", what,
+						     (unsigned long long)event, (unsigned long long)t->event);
+					Py_XDECREF(stream_arg);
+					return -1;
+				}
+				event = t->event;
+			}
 			any_cuda = 1;
 		}
 	}
 	Py_XDECREF(stream_arg);
 	out->tensors = ts;
 	out->tensor_count = (uint32_t)n;
-	/* The stage drains the stream the producers were told we read on, and waits on the event. */
+	/* The stage drains the stream the producers were told we read on (1, the legacy default, when
+	 * no producer was asked), and waits on the event. */
+	if (any_cuda && !cuda_stream)
+		cuda_stream = 1;
 	out->cuda_sync.stream = any_cuda ? cuda_stream : user_stream;
 	out->cuda_sync.wait_event = event;
 	if (w->cuda_event && w->cuda_event != Py_None && PyList_Append(inputs, w->cuda_event) < 0)
@@ -4699,11 +4862,14 @@ static PyObject *mod_register(PyObject *mod, PyObject *args)
 
 static PyMethodDef module_methods[] = {
 	{ "make_dltensor", FASTKW(make_dltensor),
-	  "make_dltensor(array, *, dtype=None, shape=None, ndim=None, strides=None, device_type=None, device_id=None)\n"
+	  "make_dltensor(array, *, dtype=None, shape=None, ndim=None, strides=None, device_type=None, device_id=None,\n"
+	  "              stream=None)\n"
 	  "-> DLTensor\n\nA zero-copy view of any DLPack producer with a validated layout override. dtype folds "
 	  "complete\ncompact trailing axes into lanes (same base type, byte-aligned elements): Warp vec3f (N, 3) with\n"
 	  "dtype=DLDataType(kDLFloat, 32, 3) gives (N,) lanes 3; a full fold of (3,) gives shape (1,).\nExplicit "
-	  "shape/strides must stay within the source's bytes." },
+	  "shape/strides must stay within the source's bytes. stream (an extension): for a CUDA producer, the\n"
+	  "stream its __dlpack__ is told the stage reads on (default 1, the legacy default); pass the write's\n"
+	  "cuda_stream." },
 	{ "set_log_callback", FASTKW(mod_set_log_callback), NULL },
 	{ "flush_log", FASTKW(mod_flush_log), NULL },
 	{ "library_version", (PyCFunction)mod_library_version, METH_NOARGS, "library_version() -> (0, 2, 1)" },
