@@ -1490,8 +1490,15 @@ static void warn_unreleased(PyObject *self, const char *what, unsigned long long
 	PyObject *et, *ev, *tb;
 	PyErr_Fetch(&et, &ev, &tb);
 	if (PyErr_WarnFormat(PyExc_ResourceWarning, 1, "unreleased ovstage %s %llu collected; releasing it", what,
-			     id) < 0)
-		PyErr_WriteUnraisable(self);
+			     id) < 0) {
+		/* Warnings are errors (-W error): report it as unraisable, with a description as the
+		 * context, not `self`: this runs in its dealloc, and a hook that keeps the object it is
+		 * given (pytest's does) would keep freed memory. */
+		(void)self;
+		PyObject *ctx = PyUnicode_FromFormat("the finalizer of an unreleased ovstage %s %llu", what, id);
+		PyErr_WriteUnraisable(ctx);
+		Py_XDECREF(ctx);
+	}
 	PyErr_Restore(et, ev, tb);
 }
 
