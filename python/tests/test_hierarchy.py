@@ -195,3 +195,31 @@ def test_hierarchy_calls_do_not_leak(stage, tree):
     assert len(gc.get_objects()) - objects_before < 50
     assert growth < 64 * 1024, growth
     assert stage.live_objects == 1
+
+
+def test_runtime_default_model_follows_the_stage_config():
+    # In a fresh interpreter: the configured default applies to stages created while it is set.
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np
+        import ovstage
+        from ovstage import ErrorCode, HierarchyComputationModel as Model, OvstageError
+        cfg = ovstage.StageConfig(runtime_default_hierarchy_computation_model=Model.GPU_GLOBAL)
+        with ovstage.Stage("gpu-default", cfg) as st:
+            q = st.query_from_path_list(st.get_path_dictionary().create_path_list_from_strings(["/A"]))
+            st.write_attribute(q, "omni:xform", 1, np.eye(4)[None], is_array=False, semantic=10).wait()
+            st.advance_write_floor(1).wait()
+            try:
+                st.compute_hierarchy(1, 1, Model.RUNTIME_DEFAULT)
+                raise AssertionError("RUNTIME_DEFAULT did not resolve to the configured gpu-global")
+            except OvstageError as e:
+                assert e.code == ErrorCode.NOT_SUPPORTED and "gpu-global" in e.message, e
+            st.compute_hierarchy(1, 1, Model.CPU_INCREMENTAL)  # an explicit model is unaffected
+            q.release().wait()
+        print("runtime-default-ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "runtime-default-ok", out.stdout + out.stderr
