@@ -716,12 +716,30 @@ static PyObject *dltensor_readonly(DLTensorObject *self, void *c)
 	return PyBool_FromLong((self->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
 }
 
+/* A CUDA DLTensor passed where a stream is named is not taken again: the stream must be the one it
+ * was taken on (None: anything). */
+static int same_stream(DLTensorObject *t, PyObject *stream, const char *what)
+{
+	if (!stream || stream == Py_None || !is_cuda_device(t->t.device.device_type))
+		return 0; /* a CPU tensor has no stream (as a CPU producer is given none) */
+	uintptr_t want = 0;
+	if (parse_cuda_handle(stream, "stream", s_cuda_stream_attr, &want) < 0)
+		return -1;
+	if (want == t->stream)
+		return 0;
+	PyErr_Format(PyExc_ValueError, "%s: the DLTensor was taken on stream %llu, not stream=%R (a DLTensor is "
+		     "not taken again)", what, (unsigned long long)t->stream, stream);
+	return -1;
+}
+
 static PyObject *dltensor_from_dlpack(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)cls;
 	static const char *const names[] = { "obj", "stream" };
 	PyObject *a[2];
 	if (parse_args("from_dlpack", args, nargs, kwnames, names, 2, 2, 1, a) < 0)
+		return NULL;
+	if (Py_TYPE(a[0]) == &DLTensorType && same_stream((DLTensorObject *)a[0], a[1], "from_dlpack") < 0)
 		return NULL;
 	return as_dltensor(a[0], a[1], "from_dlpack");
 }
@@ -903,15 +921,9 @@ static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t 
 	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], a[7], "make_dltensor");
 	if (!src)
 		return NULL;
-	if (Py_TYPE(a[0]) == &DLTensorType && a[7] && a[7] != Py_None) {
-		uintptr_t want = 0;
-		if (parse_cuda_handle(a[7], "stream", s_cuda_stream_attr, &want) < 0 || want != src->stream) {
-			if (!PyErr_Occurred())
-				PyErr_Format(PyExc_ValueError, "make_dltensor: the DLTensor was taken on stream %llu, not "
-					     "stream=%R (a DLTensor is not taken again)", (unsigned long long)src->stream, a[7]);
-			Py_DECREF(src);
-			return NULL;
-		}
+	if (Py_TYPE(a[0]) == &DLTensorType && same_stream(src, a[7], "make_dltensor") < 0) {
+		Py_DECREF(src);
+		return NULL;
 	}
 	DLTensor t = src->t;
 	int64_t shp[OVS_MAX_NDIM], str[OVS_MAX_NDIM];

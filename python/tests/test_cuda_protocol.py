@@ -144,5 +144,10 @@ def test_one_write_one_stream(stage, prims):
     assert prod.streams == [0x50] and f.shape == (1,) and f.dtype == ovstage.DLDataType(2, 32, 3)
     with pytest.raises(ValueError, match="taken on stream 80 but the write is ordered on stream 1"):
         stage.write_attribute(p.query, "g", 1, f, is_array=False, cuda_stream=1)
-    with pytest.raises(ValueError, match="the DLTensor was taken on stream 7, not stream=9"):
+    with pytest.raises(ValueError, match="make_dltensor: the DLTensor was taken on stream 7, not stream=9"):
         ovstage.make_dltensor(t7, stream=9)
+    with pytest.raises(ValueError, match="from_dlpack: the DLTensor was taken on stream 7, not stream=8"):
+        ovstage.DLTensor.from_dlpack(t7, stream=8)
+    assert ovstage.DLTensor.from_dlpack(t7, stream=7) is t7
+    cpu = ovstage.DLTensor.from_dlpack(np.zeros(2, np.float32))
+    assert ovstage.DLTensor.from_dlpack(cpu, stream=9) is cpu  # a CPU tensor has no stream
