@@ -4,6 +4,7 @@ reads, clone, maps, floors and ordinal queries, filter queries, path dictionary,
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -326,28 +327,29 @@ def test_stage_config_and_memory_stats():
 
 
 def test_path_dictionary_shared_by_stages_docstring_example():
-    # 0.2.1's docstring example: a PathDictionary() (its own backing stage) and a separate Stage.
-    with ovstage.PathDictionary() as paths, ovstage.Stage("sim") as stage:
-        plist = paths.create_path_list_from_strings(["/World/Cube"])
-        attr = paths.intern_token("mass")
-        query = stage.query_from_path_list(plist)
-        stage.write_attribute(query, attr, 1, np.array([1.5], np.float32), is_array=False).wait()
-        stage.advance_write_floor(1).wait()
-        with stage.read_attributes(query, [attr], OrdinalRange.latest(1)) as read:
+    # 0.2.1's package docstring example, call for call: a PathDictionary() (its own backing stage)
+    # and a separate Stage; the query is left to the stage's exit.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with ovstage.PathDictionary() as paths, ovstage.Stage("demo") as stage:
+            plist = paths.create_path_list_from_strings(["/World/Cube"])
+            attr = paths.intern_token("density")
+            query = stage.query_from_path_list(plist)
+            stage.write_attribute(query, attr, ordinal=2, tensors=np.array([1.5], np.float32), is_array=False).wait()
+            stage.advance_write_floor(ordinal=2).wait()
+            read = stage.read_attributes(query, [attr], OrdinalRange.latest(2))
             read.wait()
             group = read.fetch_next()
-            try:
-                assert group.array(0).tolist() == [1.5]
-                assert paths.token_to_string(group.attribute) == "mass"
-            finally:
-                stage.release_group(group)
-        query.release().wait()
-        # same meaning through either stage's view of the dictionary
-        other = stage.get_path_dictionary()
-        assert other.intern_path("/World/Cube") == paths.intern_path("/World/Cube")
-        assert other.get_path_strings(plist) == ["/World/Cube"]
-        assert stage._pd_epoch == paths.stage._pd_epoch
-        plist.release()
+            assert group.array(0).tolist() == [1.5]
+            stage.release_group(group)
+            read.release().wait()
+            # same meaning through the other stage's view of the dictionary
+            other = stage.get_path_dictionary()
+            assert other.token_to_string(attr) == "density" and other.get_path_strings(plist) == ["/World/Cube"]
+            assert other.intern_path("/World/Cube") == paths.intern_path("/World/Cube")
+            assert stage._pd_epoch == paths.stage._pd_epoch
+            paths.destroy_path_list(plist)
+        assert stage.destroyed and paths.stage.destroyed
 
 
 def test_path_dictionary_outlives_its_own_stage_while_another_lives():
