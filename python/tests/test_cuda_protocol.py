@@ -151,3 +151,10 @@ def test_one_write_one_stream(stage, prims):
     assert ovstage.DLTensor.from_dlpack(t7, stream=7) is t7
     cpu = ovstage.DLTensor.from_dlpack(np.zeros(2, np.float32))
     assert ovstage.DLTensor.from_dlpack(cpu, stream=9) is cpu  # a CPU tensor has no stream
+
+
+def test_cuda_dltensor_has_no_numpy_view():
+    t = ovstage.DLTensor.from_dlpack(FakeCudaProducer(3), stream=5)
+    assert t.device == (2, 0) and t.shape == (3,)
+    with pytest.raises(OvstageError, match=r"is on device \(2, 0\): numpy views are CPU only"):
+        ovstage.dltensor_to_numpy(t)
