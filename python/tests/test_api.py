@@ -202,7 +202,13 @@ def test_filter_query_and_result(stage, prims):
         assert stage.fetch_query_result(everything).total_prim_count == 3
     with stage.query(Filter([Predicate("usd-path", FilterOp.PREFIX, ["/P"])])) as pq:
         assert pq.result().total_prim_count == 3
-    rejected = stage.query(Filter([Predicate("all", FilterOp.LT, ["3"])]))
+    # value comparisons on an attribute's own scalar column are an extension of this engine
+    with stage.query(Filter([Predicate("all", FilterOp.LT, ["3"])])) as lq:
+        assert lq.result().total_prim_count == 3
+    with stage.query(Filter([Predicate("all", FilterOp.GT, ["1"])])) as gq:
+        assert gq.result().total_prim_count == 0
+    # ordering comparisons on a derived built-in stay NOT_SUPPORTED
+    rejected = stage.query(Filter([Predicate("usd-path", FilterOp.LT, ["3"])]))
     assert not rejected.op.ok and rejected.op.status == ErrorCode.NOT_SUPPORTED
     for call in (rejected.wait, rejected.result, rejected.release):
         with pytest.raises(OvstageError) as e:
