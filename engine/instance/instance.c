@@ -115,6 +115,8 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	if (st)
 		memset(st, 0, sizeof *st);
 	ovs_pd *pd = ovs_pd_shared_acquire(); /* one dictionary for all live instances */
+	if (pd) /* bulk interning forks on the runtime's scheduler, which outlives every instance */
+		ovs_pd_set_sched(pd, ovs_runtime_sched());
 	char *name = (desc && desc->name) ? strdup(desc->name) : NULL;
 	ovs_hier *hier = ovs_hier_create(ovs_runtime_settings()->default_hierarchy_model);
 	if (!st || !pd || !hier || (desc && desc->name && !name)) {
