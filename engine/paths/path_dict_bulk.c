@@ -124,13 +124,32 @@ static inline void flag_oom(atomic_bool *oom)
 	atomic_store_explicit(oom, true, memory_order_relaxed);
 }
 
-/* Counting sort of items [0, m) by key[k] (a shard, or SKIP): order[] lists the items of shard 0,
- * then shard 1, ...; start[s]..start[s+1] are shard s's. Stable within a shard. */
+/* ---- C and D: making the missing children of existing parents ------------------------------------- */
+
+enum { ST_HIT = 0, ST_NEW = 1, ST_DUP = 2 };
+
+/* One child to make (or find): everything a shard task needs, packed, so that the task reads its
+ * items in order instead of reaching into a dozen arrays at random (that cost ~7 cache misses per
+ * path). */
+typedef struct pd_item {
+	uint32_t parent, name; /* the key */
+	uint32_t k;            /* the caller's index (where the result goes) */
+	uint32_t id;           /* out: the path */
+	const char *text;      /* dictionary-owned text of the path (a blob); NULL: built from parent + name */
+	size_t len;            /* its length (with text) */
+	uint64_t shash;        /* its string hash (with text; computed when built) */
+	uint32_t first;        /* ST_DUP: index (in the shard's order) of the first occurrence */
+	uint8_t key;           /* partition key: a shard, or SKIP */
+	uint8_t state;         /* ST_* */
+} pd_item;
+
+/* Counting sort of in[0, m) by in[k].key into out (stable; SKIP items dropped): shard s's items
+ * are out[start[s] .. start[s+1]). Each block of the input writes 64 sequential streams. */
 typedef struct part {
-	const uint8_t *key;
+	const pd_item *in;
+	pd_item *out;
 	size_t m;
-	uint32_t *cnt;  /* [block][PD_SHARDS] counts, then offsets */
-	uint32_t *order;
+	uint32_t *cnt; /* [block][PD_SHARDS] counts, then offsets */
 } part;
 
 static void part_count(void *ctx, size_t lo, size_t hi)
@@ -141,8 +160,8 @@ static void part_count(void *ctx, size_t lo, size_t hi)
 		memset(c, 0, PD_SHARDS * sizeof *c);
 		size_t end = (b + 1) * BLK < p->m ? (b + 1) * BLK : p->m;
 		for (size_t k = b * BLK; k < end; k++)
-			if (p->key[k] != SKIP)
-				c[p->key[k]]++;
+			if (p->in[k].key != SKIP)
+				c[p->in[k].key]++;
 	}
 }
 
@@ -153,16 +172,16 @@ static void part_scatter(void *ctx, size_t lo, size_t hi)
 		uint32_t *c = p->cnt + b * PD_SHARDS;
 		size_t end = (b + 1) * BLK < p->m ? (b + 1) * BLK : p->m;
 		for (size_t k = b * BLK; k < end; k++)
-			if (p->key[k] != SKIP)
-				p->order[c[p->key[k]]++] = (uint32_t)k;
+			if (p->in[k].key != SKIP)
+				p->out[c[p->in[k].key]++] = p->in[k];
 	}
 }
 
-/* Fills order[] and start[0..PD_SHARDS]; false when out of memory. */
-static bool partition(ovs_pd *pd, const uint8_t *key, size_t m, uint32_t *order, size_t start[PD_SHARDS + 1])
+/* False when out of memory. */
+static bool partition(ovs_pd *pd, const pd_item *in, size_t m, pd_item *out, size_t start[PD_SHARDS + 1])
 {
 	size_t nb = nblocks(m);
-	part p = { key, m, malloc(nb * PD_SHARDS * sizeof(uint32_t)), order };
+	part p = { in, out, m, malloc(nb * PD_SHARDS * sizeof(uint32_t)) };
 	if (!p.cnt)
 		return false;
 	par_for(pd, nb, 1, part_count, &p);
@@ -181,23 +200,12 @@ static bool partition(ovs_pd *pd, const uint8_t *key, size_t m, uint32_t *order,
 	return true;
 }
 
-/* ---- C and D: making the missing children of existing parents ------------------------------------- */
-
-enum { ST_HIT = 0, ST_NEW = 1, ST_DUP = 2 };
-
-/* One level of new children: item k is (parent[k], name[k]); its text is src[k] with hash src_h[k]
- * when src is given (the caller's string), else built from the parent's text and the token's. */
 typedef struct level {
 	ovs_pd *pd;
 	size_t m;
-	const uint32_t *parent, *name;
-	const ovx_string_t *src; /* per item, or NULL */
-	const uint64_t *src_h;   /* per item, with src */
-	uint32_t *res;           /* out: the path id of item k (0 when out of memory) */
-	uint8_t *state;          /* ST_* per item */
-	uint8_t *key;            /* partition keys */
-	uint64_t *shash;         /* string hash of each new item */
-	uint32_t *order;
+	pd_item *items;   /* the caller's order, then (after the second partition) string shards' */
+	pd_item *sorted;  /* pair shards' order */
+	uint32_t *res;    /* out: res[item.k] = its path (0 when out of memory) */
 	size_t start[PD_SHARDS + 1];
 	atomic_bool oom;
 } level;
@@ -206,23 +214,28 @@ static void level_keys_pair(void *ctx, size_t lo, size_t hi)
 {
 	level *L = ctx;
 	for (size_t k = lo; k < hi; k++)
-		L->key[k] = (uint8_t)(pd_hash_pair(L->parent[k], L->name[k]) & (PD_SHARDS - 1));
+		L->items[k].key = (uint8_t)(pd_hash_pair(L->items[k].parent, L->items[k].name) & (PD_SHARDS - 1));
 }
 
-static void level_keys_string(void *ctx, size_t lo, size_t hi)
+/* After phase C: results to the caller, and the keys of the string index's shards. */
+static void level_results(void *ctx, size_t lo, size_t hi)
 {
 	level *L = ctx;
-	for (size_t k = lo; k < hi; k++)
-		L->key[k] = L->state[k] == ST_NEW && L->res[k] ? (uint8_t)(L->shash[k] & (PD_SHARDS - 1)) : SKIP;
+	for (size_t j = lo; j < hi; j++) {
+		pd_item *it = &L->sorted[j];
+		L->res[it->k] = it->id;
+		it->key = it->state == ST_NEW && it->id ? (uint8_t)(it->shash & (PD_SHARDS - 1)) : SKIP;
+	}
 }
 
-/* Phase C for one shard of the pair index. */
+/* Phase C for one shard of the pair index: its items are sorted[start[s] .. start[s+1]). */
 static void level_make_shard(level *L, size_t s)
 {
 	ovs_pd *pd = L->pd;
 	size_t lo = L->start[s], hi = L->start[s + 1], c = hi - lo;
 	if (c == 0)
 		return;
+	pd_item *items = L->sorted + lo;
 	pd_shard *sh = &pd->pair_index.shards[s];
 	/* A set of this call's new keys, to drop duplicates within the call: item indices + 1. */
 	size_t cap = 4;
@@ -231,41 +244,39 @@ static void level_make_shard(level *L, size_t s)
 	uint32_t *set = calloc(cap, sizeof *set);
 	if (!set) {
 		flag_oom(&L->oom);
-		for (size_t j = lo; j < hi; j++)
-			L->res[L->order[j]] = 0;
+		for (size_t j = 0; j < c; j++)
+			items[j].id = 0, items[j].state = ST_HIT;
 		return;
 	}
 	pd_shard_lock(sh);
 	size_t fresh = 0, bytes = 0;
-	for (size_t j = lo; j < hi; j++) {
-		uint32_t k = L->order[j];
-		pd_pair_key key = { L->parent[k], L->name[k] };
+	for (size_t j = 0; j < c; j++) {
+		pd_item *it = &items[j];
+		pd_pair_key key = { it->parent, it->name };
 		uint64_t h = pd_hash_pair(key.parent, key.name);
 		uint32_t id = pd_shard_find_locked(&pd->pair_index, pd, sh, h, &key);
 		if (id) {
-			L->res[k] = id;
-			L->state[k] = ST_HIT;
+			it->id = id;
+			it->state = ST_HIT;
 			continue;
 		}
 		size_t i = (size_t)(h >> PD_SHARD_BITS) & (cap - 1);
 		for (;;) {
 			uint32_t e = set[i];
 			if (e == 0) {
-				set[i] = k + 1;
-				L->state[k] = ST_NEW;
+				set[i] = (uint32_t)j + 1;
+				it->state = ST_NEW;
 				fresh++;
-				if (L->src) {
-					bytes += L->src[k].length + 1;
-				} else {
+				if (!it->text) {
 					const pd_path_rec *pr = pd_path_get(pd, key.parent);
 					const pd_token_rec *nr = pd_token_get(pd, key.name);
 					bytes += (key.parent == OVS_PD_ROOT ? 0 : pr->len) + 1 + nr->len + 1;
 				}
 				break;
 			}
-			if (L->parent[e - 1] == key.parent && L->name[e - 1] == key.name) {
-				L->state[k] = ST_DUP;
-				L->res[k] = e - 1; /* the first occurrence; resolved below */
+			if (items[e - 1].parent == key.parent && items[e - 1].name == key.name) {
+				it->state = ST_DUP;
+				it->first = e - 1;
 				break;
 			}
 			i = (i + 1) & (cap - 1);
@@ -273,63 +284,57 @@ static void level_make_shard(level *L, size_t s)
 	}
 	free(set);
 	bool ok = fresh == 0 || pd_shard_reserve(&pd->pair_index, pd, sh, fresh);
-	char *text = ok && fresh ? pd_arena_alloc(&sh->arena, bytes) : NULL;
+	/* Texts built here live in the shard's arena (we hold its lock); callers' texts are blobs. */
+	char *text = ok && bytes ? pd_arena_alloc(&sh->arena, bytes) : NULL;
 	uint64_t base = 0;
 	if (ok && fresh) {
 		/* relaxed: distinct ids only; each record is published by its release store below. One
 		 * block per shard keeps the ids dense without a shared counter per path. */
 		base = atomic_fetch_add_explicit(&pd->path_next, fresh, memory_order_relaxed);
-		ok = text && base + fresh - 1 <= PD_MAX_ID;
+		ok = (text || !bytes) && base + fresh - 1 <= PD_MAX_ID;
 	}
 	uint64_t made = 0;
-	for (size_t j = lo; j < hi; j++) {
-		uint32_t k = L->order[j];
-		if (L->state[k] != ST_NEW)
+	for (size_t j = 0; j < c; j++) {
+		pd_item *it = &items[j];
+		if (it->state != ST_NEW)
 			continue;
 		pd_path_rec *r = ok ? pd_seg_ensure(&pd->paths, base + made) : NULL;
 		if (!r) {
 			ok = false;
-			L->res[k] = 0;
+			it->id = 0;
 			continue;
 		}
 		uint32_t id = (uint32_t)(base + made);
 		made++;
-		const pd_path_rec *pr = pd_path_get(pd, L->parent[k]);
-		size_t len;
-		uint64_t shash;
-		if (L->src) {
-			len = L->src[k].length;
-			memcpy(text, L->src[k].ptr, len);
-			shash = L->src_h[k];
-		} else {
-			const pd_token_rec *nr = pd_token_get(pd, L->name[k]);
-			size_t plen = L->parent[k] == OVS_PD_ROOT ? 0 : pr->len;
+		const pd_path_rec *pr = pd_path_get(pd, it->parent);
+		const char *str = it->text;
+		if (!str) {
+			const pd_token_rec *nr = pd_token_get(pd, it->name);
+			size_t plen = it->parent == OVS_PD_ROOT ? 0 : pr->len;
 			/* relaxed: pd_path_get / pd_token_get acquired the records' publication. */
 			memcpy(text, atomic_load_explicit(&pr->str, memory_order_relaxed), plen);
 			text[plen] = '/';
 			memcpy(text + plen + 1, atomic_load_explicit(&nr->str, memory_order_relaxed), nr->len);
-			len = plen + 1 + nr->len;
-			shash = pd_hash_bytes(text, len);
+			it->len = plen + 1 + nr->len;
+			text[it->len] = '\0';
+			it->shash = pd_hash_bytes(text, it->len);
+			str = text;
+			text += it->len + 1;
 		}
-		text[len] = '\0';
-		r->len = len;
-		r->str_hash = shash;
-		r->pair_hash = pd_hash_pair(L->parent[k], L->name[k]);
-		r->parent = L->parent[k];
-		r->name = L->name[k];
+		r->len = it->len;
+		r->str_hash = it->shash;
+		r->pair_hash = pd_hash_pair(it->parent, it->name);
+		r->parent = it->parent;
+		r->name = it->name;
 		r->depth = pr->depth + 1;
 		/* release: publishes the record (and its text) to pd_path_get's acquire, as path_make. */
-		atomic_store_explicit(&r->str, text, memory_order_release);
+		atomic_store_explicit(&r->str, str, memory_order_release);
 		pd_shard_insert_locked(sh, r->pair_hash, id); /* release store of the entry */
-		L->res[k] = id;
-		L->shash[k] = shash;
-		text += len + 1;
+		it->id = id;
 	}
-	for (size_t j = lo; j < hi; j++) {
-		uint32_t k = L->order[j];
-		if (L->state[k] == ST_DUP)
-			L->res[k] = L->res[L->res[k]]; /* the first occurrence is in this shard: made above */
-	}
+	for (size_t j = 0; j < c; j++)
+		if (items[j].state == ST_DUP)
+			items[j].id = items[items[j].first].id; /* the first occurrence: made above */
 	pd_shard_unlock(sh);
 	/* relaxed: a statistics counter. */
 	atomic_fetch_add_explicit(&pd->path_count, made, memory_order_relaxed);
@@ -343,7 +348,7 @@ static void level_make(void *ctx, size_t lo, size_t hi)
 		level_make_shard(ctx, s);
 }
 
-/* Phase D for string-index shards [lo, hi). */
+/* Phase D for string-index shards [lo, hi): their items are items[start[s] .. start[s+1]). */
 static void level_strings(void *ctx, size_t lo, size_t hi)
 {
 	level *L = ctx;
@@ -356,44 +361,53 @@ static void level_strings(void *ctx, size_t lo, size_t hi)
 		pd_shard_lock(sh);
 		/* Out of memory only costs these paths the string lookup's fast path (as in path_make). */
 		if (pd_shard_reserve(&pd->string_index, pd, sh, b - a))
-			for (size_t j = a; j < b; j++) {
-				uint32_t k = L->order[j];
-				pd_shard_insert_locked(sh, L->shash[k], L->res[k]);
-			}
+			for (size_t j = a; j < b; j++)
+				pd_shard_insert_locked(sh, L->items[j].shash, L->items[j].id);
 		pd_shard_unlock(sh);
 	}
 }
 
-/* Makes (or finds) the children (parent[k], name[k]) into res[k]; parents exist. */
-static int make_level(ovs_pd *pd, size_t m, const uint32_t *parent, const uint32_t *name, const ovx_string_t *src,
-		      const uint64_t *src_h, uint32_t *res)
+/* Makes (or finds) the children items[k] = (parent, name) into res[items[k].k]; every parent
+ * exists. `items` (m of them, in the caller's order) is used as scratch. */
+static int make_level(ovs_pd *pd, size_t m, pd_item *items, uint32_t *res)
 {
 	if (m == 0)
 		return PD_BULK_OK;
-	level L = { .pd = pd, .m = m, .parent = parent, .name = name, .src = src, .src_h = src_h, .res = res };
+	level L = { .pd = pd, .m = m, .items = items, .res = res };
 	atomic_init(&L.oom, false);
-	L.state = malloc(m);
-	L.key = malloc(m);
-	L.shash = malloc(m * sizeof *L.shash);
-	L.order = malloc(m * sizeof *L.order);
+	L.sorted = malloc(m * sizeof *L.sorted);
 	int rc = PD_BULK_OOM;
-	if (!L.state || !L.key || !L.shash || !L.order)
+	if (!L.sorted)
 		goto out;
 	par_for(pd, m, BLK, level_keys_pair, &L);
-	if (!partition(pd, L.key, m, L.order, L.start))
+	if (!partition(pd, L.items, m, L.sorted, L.start))
 		goto out;
 	par_for(pd, PD_SHARDS, 1, level_make, &L);
-	par_for(pd, m, BLK, level_keys_string, &L);
-	if (partition(pd, L.key, m, L.order, L.start))
+	par_for(pd, m, BLK, level_results, &L);
+	if (partition(pd, L.sorted, m, L.items, L.start))
 		par_for(pd, PD_SHARDS, 1, level_strings, &L);
 	/* relaxed: after the joins above. */
 	rc = atomic_load_explicit(&L.oom, memory_order_relaxed) ? PD_BULK_OOM : PD_BULK_OK;
 out:
-	free(L.state);
-	free(L.key);
-	free(L.shash);
-	free(L.order);
+	free(L.sorted);
 	return rc;
+}
+
+/* A block of path texts that a bulk call copied (records point into it); freed at destroy. */
+static char *blob_new(ovs_pd *pd, size_t bytes)
+{
+	if (bytes > SIZE_MAX - sizeof(pd_blob))
+		return NULL;
+	pd_blob *b = malloc(sizeof(pd_blob) + bytes);
+	if (!b)
+		return NULL;
+	/* relaxed: the CAS re-validates. */
+	pd_blob *head = atomic_load_explicit(&pd->blobs, memory_order_relaxed);
+	do
+		b->next = head;
+	/* relaxed (both): the list is only walked by destroy, which never races with a call. */
+	while (!atomic_compare_exchange_weak_explicit(&pd->blobs, &head, b, memory_order_relaxed, memory_order_relaxed));
+	return b->data;
 }
 
 /* ---- path strings ---------------------------------------------------------------------------------- */
@@ -412,11 +426,12 @@ typedef struct sbulk {
 	size_t m;           /* misses */
 	size_t mb;          /* blocks of misses */
 	size_t *pcnt;       /* per miss block: distinct parent prefixes, then offsets */
+	size_t *pbytes;     /* per miss block: bytes of its texts, then offsets */
+	char *blob;         /* the misses' texts, copied in order */
 	ovx_string_t *par;  /* the parent prefixes to intern */
 	uint32_t *pslot;    /* per miss: index into par, or NO_SLOT (the root) */
-	uint32_t *name;     /* per miss: token of the last component */
-	ovx_string_t *msrc; /* per miss: its string */
-	uint64_t *mh;       /* per miss: its hash */
+	pd_item *items;     /* per miss */
+	ovx_primpath_t *pid; /* per parent prefix: its path */
 	atomic_bool oom;
 } sbulk;
 
@@ -489,10 +504,13 @@ static void sb_parents_count(void *ctx, size_t lo, size_t hi)
 {
 	sbulk *B = ctx;
 	for (size_t b = lo; b < hi; b++) {
-		size_t end = (b + 1) * BLK < B->m ? (b + 1) * BLK : B->m, c = 0;
-		for (size_t k = b * BLK; k < end; k++)
+		size_t end = (b + 1) * BLK < B->m ? (b + 1) * BLK : B->m, c = 0, bytes = 0;
+		for (size_t k = b * BLK; k < end; k++) {
 			c += new_parent(B, k, b * BLK);
+			bytes += B->s[B->miss[k]].length + 1;
+		}
 		B->pcnt[b] = c;
+		B->pbytes[b] = bytes;
 	}
 }
 
@@ -502,6 +520,7 @@ static void sb_parents_fill(void *ctx, size_t lo, size_t hi)
 	ovs_pd *pd = B->pd;
 	for (size_t b = lo; b < hi; b++) {
 		size_t end = (b + 1) * BLK < B->m ? (b + 1) * BLK : B->m, pos = B->pcnt[b];
+		char *text = B->blob + B->pbytes[b];
 		uint32_t slot = NO_SLOT;
 		for (size_t k = b * BLK; k < end; k++) {
 			const ovx_string_t *s = &B->s[B->miss[k]];
@@ -523,11 +542,27 @@ static void sb_parents_fill(void *ctx, size_t lo, size_t hi)
 				t = pd_token_intern_valid(pd, nm, nl);
 			if (!t)
 				flag_oom(&B->oom);
-			B->name[k] = t;
-			B->msrc[k] = *s;
-			B->mh[k] = B->h[B->miss[k]];
+			memcpy(text, s->ptr, s->length);
+			text[s->length] = '\0';
+			B->items[k] = (pd_item){ .parent = 0, .name = t, .k = (uint32_t)k, .text = text, .len = s->length,
+						 .shash = B->h[B->miss[k]] };
+			text += s->length + 1;
 		}
 	}
+}
+
+static void sb_set_parents(void *ctx, size_t lo, size_t hi)
+{
+	sbulk *B = ctx;
+	for (size_t k = lo; k < hi; k++)
+		B->items[k].parent = B->pslot[k] == NO_SLOT ? (uint32_t)OVS_PD_ROOT : (uint32_t)B->pid[B->pslot[k]];
+}
+
+static void sb_outputs(void *ctx, size_t lo, size_t hi)
+{
+	sbulk *B = ctx;
+	for (size_t k = lo; k < hi; k++)
+		B->out[B->miss[k]] = B->pslot[k]; /* pslot holds the results now */
 }
 
 static int sbulk_run(ovs_pd *pd, const ovx_string_t *strs, size_t n, bool validate, ovx_primpath_t *out, size_t *bad);
@@ -537,44 +572,37 @@ static int sbulk_make(sbulk *B)
 	ovs_pd *pd = B->pd;
 	B->mb = nblocks(B->m);
 	B->pcnt = malloc(B->mb * sizeof *B->pcnt);
+	B->pbytes = malloc(B->mb * sizeof *B->pbytes);
 	B->pslot = malloc(B->m * sizeof *B->pslot);
-	B->name = malloc(B->m * sizeof *B->name);
-	B->msrc = malloc(B->m * sizeof *B->msrc);
-	B->mh = malloc(B->m * sizeof *B->mh);
-	if (!B->pcnt || !B->pslot || !B->name || !B->msrc || !B->mh)
+	B->items = malloc(B->m * sizeof *B->items);
+	if (!B->pcnt || !B->pbytes || !B->pslot || !B->items)
 		return PD_BULK_OOM;
 	par_for(pd, B->mb, 1, sb_parents_count, B);
-	size_t np = 0;
+	size_t np = 0, bytes = 0;
 	for (size_t b = 0; b < B->mb; b++) {
-		size_t c = B->pcnt[b];
+		size_t c = B->pcnt[b], y = B->pbytes[b];
 		B->pcnt[b] = np;
+		B->pbytes[b] = bytes;
 		np += c;
+		bytes += y;
 	}
 	B->par = malloc((np ? np : 1) * sizeof *B->par);
-	if (!B->par)
+	B->pid = malloc((np ? np : 1) * sizeof *B->pid);
+	B->blob = blob_new(pd, bytes);
+	if (!B->par || !B->pid || !B->blob)
 		return PD_BULK_OOM;
 	par_for(pd, B->mb, 1, sb_parents_fill, B);
 	/* relaxed: after the join. */
 	if (atomic_load_explicit(&B->oom, memory_order_relaxed))
 		return PD_BULK_OOM;
 	/* Every parent first (recursively, so grandparents before parents), then the children. */
-	uint32_t *parent = malloc(B->m * sizeof *parent);
-	ovx_primpath_t *pid = np ? malloc(np * sizeof *pid) : NULL;
-	int rc = PD_BULK_OOM;
-	if (parent && (pid || !np)) {
-		size_t unused;
-		rc = np ? sbulk_run(pd, B->par, np, false, pid, &unused) : PD_BULK_OK;
-	}
-	if (rc == PD_BULK_OK) {
-		for (size_t k = 0; k < B->m; k++)
-			parent[k] = B->pslot[k] == NO_SLOT ? (uint32_t)OVS_PD_ROOT : (uint32_t)pid[B->pslot[k]];
-		uint32_t *res = B->pslot; /* pslot is no longer needed: reuse it for the ids */
-		rc = make_level(pd, B->m, parent, B->name, B->msrc, B->mh, res);
-		for (size_t k = 0; k < B->m; k++)
-			B->out[B->miss[k]] = res[k];
-	}
-	free(parent);
-	free(pid);
+	size_t unused;
+	int rc = np ? sbulk_run(pd, B->par, np, false, B->pid, &unused) : PD_BULK_OK;
+	if (rc != PD_BULK_OK)
+		return rc;
+	par_for(pd, B->m, BLK, sb_set_parents, B);
+	rc = make_level(pd, B->m, B->items, B->pslot); /* results into pslot, no longer needed */
+	par_for(pd, B->m, BLK, sb_outputs, B);
 	return rc;
 }
 
@@ -618,11 +646,11 @@ out:
 	free(B.cnt);
 	free(B.miss);
 	free(B.pcnt);
+	free(B.pbytes);
 	free(B.par);
+	free(B.pid);
 	free(B.pslot);
-	free(B.name);
-	free(B.msrc);
-	free(B.mh);
+	free(B.items);
 	return rc;
 }
 
@@ -659,7 +687,8 @@ typedef struct tbulk {
 	uint32_t *item;   /* per path: its item at this level */
 	size_t nb;
 	size_t *bcnt;     /* per block: items, then offsets */
-	uint32_t *parent, *name, *res; /* per item */
+	pd_item *items;   /* per item */
+	uint32_t *res;    /* per item: its path */
 	size_t c;         /* the level: component index */
 } tbulk;
 
@@ -696,8 +725,8 @@ static void tb_fill(void *ctx, size_t lo, size_t hi)
 			if (T->counts[p] <= T->c)
 				continue;
 			if (tb_new_item(T, p, b * BLK, &prev)) {
-				T->parent[pos] = T->cur[p];
-				T->name[pos] = (uint32_t)T->tok[T->first[p] + T->c];
+				T->items[pos] = (pd_item){ .parent = T->cur[p], .name = (uint32_t)T->tok[T->first[p] + T->c],
+							   .k = (uint32_t)pos };
 				pos++;
 			}
 			T->item[p] = (uint32_t)(pos - 1);
@@ -744,21 +773,20 @@ int pd_intern_token_paths_bulk(ovs_pd *pd, const ovx_token_t *tokens, const size
 			T.bcnt[b] = m;
 			m += c;
 		}
-		T.parent = malloc(m * sizeof *T.parent);
-		T.name = malloc(m * sizeof *T.name);
-		T.res = malloc(m * sizeof *T.res);
-		if (!T.parent || !T.name || !T.res) {
+		T.items = malloc((m ? m : 1) * sizeof *T.items);
+		T.res = malloc((m ? m : 1) * sizeof *T.res);
+		if (!T.items || !T.res) {
 			rc = PD_BULK_OOM;
 		} else {
 			par_for(pd, T.nb, 1, tb_fill, &T);
-			rc = make_level(pd, m, T.parent, T.name, NULL, NULL, T.res);
+			rc = make_level(pd, m, T.items, T.res);
 			if (rc == PD_BULK_OK)
 				par_for(pd, n, BLK, tb_advance, &T);
 		}
-		free(T.parent);
-		free(T.name);
+		free(T.items);
 		free(T.res);
-		T.parent = T.name = T.res = NULL;
+		T.items = NULL;
+		T.res = NULL;
 	}
 	if (rc == PD_BULK_OK)
 		for (size_t p = 0; p < n; p++)

@@ -177,6 +177,12 @@ typedef struct pd_bytes_key {
 	size_t len;      /* byte count */
 } pd_bytes_key;
 
+/** Path texts copied by a bulk call (records point into data); freed at destroy. */
+typedef struct pd_blob {
+	struct pd_blob *next;
+	char data[];
+} pd_blob;
+
 /* ---- the dictionary ------------------------------------------------------------------------------ */
 
 struct ovs_pd {
@@ -192,6 +198,7 @@ struct ovs_pd {
 	_Atomic uint64_t path_next;           /* next path id to hand out */
 	_Atomic uint64_t token_count;         /* tokens published (statistics) */
 	_Atomic uint64_t path_count;          /* paths published (statistics) */
+	_Atomic(pd_blob *) blobs;             /* bulk calls' text blocks (a push-only list, freed at destroy) */
 	_Atomic(struct jobs_sched *) sched;  /* the job scheduler bulk calls fork out on (NULL: serial) */
 	_Alignas(PD_CACHE_LINE) _Atomic uint64_t list_next; /* next never-used list slot id */
 	_Atomic uint64_t list_free;           /* free-slot stack head: ABA tag << 32 | slot id (0 = empty) */

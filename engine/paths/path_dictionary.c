@@ -612,6 +612,7 @@ ovs_pd *ovs_pd_create(void)
 	atomic_init(&pd->token_count, 0);
 	atomic_init(&pd->path_count, 1);
 	atomic_init(&pd->sched, NULL);
+	atomic_init(&pd->blobs, NULL);
 	atomic_init(&pd->list_next, 1);
 	atomic_init(&pd->list_free, 0);
 	atomic_init(&pd->list_live, 0);
@@ -664,7 +665,12 @@ void ovs_pd_destroy(ovs_pd *pd)
 		if (r)
 			free((void *)atomic_load_explicit(&r->str, memory_order_relaxed));
 	}
-	/* Path texts live in the pair index's arenas, freed by pd_index_fini. */
+	/* Path texts live in the pair index's arenas (freed by pd_index_fini) and in bulk blobs. */
+	for (pd_blob *b = atomic_load_explicit(&pd->blobs, memory_order_relaxed); b;) {
+		pd_blob *next = b->next;
+		free(b);
+		b = next;
+	}
 	n = atomic_load_explicit(&pd->list_next, memory_order_relaxed);
 	for (uint64_t id = 1; id < n && id <= PD_MAX_ID; id++) {
 		pd_list_slot *s = pd_seg_get(&pd->lists, id);
