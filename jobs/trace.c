@@ -73,8 +73,8 @@ static void init_once(void)
 	if (!g_path)
 		return;
 	atexit(trace_at_exit);
-	/* release: pairs with nothing that reads data through it (jobs_trace_on is relaxed); flush
-	 * reads g_path after pthread_once or under the flush mutex, which order it. */
+	/* release: pairs with jobs_trace_flush's acquire (it reads g_path); the hooks' relaxed loads
+	 * read nothing through the flag. */
 	atomic_store_explicit(&jobs_trace_flag, 1, memory_order_release);
 }
 
@@ -171,7 +171,9 @@ void jobs_trace_thread_name(const char *name)
 
 void jobs_trace_flush(void)
 {
-	if (!jobs_trace_on())
+	/* acquire: pairs with init_once's release store, so g_path is visible to a thread that never
+	 * called jobs_trace_init (the one destroying the last instance, an atexit handler). */
+	if (!atomic_load_explicit(&jobs_trace_flag, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&g_flush_lock);
 	FILE *f = g_path ? fopen(g_path, "w") : NULL;
