@@ -250,8 +250,13 @@ static void level_make_shard(level *L, size_t s)
 	}
 	pd_shard_lock(sh);
 	size_t fresh = 0, bytes = 0;
+	enum { AHEAD = 8 }; /* items whose first table entry is prefetched ahead of the probe */
+	for (size_t j = 0; j < c && j < AHEAD; j++)
+		pd_index_prefetch(&pd->pair_index, pd_hash_pair(items[j].parent, items[j].name));
 	for (size_t j = 0; j < c; j++) {
 		pd_item *it = &items[j];
+		if (j + AHEAD < c)
+			pd_index_prefetch(&pd->pair_index, pd_hash_pair(items[j + AHEAD].parent, items[j + AHEAD].name));
 		pd_pair_key key = { it->parent, it->name };
 		uint64_t h = pd_hash_pair(key.parent, key.name);
 		uint32_t id = pd_shard_find_locked(&pd->pair_index, pd, sh, h, &key);
@@ -361,8 +366,11 @@ static void level_strings(void *ctx, size_t lo, size_t hi)
 		pd_shard_lock(sh);
 		/* Out of memory only costs these paths the string lookup's fast path (as in path_make). */
 		if (pd_shard_reserve(&pd->string_index, pd, sh, b - a))
-			for (size_t j = a; j < b; j++)
+			for (size_t j = a; j < b; j++) {
+				if (j + 8 < b) /* overlap the inserts' cache misses */
+					pd_index_prefetch(&pd->string_index, L->items[j + 8].shash);
 				pd_shard_insert_locked(sh, L->items[j].shash, L->items[j].id);
+			}
 		pd_shard_unlock(sh);
 	}
 }
@@ -441,6 +449,8 @@ static void sb_lookup(void *ctx, size_t lo, size_t hi)
 	ovs_pd *pd = B->pd;
 	for (size_t b = lo; b < hi; b++) {
 		size_t end = (b + 1) * BLK < B->n ? (b + 1) * BLK : B->n, misses = 0, bad = SIZE_MAX;
+		/* First check and hash the block, prefetching each string's first table entry, then probe:
+		 * the probes' cache misses overlap instead of coming one after another. */
 		for (size_t i = b * BLK; i < end; i++) {
 			const ovx_string_t *s = &B->s[i];
 			size_t off;
@@ -448,16 +458,22 @@ static void sb_lookup(void *ctx, size_t lo, size_t hi)
 				if (bad == SIZE_MAX)
 					bad = i;
 				B->out[i] = 0;
+				B->h[i] = 0;
 				continue;
 			}
-			if (s->length == 1) {
-				B->out[i] = OVS_PD_ROOT;
+			B->h[i] = s->length == 1 ? 0 : pd_hash_bytes(s->ptr, s->length);
+			if (s->length > 1)
+				pd_index_prefetch(&pd->string_index, B->h[i]);
+		}
+		for (size_t i = b * BLK; i < end; i++) {
+			const ovx_string_t *s = &B->s[i];
+			if (s->length <= 1 || (bad != SIZE_MAX && i >= bad)) {
+				if (s->length == 1 && bad == SIZE_MAX)
+					B->out[i] = OVS_PD_ROOT;
 				continue;
 			}
-			uint64_t h = pd_hash_bytes(s->ptr, s->length);
 			pd_bytes_key k = { s->ptr, s->length };
-			B->h[i] = h;
-			B->out[i] = pd_index_find(&pd->string_index, pd, h, &k);
+			B->out[i] = pd_index_find(&pd->string_index, pd, B->h[i], &k);
 			misses += B->out[i] == 0;
 		}
 		B->bad[b] = bad;

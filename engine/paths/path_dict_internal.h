@@ -132,6 +132,15 @@ uint32_t pd_shard_find_locked(const pd_index *ix, const struct ovs_pd *pd, const
 /** Publishes (release) the entry of `id` (its record complete); room reserved. Caller holds the lock. */
 void pd_shard_insert_locked(pd_shard *sh, uint64_t hash, uint32_t id);
 
+/** Prefetches the first entry `hash` probes in its shard's current table (a hint; no ordering). */
+static inline void pd_index_prefetch(const pd_index *ix, uint64_t hash)
+{
+	const pd_shard *sh = &ix->shards[hash & (PD_SHARDS - 1)];
+	/* relaxed: only an address for a prefetch; the probe itself acquires the table. */
+	const pd_slots *t = atomic_load_explicit(&sh->slots, memory_order_relaxed);
+	__builtin_prefetch(&t->e[(size_t)(hash >> PD_SHARD_BITS) & t->mask]);
+}
+
 /* ---- records ------------------------------------------------------------------------------------- */
 
 /** An interned token. `str` is published last (release); the other fields are immutable after. */
