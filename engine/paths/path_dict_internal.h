@@ -136,8 +136,10 @@ void pd_shard_insert_locked(pd_shard *sh, uint64_t hash, uint32_t id);
 static inline void pd_index_prefetch(const pd_index *ix, uint64_t hash)
 {
 	const pd_shard *sh = &ix->shards[hash & (PD_SHARDS - 1)];
-	/* relaxed: only an address for a prefetch; the probe itself acquires the table. */
-	const pd_slots *t = atomic_load_explicit(&sh->slots, memory_order_relaxed);
+	/* acquire: the table's mask is read next; it was written before the release store that
+	 * published the table (another thread's growth), as in pd_index_find. (Relaxed here was a
+	 * data race on the mask, found by test_bulk_stress under TSan.) */
+	const pd_slots *t = atomic_load_explicit(&sh->slots, memory_order_acquire);
 	__builtin_prefetch(&t->e[(size_t)(hash >> PD_SHARD_BITS) & t->mask]);
 }
 
