@@ -95,13 +95,29 @@ void ovs_op_noop(jobs_worker *w, void *arg, jobs_run *run)
 ovstage_enqueue_result_t ovs_release_handle_op(ovs_stage *st, uint64_t handle, ovs_handle_kind kind,
 					       const char *what)
 {
-	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, kind);
+	/* The op first, the handle after: a release refused for want of memory leaves the handle
+	 * live (a failed call changes nothing; the caller retries). The lookup before it gives a bad
+	 * handle its INVALID_HANDLE without allocating. */
+	ovs_hobj *h = ovs_handle_get(&st->handles, handle, kind);
 	if (!h)
 		return ovs_rejected(ovs_handle_invalid(&st->handles, handle, what));
 	ovs_hobj_unref(h);
 	/* Nothing to run: complete it here rather than waking a worker for it. */
 	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true, .run_inline = true };
-	return ovs_op_submit(st, &d);
+	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	if (r.status != OVSTAGE_OK)
+		return r; /* the handle stays the caller's */
+	h = ovs_handle_remove(&st->handles, handle, kind);
+	if (!h) {
+		/* another thread released it between the lookup and here: this call released nothing */
+		ovstage_api_status_t s = ovs_handle_invalid(&st->handles, handle, what);
+		if (jobs_release(st->sched, r.op_index) == JOBS_OK)
+			/* relaxed: a counter, as in ovs_release_op */
+			atomic_fetch_sub_explicit(&st->live_ops, 1, memory_order_relaxed);
+		return ovs_rejected(s);
+	}
+	ovs_hobj_unref(h);
+	return r;
 }
 
 void ovs_ops_quiesce(ovs_stage *st)

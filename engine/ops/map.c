@@ -19,6 +19,7 @@
  * Buffers are not pre-filled with the current values (as in ovstage 0.2.1). Array columns and CUDA
  * synchronisation are not supported yet (NOT_SUPPORTED).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,12 @@ typedef struct ovs_map {
 	ovs_inflight *inflight;        /* C's sequencer record */
 	uint64_t commit_seq;           /* C's place among same-ordinal writes: the id of unmap_attribute's
 	                                * op (set before C's fence is resolved, which orders it for C) */
+	/* set by C when its commit fails (C itself completes without failing, so that wait_op's root
+	 * cause is the caller's unmap op, which reports this: C's own id is internal and released);
+	 * plain fields, written before C completes and read by the unmap's op, which runs after C
+	 * (the scheduler's dependency edge orders them) */
+	ovstage_api_status_t commit_status;
+	char commit_err[160];
 	/* set by M: */
 	uint32_t n;                    /* prims */
 	uint32_t *rows;                /* their rows */
@@ -196,6 +203,16 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 	ovs_opstate_finish(&m->state, s); /* release: the group is visible to fetch_map_next */
 }
 
+/* C's failure, for the unmap's op to report (see commit_status). */
+static void commit_failed(ovs_map *m, ovstage_api_status_t s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->commit_err, sizeof m->commit_err, fmt, ap);
+	va_end(ap);
+	m->commit_status = s;
+}
+
 /* C: the commit, after unmap_attribute resolved its fence. */
 static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 {
@@ -207,9 +224,10 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		ovs_sequencer_applied(c, m->ordinal); /* an empty session: committed, nothing to write */
 		return;
 	}
+	(void)run; /* failures are reported by the unmap's op (commit_status) */
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
-		ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "unmap_attribute: out of memory");
+		commit_failed(m, OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory committing the session");
 		return;
 	}
 	d->ordinal = m->ordinal;
@@ -226,7 +244,8 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		d->values = malloc((size_t)m->n * rb);
 		if (!d->values) {
 			ovs_delta_free(d);
-			ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "unmap_attribute: out of memory");
+			commit_failed(m, OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory copying the session's %u rows",
+				      m->n);
 			return;
 		}
 		memcpy(d->values, m->buf->data, (size_t)m->n * rb);
@@ -392,6 +411,24 @@ ovstage_api_status_t ovs_fetch_map_next(ovstage_context_t *ctx, ovstage_map_hand
 	return s;
 }
 
+/* The caller's op of unmap_attribute: runs after M and C (a failed M fails it as a dependency,
+ * naming M); reports a failed commit with C's message. */
+static void unmap_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	ovs_map *m = arg;
+	/* plain reads: C wrote them before it completed, and this job runs after C (see commit_status) */
+	if (m->commit_status != OVSTAGE_OK)
+		ovs_op_fail(run, m->commit_status, "unmap_attribute: %s", m->commit_err);
+}
+
+static void unmap_put(void *arg, bool ran)
+{
+	(void)ran;
+	ovs_map *m = arg;
+	ovs_hobj_unref(&m->h);
+}
+
 static ovstage_api_status_t check_sync(ovstage_cuda_sync_t sync)
 {
 	if (sync.stream || sync.wait_event)
@@ -435,24 +472,40 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	ovstage_api_status_t s = check_sync(write_done_sync);
 	if (s != OVSTAGE_OK)
 		return ovs_rejected(s);
-	ovs_hobj *h = ovs_handle_remove(&st->handles, map_handle, OVS_H_MAP);
+	/* The caller's op first, the handle after: an unmap refused for want of memory (or a full
+	 * queue) commits nothing and leaves the session open and the handle the caller's. */
+	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
 	if (!h)
 		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
 	ovs_map *m = (ovs_map *)h;
-	/* The caller's op runs after the commit; its failure (a failed map, say) reaches wait_op. It
-	 * names the map op first: when the map failed, wait_op's root cause is then the map op (whose
-	 * message the caller can read) rather than the internal commit op, released below. */
+	/* The caller's op runs after the commit and reports its failure (commit_status). It names the
+	 * map op first: when the map failed, wait_op's root cause is then the map op (whose message the
+	 * caller can read) rather than the internal commit op, released below. */
 	jobs_id commit = m->commit_op;
 	jobs_id after[2] = { m->map_op, commit };
-	ovs_op_desc d = { .fn = ovs_op_noop, .after = after, .after_count = 2 };
+	ovs_hobj_ref(&m->h); /* the unmap op's reference (its cleanup drops it) */
+	ovs_op_desc d = { .fn = unmap_job, .arg = m, .cleanup = unmap_put, .after = after, .after_count = 2 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	if (r.status != OVSTAGE_OK) {
+		ovs_hobj_unref(h);
+		return r; /* refused: nothing committed, the session is still open */
+	}
+	ovs_hobj *hr = ovs_handle_remove(&st->handles, map_handle, OVS_H_MAP);
+	if (!hr) {
+		/* another thread's unmap_attribute took the session between our lookup and here: this call
+		 * commits nothing; its op (not yet runnable: C is fenced until that unmap resolves it) is
+		 * released unobserved */
+		ovs_release_op(ctx, r.op_index);
+		ovs_hobj_unref(h);
+		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
+	}
+	ovs_hobj_unref(hr);
 	/* The commit takes its place among same-ordinal writes here, at the unmap's submission (as in
 	 * 0.2.1, whose one lane applies a write at once and writes the mapped buffer back at the unmap):
 	 * ids are issued in submission order, so a write submitted before this call (between map and
-	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them.
-	 * If the caller's op was refused, C keeps the map's id: it still commits (no cancel). */
-	m->commit_seq = r.status == OVSTAGE_OK ? r.op_index : commit;
-	/* Commit whatever the outcome of the submission: unmap always commits (there is no cancel). */
+	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them. */
+	m->commit_seq = r.op_index;
+	/* Commit: unmap always commits (there is no cancel). */
 	jobs_fence_resolve(st->sched, commit);
 	jobs_release(st->sched, commit);
 	ovs_hobj_unref(h);
