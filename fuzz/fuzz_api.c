@@ -460,8 +460,8 @@ static void cmd_write(fz_in *in, vthread *t)
 		want = OVSTAGE_ERROR_INVALID_ARGUMENT;
 	else if (ord <= (c->created ? c->floor : H.m.all_floor))
 		want = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
-	if (list >= 0)
-		m_create_col(a); /* the column's record exists from the call on */
+	if (e.status == OVSTAGE_OK)
+		m_create_col(a); /* the column's record exists from the admission on (a refused call: none) */
 	if (e.status != OVSTAGE_OK) {
 		FZ_CHECK(e.status == want, "write(%s, list %d, dtype %d (column %d), ord %" PRIu64 " floor %" PRIu64
 			 ") = %d, model %d", ANAMES[a], list, dt, c->dtype, ord, c->floor, (int)e.status, (int)want);
@@ -540,8 +540,8 @@ static void cmd_delete(fz_in *in, vthread *t)
 				want = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
 		}
 	}
-	for (int i = 0; i < na && list >= 0; i++)
-		m_create_col(as[i]); /* past the handle check, the call creates the columns' records */
+	for (int i = 0; i < na && e.status == OVSTAGE_OK; i++)
+		m_create_col(as[i]); /* an admitted delete creates the columns' records (a refused one: none) */
 	if (e.status != OVSTAGE_OK) {
 		FZ_CHECK(e.status == want, "delete(list %d, whole %d, ord %" PRIu64 ") = %d, model %d", list, whole, ord,
 			 (int)e.status, (int)want);
@@ -1022,9 +1022,7 @@ static void cmd_map(fz_in *in, vthread *t)
 		FZ_CHECK(e.status == want, "map(%s, list %d, dtype %d zero %d (column %d), ord %" PRIu64 ") = %d, model %d",
 			 ANAMES[a], list, dt, zero_dtype, c->dtype, ord, (int)e.status, (int)want);
 		expect_message("map_attribute");
-		if (list >= 0)
-			m_create_col(a);
-		return;
+		return; /* a refused map creates no column record */
 	}
 	FZ_CHECK(want == OVSTAGE_OK, "map(%s, list %d, ord %" PRIu64 ") accepted, model %d", ANAMES[a], list, ord,
 		 (int)want);
@@ -1284,8 +1282,8 @@ static void cmd_bad_write(fz_in *in, vthread *t)
 			 "bad write through a bad handle = %d", (int)e.status);
 		return;
 	}
-	if (b & 4)
-		m_create_col(a); /* past the prim mode and handle checks, the call creates the column's record */
+	if (e.status == OVSTAGE_OK)
+		m_create_col(a); /* only an admitted write creates the column's record */
 	if (nq == 0 && (b & 4)) { /* an empty write is nothing to refuse */
 		if (e.status == OVSTAGE_OK)
 			(void)wait_outcome(e.op_index, NULL, 0);

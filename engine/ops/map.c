@@ -70,6 +70,7 @@ typedef struct ovs_map {
 static void map_destroy(ovs_hobj *h)
 {
 	ovs_map *m = (ovs_map *)h;
+	ovs_column_discard(&m->st->store, m->col); /* a refused session's new column */
 	free(m->rows);
 	ovs_buffer_unref(m->buf);
 	ovs_query_put(m->q);
@@ -305,22 +306,28 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
 	ovs_map *m = calloc(1, sizeof *m);
 	ovx_token_t *cols = malloc(sizeof *cols);
-	ovs_column *c = ovs_column_get_or_create(&st->store, t);
-	if (!m || !cols || !c) {
+	/* a new column is prepared only: the sequencer publishes it when C is admitted */
+	ovs_column *c = ovs_column_prepare(&st->store, t);
+	/* the handle too: once C is admitted nothing may fail (the session is then committed to) */
+	void *hprep = ovs_handle_prepare(&st->handles);
+	if (!m || !cols || !c || !hprep) {
+		ovs_column_discard(&st->store, c);
+		ovs_handle_unprepare(hprep);
 		free(m);
 		free(cols);
 		ovs_query_put(q);
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory starting a map session"));
 	}
 	/* A column that already has a schema: check dtype and role now (provable at the call). */
 	if (atomic_load_explicit(&c->has_schema, memory_order_acquire) && desc->dtype.bits) {
 		s = ovs_layout_check_schema_of(false, desc->dtype, desc->semantic, c->schema.is_array, c->schema.dtype,
 					       c->schema.semantic, ovs_attr_name(st, t), err, sizeof err);
 		if (s != OVSTAGE_OK) {
+			ovs_handle_unprepare(hprep);
 			free(m);
 			free(cols);
 			ovs_query_put(q);
-			return ovs_rejected(ovs_err_set(s, "%s", err));
+			return ovs_rejected(ovs_err_set(s, "%s", err)); /* c has a schema: published */
 		}
 	}
 	ovs_hobj_init(&m->h, OVS_H_MAP, map_destroy);
@@ -345,6 +352,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 			   .after_count = pending ? 1 : 0, .fences = 1 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &md);
 	if (r.status != OVSTAGE_OK) {
+		ovs_handle_unprepare(hprep);
 		free(cols);
 		ovs_hobj_unref(&m->h);
 		return r;
@@ -354,7 +362,8 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	ovs_hobj_ref(&m->h); /* C's reference */
 	ovs_op_desc cd = { .fn = commit_job, .arg = m, .cleanup = commit_free, .after = &m->map_op, .after_count = 1,
 			   .fences = 1 };
-	ovstage_enqueue_result_t rc = ovs_sequencer_submit_mutation(st, ordinal, cols, 1, &cd, &m->inflight);
+	ovs_column **slot = &m->col; /* M reads it after its fence, resolved below */
+	ovstage_enqueue_result_t rc = ovs_sequencer_submit_mutation(st, ordinal, cols, 1, &slot, &cd, &m->inflight);
 	if (rc.status != OVSTAGE_OK) {
 		/* C's cleanup dropped its reference. M runs regardless; its outcome is unobservable. */
 		char keep[OVS_ERR_MAX];
@@ -363,6 +372,10 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		/* relaxed: the fence resolve below orders it for M (see map_job). */
 		atomic_store_explicit(&m->refused, true, memory_order_relaxed);
 		jobs_fence_resolve(st->sched, m->map_op);
+		/* M is done (and has dropped what it holds) before the refusal returns; the wait also runs
+		 * it where nothing else would (OVSTAGE_WORKERS=0: waiters run jobs) */
+		(void)jobs_wait(st->sched, m->map_op, OVSTAGE_TIMEOUT_INFINITE);
+		ovs_handle_unprepare(hprep);
 		ovs_release_op(ctx, r.op_index);
 		ovs_hobj_unref(&m->h);
 		return ovs_rejected(ovs_err_set(rc.status, "%s", keep));
@@ -370,17 +383,8 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	m->commit_op = rc.op_index;
 	/* C's id is internal: its outcome reaches the caller through unmap_attribute's op. */
 	atomic_fetch_sub_explicit(&st->live_ops, 1, memory_order_relaxed);
-	uint64_t id = ovs_handle_insert(&st->handles, &m->h);
+	uint64_t id = ovs_handle_insert_prepared(&st->handles, hprep, &m->h); /* cannot fail */
 	ovs_hobj_unref(&m->h);
-	if (!id) {
-		/* relaxed: the fence resolve below orders it for M (see map_job). */
-		atomic_store_explicit(&m->refused, true, memory_order_relaxed);
-		jobs_fence_resolve(st->sched, m->map_op); /* M fails: C then fails after it, committing nothing */
-		jobs_fence_resolve(st->sched, m->commit_op);
-		jobs_release(st->sched, m->commit_op);
-		ovs_release_op(ctx, r.op_index);
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
-	}
 	jobs_fence_resolve(st->sched, m->map_op); /* admitted: M may run */
 	*out_map_handle = id;
 	return r;
