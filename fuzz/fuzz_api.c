@@ -17,7 +17,8 @@
  * Every op is waited right after it is submitted (each outcome is then deterministic, and a finding
  * replays from its input alone); handles, groups and map sessions live across commands. The one
  * wait that cannot come at once — a floor advance through an open map's ordinal — is avoided by
- * committing such maps first, as a producer would.
+ * committing such maps first, as a producer would (a session whose map op failed does not hold the
+ * advance: it is left open, and unmapped later).
  */
 #include "fuzz_common.h"
 
@@ -587,8 +588,8 @@ static void cmd_seal(fz_in *in)
 	bool in_scope[NA];
 	for (int a = 0; a < NA; a++)
 		in_scope[a] = scope == OVSTAGE_SCOPE_ALL || ((a == a0) == (scope == OVSTAGE_SCOPE_INCLUDE));
-	for (int v = 0; v < NV; v++)
-		if (H.vt[v].mh && H.vt[v].m_ord <= n && in_scope[H.vt[v].m_attr])
+	for (int v = 0; v < NV; v++) /* a failed session does not hold the advance: it stays open */
+		if (H.vt[v].mh && H.vt[v].m_ok && H.vt[v].m_ord <= n && in_scope[H.vt[v].m_attr])
 			map_commit(&H.vt[v], true);
 	if (fz_debug)
 		fprintf(stderr, "  seal %" PRIu64 " scope %d attr %s; floors %d:%" PRIu64 " %d:%" PRIu64 " %d:%" PRIu64 "\n", n,
@@ -628,13 +629,14 @@ static void cmd_seal(fz_in *in)
 	}
 }
 
-/* The highest ordinal column a is written at: succeeded ops, and open map sessions (their commit
- * is in flight until unmap_attribute, also when the map op failed). */
+/* The highest ordinal column a is written at: succeeded ops, and open map sessions whose map op
+ * succeeded (their commit is in flight until unmap_attribute; a failed session commits nothing and
+ * holds nothing: docs/errors.md). */
 static uint64_t m_written_through(int a)
 {
 	uint64_t m = H.m.col[a].max_written;
 	for (int v = 0; v < NV; v++)
-		if (H.vt[v].mh && H.vt[v].m_attr == a && H.vt[v].m_ord > m)
+		if (H.vt[v].mh && H.vt[v].m_ok && H.vt[v].m_attr == a && H.vt[v].m_ord > m)
 			m = H.vt[v].m_ord;
 	return m;
 }

@@ -141,13 +141,18 @@ static _Thread_local ovstage_op_id_t tls_err_ids[OVS_WAIT_ERRORS];
 static _Thread_local char tls_err_msgs[OVS_WAIT_ERRORS][512];
 static _Thread_local size_t tls_err_count;
 
-static void record_failure(ovs_stage *st, ovstage_op_id_t id)
+/* Records a failed op and its message; false (nothing recorded) when its receipt is gone (an op
+ * the caller, or the engine for an internal one, already released). */
+static bool record_failure(ovs_stage *st, ovstage_op_id_t id)
 {
 	if (tls_err_count >= OVS_WAIT_ERRORS)
-		return;
+		return false;
 	int code = 0;
-	jobs_receipt_result(st->sched, id, &code, tls_err_msgs[tls_err_count], sizeof tls_err_msgs[0]);
+	if (jobs_receipt_result(st->sched, id, &code, tls_err_msgs[tls_err_count], sizeof tls_err_msgs[0]) ==
+	    JOBS_INVALID)
+		return false;
 	tls_err_ids[tls_err_count++] = id;
+	return true;
 }
 
 void ovs_opstate_init(ovs_opstate *o)
@@ -232,12 +237,12 @@ ovstage_api_status_t ovs_wait_op(ovstage_context_t *ctx, ovstage_op_id_t op_id, 
 	}
 	if (s != JOBS_OK) {
 		/* Root cause first: a failed producer this op depended on, then the op itself. */
+		/* A released producer is not listed (its message is gone): the op's own message, which
+		 * then names the failure, is the root cause. */
 		jobs_id dep = 0;
 		jobs_receipt_failed_dependency(st->sched, op_id, &dep);
-		if (dep)
-			record_failure(st, dep);
-		record_failure(st, op_id);
-		if (dep)
+		bool listed = dep && record_failure(st, dep);
+		if (record_failure(st, op_id) && listed)
 			tls_err_msgs[tls_err_count - 1][0] = '\0'; /* the waited op's own message is empty */
 		out->error_op_id_count = tls_err_count;
 	}

@@ -43,7 +43,8 @@ typedef struct ovs_map {
 	jobs_id map_op;                /* M (fenced until C is admitted or refused) */
 	_Atomic bool refused;          /* map_attribute refused the session after submitting M: M must
 	                                * leave no trace (no prims, no schema) */
-	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute) */
+	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute, or until M fails) */
+	_Atomic bool commit_unfenced;  /* C's fence was resolved (unfence_commit: exactly once) */
 	ovs_opstate state;             /* M's outcome */
 	ovs_inflight *inflight;        /* C's sequencer record */
 	uint64_t commit_seq;           /* C's place among same-ordinal writes: the id of unmap_attribute's
@@ -54,6 +55,7 @@ typedef struct ovs_map {
 	 * (the scheduler's dependency edge orders them) */
 	ovstage_api_status_t commit_status;
 	char commit_err[160];
+	char map_err[200];             /* M's failure, for the unmap's op (written by M, read after it) */
 	/* set by M: */
 	uint32_t n;                    /* prims */
 	uint32_t *rows;                /* their rows */
@@ -77,13 +79,6 @@ static void map_destroy(ovs_hobj *h)
 	free(m);
 }
 
-static void map_put(void *arg, bool ran)
-{
-	ovs_map *m = arg;
-	if (!ran)
-		ovs_opstate_finish(&m->state, OVSTAGE_ERROR_OP_FAILED);
-	ovs_hobj_unref(&m->h);
-}
 
 /* The session's dtype and role checked against the column's schema, if it has one (a new column
  * needs desc.dtype). Nothing is installed: a refused map leaves no trace. */
@@ -120,6 +115,44 @@ static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errl
 				      (DLDevice){ kDLCPU, 0 }))
 		return OVSTAGE_OK;
 	return map_check_schema(m, err, errlen);
+}
+
+/* Resolves C's fence, once: by unmap_attribute, or by M when the map failed. */
+static void unfence_commit(ovs_map *m)
+{
+	/* acq_rel: exactly one of M and unmap_attribute sees false and resolves the fence; both have
+	 * read commit_op, which was stored before M's fence was resolved (so before either runs). */
+	if (!atomic_exchange_explicit(&m->commit_unfenced, true, memory_order_acq_rel))
+		jobs_fence_resolve(m->st->sched, m->commit_op);
+}
+
+/* M failed: the session will commit nothing (fetch_map_next gives OP_FAILED; its commit can only
+ * fail after M). As in 0.2.1, where a floor advance never waits for a session, a failed session
+ * does not hold the floor: its in-flight record is done now, before M completes (a caller that
+ * waited for M then finds the column's written-through ordinal and the advances free of it), and C
+ * runs (failing after M) without waiting for unmap_attribute. The handle stays the caller's until
+ * unmap_attribute, whose op reports the failure (root cause: M). */
+static void session_failed(ovs_map *m)
+{
+	ovs_inflight *f = m->inflight;
+	/* plain: C's cleanup, the only other reader, runs after C, which runs after M completes */
+	m->inflight = NULL;
+	if (f)
+		ovs_inflight_done(m->st, f);
+	unfence_commit(m);
+}
+
+static void map_put(void *arg, bool ran)
+{
+	ovs_map *m = arg;
+	if (!ran) {
+		ovs_opstate_finish(&m->state, OVSTAGE_ERROR_OP_FAILED);
+		/* M did not run (the op of the query it waited for failed): a failed session too. Not
+		 * when its own submission failed (no C then: commit_op is 0). */
+		if (m->commit_op)
+			session_failed(m);
+	}
+	ovs_hobj_unref(&m->h);
 }
 
 /* M: checks, rows, buffer, then what the map makes visible (schema, prims), then the group. */
@@ -200,6 +233,8 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		if (created_rows)
 			ovs_prims_need_reassert(&st->store); /* its rows stay, as holes (never present) */
 		ovs_op_fail(run, s, "map_attribute: %s", err);
+		snprintf(m->map_err, sizeof m->map_err, "%s", err);
+		session_failed(m);
 	}
 	ovs_opstate_finish(&m->state, s); /* release: the group is visible to fetch_map_next */
 }
@@ -342,6 +377,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	atomic_init(&m->fetched, 0);
 	atomic_init(&m->unmapped, false);
 	atomic_init(&m->refused, false);
+	atomic_init(&m->commit_unfenced, false);
 	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight).
 	 * M is held by a fence until C's admission is decided: a session refused at the call (write
 	 * floor, out of memory) must not create prims or a schema through M (fuzz_api finding). */
@@ -421,9 +457,17 @@ static void unmap_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	(void)w;
 	ovs_map *m = arg;
-	/* plain reads: C wrote them before it completed, and this job runs after C (see commit_status) */
-	if (m->commit_status != OVSTAGE_OK)
+	/* plain reads: M and C wrote them before they completed, and this job runs after both */
+	if (jobs_run_failed_dependency(run)) {
+		/* the map failed (C then failed after it): said here too, for a caller that released the
+		 * map op (wait_op then lists this op alone); otherwise the map op is listed first */
+		/* relaxed: M finished it before it completed; the dependency edge orders that before us */
+		ovstage_api_status_t s = (ovstage_api_status_t)atomic_load_explicit(&m->state.status, memory_order_relaxed);
+		ovs_op_fail(run, s != OVSTAGE_OK ? s : OVSTAGE_ERROR_OP_FAILED, "unmap_attribute: the map failed: %s",
+			    m->map_err[0] ? m->map_err : "the session was not started");
+	} else if (m->commit_status != OVSTAGE_OK) {
 		ovs_op_fail(run, m->commit_status, "unmap_attribute: %s", m->commit_err);
+	}
 }
 
 static void unmap_put(void *arg, bool ran)
@@ -488,7 +532,8 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	jobs_id commit = m->commit_op;
 	jobs_id after[2] = { m->map_op, commit };
 	ovs_hobj_ref(&m->h); /* the unmap op's reference (its cleanup drops it) */
-	ovs_op_desc d = { .fn = unmap_job, .arg = m, .cleanup = unmap_put, .after = after, .after_count = 2 };
+	ovs_op_desc d = { .fn = unmap_job, .arg = m, .cleanup = unmap_put, .after = after, .after_count = 2,
+			  .run_after_failure = true };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 	if (r.status != OVSTAGE_OK) {
 		ovs_hobj_unref(h);
@@ -509,8 +554,8 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	 * ids are issued in submission order, so a write submitted before this call (between map and
 	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them. */
 	m->commit_seq = r.op_index;
-	/* Commit: unmap always commits (there is no cancel). */
-	jobs_fence_resolve(st->sched, commit);
+	/* Commit: unmap always commits (there is no cancel); a failed session's C was let go by M. */
+	unfence_commit(m);
 	jobs_release(st->sched, commit);
 	ovs_hobj_unref(h);
 	return r;

@@ -1873,6 +1873,70 @@ START_TEST(test_range_from_zero_nothing_reclaimed)
 }
 END_TEST
 
+/* A map session whose op failed (INSERT of prims that exist) commits nothing: it does not hold the
+ * floor. advance_write_floor through its ordinal completes without its unmap_attribute (0.2.1 never
+ * waits for a session, and a failed one has nothing to commit); reads above the floor are not
+ * refused for it; the handle stays the caller's until unmap_attribute, whose op reports the map's
+ * failure (root cause: the map op). Before, the advance waited for the unmap. */
+START_TEST(test_failed_map_does_not_hold_the_floor)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "fm");
+	float v[4] = { 1, 2, 3, 4 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 4)); /* the prims exist, and the column has values */
+	seal(&f, 1);
+	ovstage_map_desc_t d;
+	memset(&d, 0, sizeof d);
+	d.attribute = A(t);
+	d.dtype.code = kDLFloat;
+	d.dtype.bits = 32;
+	d.dtype.lanes = 1;
+	d.prim_mode = OVSTAGE_PRIM_MODE_INSERT;
+	ovstage_map_handle_t m = 0;
+	ovstage_enqueue_result_t e = ovstage_map_attribute(f.st, f.q, &d, 3, NULL, 0, &m);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t w;
+	ck_assert_int_eq(ovstage_wait_op(f.st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_OK);
+	ck_assert_uint_eq(w.error_op_id_count, 1); /* INSERT of existing prims */
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_OK);
+	/* a latest read of the column above the floor: nothing written there is pending (the values of 1) */
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t rg = { 0, 5, false };
+	e = ovstage_read_attributes(f.st, f.q, &t, 1, rg, &rh);
+	ck_assert_msg(e.status == OVSTAGE_OK, "read above the floor refused for a failed session: %s", last_error());
+	wait_ok(&f, e);
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_OK);
+	ck_assert_uint_eq(g.prims.count, 4);
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_END_OF_ITERATION);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	/* the advance through ordinal 3 completes with the session still open (2 s: it does not wait) */
+	ovstage_write_floor_desc_t fd = { 4, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	e = ovstage_advance_write_floor(f.st, &fd);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_api_status_t s = ovstage_wait_op(f.st, e.op_index, 2000000000ull, &w);
+	ck_assert_msg(s == OVSTAGE_OK, "the floor advance waits for the failed session's unmap (%d)", s);
+	ck_assert_uint_eq(w.error_op_id_count, 0);
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_OK);
+	/* the handle is still the caller's: fetch says the map failed, unmap reports it, once */
+	ovstage_map_group_t mg;
+	ck_assert_int_eq(ovstage_fetch_map_next(f.st, m, 0, &mg), OVSTAGE_ERROR_PRIM_NOT_FOUND);
+	ovstage_cuda_sync_t none = { 0, 0 };
+	char msg[600];
+	ck_assert_uint_ge(wait_op(&f, ovstage_unmap_attribute(f.st, m, none), msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "already exists") != NULL, "unmap's root cause: %s", msg);
+	ck_assert_int_eq(ovstage_unmap_attribute(f.st, m, none).status, OVSTAGE_ERROR_INVALID_HANDLE);
+	/* nothing of the session reached the column: the values of 1, and no change in [2, 4] */
+	e = ovstage_read_attributes(f.st, f.q, &t, 1, (ovstage_ordinal_range_t){ 2, 4, true }, &rh);
+	wait_ok(&f, e);
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_END_OF_ITERATION);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	teardown(&f);
+}
+END_TEST
+
 static Suite *stage_suite(void)
 {
 	Suite *su = suite_create("stage");
@@ -1906,6 +1970,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_cuda_tensor_rejected_at_call);
 	tcase_add_test(tc, test_unsealed_read_rejected_at_call);
 	tcase_add_test(tc, test_range_from_zero_nothing_reclaimed);
+	tcase_add_test(tc, test_failed_map_does_not_hold_the_floor);
 	suite_add_tcase(su, tc);
 	return su;
 }
