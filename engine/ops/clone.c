@@ -301,5 +301,5 @@ ovstage_enqueue_result_t ovs_clone(ovstage_instance_t *instance, ovx_string_t so
 		return ovs_rejected(s);
 	}
 	ovs_op_desc d = { .fn = clone_job, .arg = c, .cleanup = clone_free };
-	return ovs_sequencer_submit_mutation(st, ordinal, NULL, 0, &d, &c->inflight);
+	return ovs_sequencer_submit_mutation(st, ordinal, NULL, 0, NULL, &d, &c->inflight);
 }

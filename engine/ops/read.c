@@ -512,15 +512,19 @@ static bool latest_groups(ovs_read *r, ovs_column *c, ovs_version *v)
 }
 
 /* Sets in chg (words words, a bit per row below rows) the rows changed at an ordinal >= start: those
- * of the pinned versions from the newest back to start. */
+ * of the pinned versions from the newest back to start. An all_changed version changed its own rows,
+ * 0..u->rows-1, not the rows a newer version added (fuzz_api finding: they came back as deletes). */
 static void mark_changed(const read_pins *p, ovstage_ordinal_t start, uint32_t rows, uint64_t *chg, size_t words)
 {
 	for (size_t pi = 0; pi < p->n && p->v[pi]->ordinal >= start; pi++) {
 		const ovs_version *u = p->v[pi];
 		if (u->all_changed) {
-			for (size_t w = 0; w < words; w++)
+			uint32_t n = u->rows < rows ? u->rows : rows;
+			for (size_t w = 0; w < n / 64 && w < words; w++)
 				chg[w] = ~(uint64_t)0;
-			return;
+			if (n % 64)
+				chg[n / 64] |= ((uint64_t)1 << (n % 64)) - 1;
+			continue;
 		}
 		for (uint32_t j = 0; j < u->nchanged; j++)
 			if (u->changed[j] < rows)
