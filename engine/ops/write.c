@@ -114,22 +114,15 @@ static void op_release(write_op *op)
 	free(op);
 }
 
-static void run_deleter(void *arg)
-{
-	DLManagedTensorVersioned *mt = arg;
-	if (mt->deleter)
-		mt->deleter(mt);
-}
-
 /* The managed tensors an entry still owns: their deleters run now, or — when GPU work of the op may
  * still read them (g) — once that work has finished. */
 static void release_managed(write_entry *e, ovs_gpu *g)
 {
 	for (uint32_t i = 0; i < e->nmanaged; i++)
 		if (e->managed[i] && g)
-			ovs_gpu_after_stream(g, run_deleter, e->managed[i]);
+			ovs_gpu_after_stream(g, ovs_managed_delete, e->managed[i]);
 		else if (e->managed[i])
-			run_deleter(e->managed[i]);
+			ovs_managed_delete(e->managed[i]);
 	free(e->managed);
 	e->managed = NULL;
 	e->nmanaged = 0;
