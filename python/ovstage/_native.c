@@ -2743,17 +2743,17 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 			if (t->event && t->event != event) {
 				if (event && (w->cuda_event && w->cuda_event != Py_None)) {
 					PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
-						     "its group's CUDA event %#llx, and cuda_event=%#llx was given too (one "
+						     "its group's CUDA event %p, and cuda_event=%p was given too (one "
 						     "write waits on one event): wait on the group's event in your stream "
-						     "and pass that stream", what, (unsigned long long)t->event,
-						     (unsigned long long)event);
+						     "and pass that stream", what, (void *)(uintptr_t)t->event,
+						     (void *)(uintptr_t)event);
 					Py_XDECREF(stream_arg);
 					return -1;
 				}
 				if (event) {
 					PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
-						     "different CUDA events (%#llx and %#llx); write them separately", what,
-						     (unsigned long long)event, (unsigned long long)t->event);
+						     "different CUDA events (%p and %p); write them separately", what,
+						     (void *)(uintptr_t)event, (void *)(uintptr_t)t->event);
 					Py_XDECREF(stream_arg);
 					return -1;
 				}

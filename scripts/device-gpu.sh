@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On the GPU machine (the device tool): build the CUDA build, run the GPU suite, compute-sanitizer
+# (memcheck with leak check, racecheck) on it, and bench/gpu; every log goes to $OUT (or ./device-out).
+# Usage: bash scripts/device-gpu.sh [build|test|sanitize|bench|python]...   (default: all but python)
+set -uo pipefail
+out=${OUT:-device-out}; mkdir -p "$out"
+eval "$(bash .debs/device-prefix.sh .debs)"
+steps=${*:-build test sanitize bench}
+for s in $steps; do
+  case $s in
+    build) { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+               -DOVSTAGE_BUILD_BENCH=ON -DOVSTAGE_BUILD_PYTHON=OFF >/dev/null &&
+             cmake --build build-gpu -j16 2>&1 | grep -E 'error|warning' ; } >"$out/build.log" 2>&1
+           echo "build rc=${PIPESTATUS[0]}"; tail -5 "$out/build.log" ;;
+    test) (cd build-gpu && timeout 300 ctest -L gpu --output-on-failure) >"$out/test.log" 2>&1
+          echo "test rc=$?"; tail -15 "$out/test.log" ;;
+    sanitize) for tool in memcheck racecheck; do
+                extra=; [ $tool = memcheck ] && extra="--leak-check full"
+                OVSTAGE_GPU_TEST_DIV=20 CK_FORK=no timeout 240 compute-sanitizer --tool $tool $extra \
+                  --error-exitcode 9 build-gpu/tests/gpu/ovstage_test_gpu >"$out/$tool.log" 2>&1
+                echo "$tool rc=$?"; tail -4 "$out/$tool.log"; done ;;
+    bench) timeout 240 build-gpu/bench/gpu/ovstage_bench_gpu --markdown ${BENCH_ONLY:+--only $BENCH_ONLY} \
+             >"$out/bench.md" 2>&1; echo "bench rc=$?"; cat "$out/bench.md" ;;
+    python) CUDA_ARCHS=90 PYTHON=python3 timeout 300 bash python/tests/run_gpu.sh >"$out/python.log" 2>&1
+            echo "python rc=$?"; tail -30 "$out/python.log" ;;
+  esac
+done
