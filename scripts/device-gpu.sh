@@ -21,6 +21,17 @@ for s in $steps; do
                 echo "$tool rc=$?"; tail -4 "$out/$tool.log"; done ;;
     bench) timeout 240 build-gpu/bench/gpu/ovstage_bench_gpu --markdown ${BENCH_ONLY:+--only $BENCH_ONLY} \
              >"$out/bench.md" 2>&1; echo "bench rc=$?"; cat "$out/bench.md" ;;
+    stage-ab) # bench/stage, an old tree (old-src/, e.g. `git archive OLD | tar -x -C old-src`) against
+              # this one, interleaved, three runs each; STAGE_ONLY picks sections (default: commit latency)
+              [ -d old-src ] || { echo "stage-ab: no old-src/"; continue; }
+              (cd old-src && cmake -S . -B build-old -DCMAKE_BUILD_TYPE=Release -DOVSTAGE_BUILD_TESTS=OFF >/dev/null &&
+               cmake --build build-old -j16 --target ovstage_bench_stage >/dev/null) || echo "stage-ab: old build failed"
+              for i in 1 2 3; do for v in old new; do
+                b=build-gpu/bench/stage/ovstage_bench_stage; [ $v = old ] && b=old-src/build-old/bench/stage/ovstage_bench_stage
+                for sec in ${STAGE_ONLY:-commit latency}; do
+                  timeout 200 $b --only $sec >"$out/stage-$v-$sec-$i.md" 2>&1
+                  echo "$v $sec $i: $(grep -E '^\| \((a|b|c)\) per|^\| latest read|^\| tiny' "$out/stage-$v-$sec-$i.md" | awk -F'|' '{printf "%s=%s; ", substr($2,1,28), $3}')"
+                done; done; done ;;
     python) CUDA_ARCHS=90 PYTHON=python3 timeout 300 bash python/tests/run_gpu.sh >"$out/python.log" 2>&1
             echo "python rc=$?"; tail -30 "$out/python.log" ;;
   esac
