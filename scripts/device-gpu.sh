@@ -32,6 +32,10 @@ for s in $steps; do
                   timeout 200 $b --only $sec >"$out/stage-$v-$sec-$i.md" 2>&1
                   echo "$v $sec $i: $(grep -E '^\| \((a|b|c)\) per|^\| latest read|^\| tiny' "$out/stage-$v-$sec-$i.md" | awk -F'|' '{printf "%s=%s; ", substr($2,1,28), $3}')"
                 done; done; done ;;
+    demo) for dev in cpu cuda; do for p in 2 4; do
+            timeout 120 build-gpu/examples/ovstage_demo_sim --device $dev --envs 4096 --producers $p --steps 4000 --quiet \
+              >"$out/demo-$dev-$p.txt" 2>&1; echo "demo $dev envs 4096 producers $p rc=$?"
+            grep -E 'steps/s|write op|floor advance|latest read|mismatches|peak' "$out/demo-$dev-$p.txt"; done; done ;;
     python) CUDA_ARCHS=90 PYTHON=python3 timeout 300 bash python/tests/run_gpu.sh >"$out/python.log" 2>&1
             echo "python rc=$?"; tail -30 "$out/python.log" ;;
   esac
