@@ -3,7 +3,7 @@
  *
  * Build: cc -O2 -shared -fPIC bench/tools/sampler.c -o libsampler.so
  * Use:   SAMPLER_OUT=prof.txt LD_PRELOAD=./libsampler.so PROGRAM ...
- *        python3 bench/tools/sampler_report.py prof.txt      (addr2line symbolises; top self and
+ *        python3 bench/tools/sampler_report.py prof.txt [TOP] [--focus FN]  (addr2line symbolises; top self and
  *                                                            inclusive functions)
  * Every millisecond of CPU time the process uses (ITIMER_PROF) the thread that is running takes a
  * backtrace into a preallocated table (async-signal-safe apart from backtrace(), whose one-time

@@ -43,12 +43,20 @@ def symbolise(maps, addrs):
 
 
 def main():
-    maps, samples = load(sys.argv[1])
-    top = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+    args = sys.argv[1:]
+    focus = None
+    if "--focus" in args:  # only the samples with this function on the stack
+        i = args.index("--focus")
+        focus = args[i + 1]
+        del args[i:i + 2]
+    maps, samples = load(args[0])
+    top = int(args[1]) if len(args) > 1 else 30
     # frames 0-1 are the handler and the signal trampoline
     addrs = {a for s in samples for a in s[2:]}
     sym = symbolise(maps, addrs)
     self_c, incl_c = collections.Counter(), collections.Counter()
+    if focus:
+        samples = [s for s in samples if focus in {sym[a] for a in s[2:]}]
     for s in samples:
         fr = [sym[a] for a in s[2:]]
         if not fr:
@@ -57,7 +65,7 @@ def main():
         for fn in set(fr):
             incl_c[fn] += 1
     n = max(len(samples), 1)
-    print("%d samples (1 ms of CPU each)" % len(samples))
+    print("%d samples (1 ms of CPU each)%s" % (len(samples), " with %s on the stack" % focus if focus else ""))
     print("self:")
     for fn, c in self_c.most_common(top):
         print("  %6.2f%%  %s" % (100.0 * c / n, fn))

@@ -61,7 +61,14 @@ static size_t seal_cost_bound(ovs_column *c)
 	/* Fixed-size columns are chunked: a seal copies what its deltas touch (their estimate, added
 	 * when they were pushed), which for a sparse write into a big column is far below the column. */
 	size_t pending = (size_t)atomic_load_explicit(&c->seal_cost, memory_order_relaxed);
-	return pending < whole ? pending : whole;
+	size_t bytes = pending < whole ? pending : whole;
+	/* A device column's bytes are moved by its GPU (the seal only enqueues copies and kernels):
+	 * the host's share is metadata, of the order of the version's presence bitmap (a bit per row).
+	 * Running such a seal on the caller saves a worker's wake-up (measured on the H200: a 1 % masked
+	 * seal of a 4 M-row column 345 us on a worker, 62 us on the caller). */
+	if (c->schema.device.device_type == kDLCUDA)
+		bytes = rows / 8;
+	return bytes;
 }
 
 static bool listed(const ovx_token_t *ts, size_t n, ovx_token_t t)

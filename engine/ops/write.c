@@ -201,6 +201,21 @@ static uint32_t mask_count(const uint64_t *mask, uint32_t n)
 
 /* The next run [*i, *end) of selected elements at or after *i (mask NULL: everything up to n);
  * false when there is none. Whole words at a time: zero words are skipped, full words extend. */
+/* The positions of the set bits of mask[0, n) into out, in order; returns how many. One pass over
+ * the words with a count-trailing-zeros per set bit (no branch per element). */
+static uint32_t mask_positions(const uint64_t *mask, uint32_t n, uint32_t *out)
+{
+	uint32_t k = 0, nw = (n + 63) / 64;
+	for (uint32_t wd = 0; wd < nw; wd++) {
+		uint64_t bits = mask[wd];
+		if (wd == nw - 1 && n % 64)
+			bits &= ((uint64_t)1 << (n % 64)) - 1;
+		for (uint32_t base = wd * 64; bits; bits &= bits - 1)
+			out[k++] = base + (uint32_t)__builtin_ctzll(bits);
+	}
+	return k;
+}
+
 static bool next_run(const uint64_t *mask, uint32_t n, uint32_t *i, uint32_t *end)
 {
 	uint32_t a = *i, nw = (n + 63) / 64;
@@ -378,6 +393,8 @@ typedef struct row_list {
 	bool shape_known;        /* sorted and contig were set here (else the push scans the rows) */
 	bool sorted;             /* rows strictly increasing (when shape_known) */
 	bool contig;             /* rows[j] == rows[0] + j: one block of the column (when shape_known) */
+	bool positions;          /* rows[j] is also selected element j's position (a mask over an
+	                          * identity row map): the device gather's source list */
 	unsigned char *values;   /* the selected elements' bytes, gathered with the rows (a masked
 	                          * contiguous payload); NULL: the delta copies them itself */
 	ovs_buffer *values_buf;  /* the pooled buffer values lives in; NULL: malloc'd */
@@ -556,16 +573,12 @@ static ovstage_api_status_t rows_from_map(jobs_worker *w, ovs_store *store, cons
 	}
 	if (host_values && !l->is_array && !l->index_map && ovs_layout_contiguous_base(l))
 		return rows_gather(w, store, l, map, prefix, nsel, rl, err, errlen);
-	/* runs of selected elements, a word at a time: zero words cost one test each */
-	uint32_t i = 0, end;
-	while (next_run(l->mask, n, &i, &end)) {
-		if (map->identity)
-			for (; i < end; i++)
-				rl->rows[rl->k++] = i;
-		else
-			for (; i < end; i++)
-				rl->rows[rl->k++] = map->rows[i];
-	}
+	/* the selected positions, then (unless the map is the identity) their rows */
+	rl->k = mask_positions(l->mask, n, rl->rows);
+	rl->positions = map->identity;
+	if (!map->identity)
+		for (uint32_t j = 0; j < rl->k; j++)
+			rl->rows[j] = map->rows[rl->rows[j]];
 	return OVSTAGE_OK;
 }
 
@@ -820,6 +833,10 @@ static uint32_t *selected_sources(const ovs_layout *l, uint32_t k)
 	uint32_t *src = malloc(((size_t)k ? (size_t)k : 1) * sizeof *src), j = 0, n = l->count;
 	if (!src)
 		return NULL;
+	if (l->mask && !l->index_map) {
+		mask_positions(l->mask, n, src);
+		return src;
+	}
 	for (uint32_t wd = 0; wd < (n + 63) / 64 && j < k; wd++) {
 		uint64_t bits = l->mask ? l->mask[wd] : ~(uint64_t)0;
 		if (wd == (n - 1) / 64 && n % 64)
@@ -834,8 +851,8 @@ static uint32_t *selected_sources(const ovs_layout *l, uint32_t k)
 }
 
 /* The k selected elements' bytes, in element order, into device memory dst. */
-static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint32_t k, void *dst, char *err,
-					  size_t errlen)
+static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint32_t k, const uint32_t *positions,
+					  void *dst, char *err, size_t errlen)
 {
 	size_t rb = l->elem_bytes;
 	const void *base = ovs_layout_contiguous_base(l);
@@ -866,12 +883,13 @@ static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint
 			       (int)l->device.device_id, ovs_gpu_device(x->gpu));
 		return OVSTAGE_ERROR_NOT_SUPPORTED;
 	}
-	uint32_t *src = selected_sources(l, k);
-	if (!src) {
+	/* the source rows: the selected positions (the row list's own when it holds them) */
+	uint32_t *src = positions ? NULL : selected_sources(l, k);
+	if (!positions && !src) {
 		ovs_err_format(err, errlen, "out of memory listing %u source rows", k);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	ops->gather_rows(x, dst, base, src, k, rb); /* the list is uploaded before this returns */
+	ops->gather_rows(x, dst, base, positions ? positions : src, k, rb); /* uploaded before it returns */
 	free(src);
 	return OVSTAGE_OK;
 }
@@ -901,7 +919,7 @@ static ovstage_api_status_t fill_full_delta_dev(ovs_exec *x, ovs_store *store, w
 			       ovs_gpu_device(x->gpu));
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	return device_values(x, l, rl->k, d->full->data, err, errlen);
+	return device_values(x, l, rl->k, NULL, d->full->data, err, errlen);
 }
 
 /* SPARSE on a device: the host row list as on the CPU, the values in device memory. */
@@ -917,7 +935,7 @@ static ovstage_api_status_t fill_sparse_delta_dev(ovs_exec *x, ovs_store *store,
 		ovs_err_format(err, errlen, "out of device memory copying %u rows", rl->k);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	return device_values(x, l, rl->k, d->values, err, errlen);
+	return device_values(x, l, rl->k, rl->positions && !l->index_map ? d->rows : NULL, d->values, err, errlen);
 }
 
 /* Phases 2 and 3: the delta of the kind the row list calls for, filled (it takes the list). On
