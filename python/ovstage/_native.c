@@ -3235,10 +3235,11 @@ static PyObject *stage_query(StageObject *st, PyObject *const *args, Py_ssize_t 
 			int rc = PyList_Append(inputs, attr) | PyList_Append(inputs, vals);
 			int opv = 0;
 			if (rc == 0)
-				rc = parse_attr(attr, "Predicate.attribute", &p[i].attribute);
-			if (rc == 0)
-				rc = parse_enum(op, "Predicate.op", 0, 1000, &opv);
+				rc = parse_enum(op, "Predicate.op", 0, INT_MAX, &opv); /* the engine validates it */
 			p[i].op = (ovstage_filter_op_t)opv;
+			/* an OR separator's attribute is not looked at (Predicate.OR has "") */
+			if (rc == 0 && p[i].op != OVSTAGE_FILTER_OP_EXT_OR)
+				rc = parse_attr(attr, "Predicate.attribute", &p[i].attribute);
 			PyObject *vf = rc == 0 ? PySequence_Fast(vals, "Predicate.values must be a sequence of str") : NULL;
 			Py_DECREF(attr);
 			Py_DECREF(op);
@@ -4045,6 +4046,50 @@ static PyObject *stage_get_attribute_write_floor(StageObject *st, PyObject *cons
 	return new_handle(st, &OrdinalQueryType, T_ORDQ, e.status == OVSTAGE_OK ? h : 0, op);
 }
 
+/*
+ * wait_write_floor(ordinal, attribute=None, timeout=TIMEOUT_INFINITE) -> bool: ovstage_ext_wait_write_floor
+ * in slices of OVS_SLICE_NS with the GIL released, so that Ctrl-C raises KeyboardInterrupt and a
+ * destroy() of another thread ends the wait (INVALID_HANDLE) instead of waiting for it. True when the
+ * floor reached `ordinal`, False when the timeout passed first (like threading.Event.wait).
+ */
+static PyObject *stage_wait_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	STAGE_ARGS("wait_write_floor", "ordinal", "attribute", "timeout");
+	uint64_t ordinal, timeout;
+	ovx_string_or_token_t attr;
+	memset(&attr, 0, sizeof attr);
+	if (parse_args("wait_write_floor", args, nargs, kwnames, names, NARGS, 3, 1, a) < 0 ||
+	    parse_u64(a[0], "ordinal", &ordinal) < 0 ||
+	    (a[1] && a[1] != Py_None && parse_attr(a[1], "attribute", &attr) < 0) || parse_timeout(a[2], &timeout) < 0)
+		return NULL;
+	uint64_t left = timeout;
+	for (;;) {
+		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
+		int rc;
+		if (slice == 0) /* a poll: not worth dropping the GIL */
+			rc = ovstage_ext_wait_write_floor(st->inst, attr, ordinal, 0);
+		else {
+			BUSY_BEGIN(st)
+			rc = ovstage_ext_wait_write_floor(st->inst, attr, ordinal, slice);
+			BUSY_END
+		}
+		if (rc == OVSTAGE_OK)
+			Py_RETURN_TRUE;
+		if (rc != OVSTAGE_ERROR_TIMEOUT)
+			return raise_last(rc, "wait_write_floor");
+		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
+			left -= slice;
+			if (left == 0)
+				Py_RETURN_FALSE;
+		}
+		if (PyErr_CheckSignals() < 0)
+			return NULL;
+		if (st->closed)
+			return raise_code(OVSTAGE_ERROR_INVALID_HANDLE, "wait_write_floor: the stage %R was destroyed while "
+					  "waiting", st->name ? st->name : Py_None);
+	}
+}
+
 static PyObject *ordinal_impl(StageObject *st, uint64_t h, uint64_t timeout)
 {
 	ovstage_ordinal_t v = 0;
@@ -4691,6 +4736,11 @@ static PyMethodDef stage_methods[] = {
 	{ "fetch_ordinal", FASTKW(stage_fetch_ordinal), "fetch_ordinal(ordinal_query, timeout=TIMEOUT_INFINITE) -> int" },
 	{ "release_ordinal_query", (PyCFunction)stage_release_ordinal_query, METH_O,
 	  "release_ordinal_query(ordinal_query) -> Operation" },
+	{ "wait_write_floor", FASTKW(stage_wait_write_floor),
+	  "wait_write_floor(ordinal, attribute=None, timeout=TIMEOUT_INFINITE) -> bool (an extension:\n"
+	  "ovstage_ext_wait_write_floor)\n\nBlocks, with the GIL released, until the write floor of `attribute` (None: the\n"
+	  "global floor) reaches `ordinal`; True when it did, False when `timeout` (ns; 0 polls) passed first.\n"
+	  "Ctrl-C raises KeyboardInterrupt; destroy() from another thread ends it with OvstageError(INVALID_HANDLE)." },
 	{ "memory_stats", (PyCFunction)stage_memory_stats, METH_NOARGS,
 	  "memory_stats() -> dict: ovstage_ext_get_memory_stats (an extension of this implementation)" },
 	{ "_pd_intern_tokens", (PyCFunction)stage_pd_intern_tokens, METH_O, NULL },
@@ -4845,6 +4895,20 @@ static PyObject *mod_library_version(PyObject *mod, PyObject *unused)
 	return Py_BuildValue("(iii)", OVSTAGE_VERSION_MAJOR, OVSTAGE_VERSION_MINOR, OVSTAGE_VERSION_PATCH);
 }
 
+/* gpu_status() -> (device_count, reason): ovstage_ext_get_gpu_status (decides CPU-only mode if no
+ * stage has yet). */
+static PyObject *mod_gpu_status(PyObject *mod, PyObject *unused)
+{
+	(void)mod;
+	(void)unused;
+	int n = 0;
+	const char *reason = NULL;
+	int rc = ovstage_ext_get_gpu_status(&n, &reason);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "gpu_status");
+	return Py_BuildValue("(is)", n, reason ? reason : "");
+}
+
 static PyObject *mod_process_ref(PyObject *mod, PyObject *arg)
 {
 	(void)mod;
@@ -4892,6 +4956,8 @@ static PyMethodDef module_methods[] = {
 	{ "set_log_callback", FASTKW(mod_set_log_callback), NULL },
 	{ "flush_log", FASTKW(mod_flush_log), NULL },
 	{ "library_version", (PyCFunction)mod_library_version, METH_NOARGS, "library_version() -> (0, 2, 1)" },
+	{ "gpu_status", (PyCFunction)mod_gpu_status, METH_NOARGS,
+	  "gpu_status() -> (device_count, reason): ovstage_ext_get_gpu_status (an extension)" },
 	{ "_process_ref", (PyCFunction)mod_process_ref, METH_O, NULL },
 	{ "_register", (PyCFunction)mod_register, METH_VARARGS, NULL },
 	{ NULL },
