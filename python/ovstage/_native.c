@@ -136,50 +136,92 @@ static PyObject *raise_ovx(path_dictionary_instance_t *pd, ovx_api_result_t r, c
 /* ---- Argument helpers --------------------------------------------------------------------- */
 
 /*
- * Parses fastcall arguments into out[0..n): names[i] is parameter i; the first `npos` may be given
- * positionally; those below `nreq` are required. Missing optional ones are NULL.
+ * The signature of a METH_FASTCALL | METH_KEYWORDS function, as a table: its parameters in order,
+ * how many may be given positionally (npos) and how many are required (nreq), and what each
+ * converts into. parse_call (below) takes one out pointer per parameter:
+ *   A_OBJ(name)          PyObject ** (borrowed; NULL when not given)
+ *   A_U64(name)          uint64_t *      parse_u64 (ints only, no negatives)
+ *   A_TIMEOUT            uint64_t *      parse_timeout ("timeout"; absent or None: TIMEOUT_INFINITE)
+ *   A_ATTR(name)         ovx_string_or_token_t *   parse_attr (a name or token)
+ *   A_ENUM(name, lo, hi) int *           parse_enum
+ *   A_HANDLE(name, type) uint64_t *      get_handle: an ovstage handle object of `type` of this stage
+ *                                        (or a raw int handle)
+ * A stage method passes its stage (checked first: a destroyed one raises INVALID_HANDLE); other
+ * functions pass NULL and have no A_HANDLE parameters. An optional parameter that is absent or None
+ * keeps the caller's default (an attribute: zeroed, the empty attribute); a required one given as
+ * None goes to its converter, which refuses it.
  */
-static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-		      const char *const *names, int n, int npos, int nreq, PyObject **out)
+enum { K_OBJ, K_U64, K_TIMEOUT, K_ATTR, K_ENUM, K_HANDLE };
+typedef struct {
+	const char *name;
+	int kind, lo, hi;
+	PyTypeObject *type; /* K_HANDLE */
+} param;
+#define OVS_MAX_PARAMS 12
+typedef struct {
+	const char *fn;
+	int npos, nreq, n;
+	param p[OVS_MAX_PARAMS];
+	PyObject *kw[OVS_MAX_PARAMS]; /* the names, interned on first use (under the GIL) */
+} signature;
+#define A_OBJ(name) { name, K_OBJ, 0, 0, NULL }
+#define A_U64(name) { name, K_U64, 0, 0, NULL }
+#define A_TIMEOUT { "timeout", K_TIMEOUT, 0, 0, NULL }
+#define A_ATTR(name) { name, K_ATTR, 0, 0, NULL }
+#define A_ENUM(name, lo, hi) { name, K_ENUM, lo, hi, NULL }
+#define A_HANDLE(name, type) { name, K_HANDLE, 0, 0, type }
+#define SIGNATURE(fn, npos, nreq, ...)                                                                       \
+	{ fn, npos, nreq, (int)(sizeof((param[]){ __VA_ARGS__ }) / sizeof(param)), { __VA_ARGS__ }, { NULL } }
+
+/* Places fastcall arguments into out[0..s->n) by position and keyword; missing ones are NULL. */
+static int match_args(signature *s, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-	for (int i = 0; i < n; i++)
-		out[i] = NULL;
-	if (nargs > npos) {
-		PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)", fn, npos,
+	for (int i = 0; i < s->n; i++)
+		out[i] = i < nargs ? args[i] : NULL;
+	if (nargs > s->npos) {
+		PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)", s->fn, s->npos,
 			     nargs);
 		return -1;
 	}
-	for (Py_ssize_t i = 0; i < nargs; i++)
-		out[i] = args[i];
-	if (kwnames) {
-		Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-		for (Py_ssize_t k = 0; k < nk; k++) {
-			PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-			int found = -1;
-			for (int i = 0; i < n; i++)
-				if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
-					found = i;
-					break;
-				}
-			if (found < 0) {
-				PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
+	Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+	if (nk && !s->kw[0])
+		for (int i = s->n - 1; i >= 0; i--) /* kw[0] last: it says all are there */
+			if (!(s->kw[i] = PyUnicode_InternFromString(s->p[i].name)))
 				return -1;
-			}
-			if (out[found]) {
-				PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn,
-					     names[found]);
-				return -1;
-			}
-			out[found] = args[nargs + k];
+	for (Py_ssize_t k = 0; k < nk; k++) {
+		PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+		int found = -1;
+		for (int i = 0; i < s->n && found < 0; i++) /* call sites' keywords are interned: pointers first */
+			if (key == s->kw[i])
+				found = i;
+		for (int i = 0; i < s->n && found < 0; i++)
+			if (PyUnicode_Compare(key, s->kw[i]) == 0)
+				found = i;
+		if (found < 0) {
+			PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", s->fn, key);
+			return -1;
 		}
+		if (out[found]) {
+			PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", s->fn,
+				     s->p[found].name);
+			return -1;
+		}
+		out[found] = args[nargs + k];
 	}
-	for (int i = 0; i < nreq; i++)
+	for (int i = 0; i < s->nreq; i++)
 		if (!out[i]) {
-			PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn, names[i]);
+			PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", s->fn, s->p[i].name);
 			return -1;
 		}
 	return 0;
 }
+
+struct StageObject;
+/* Parses a call by its signature into out[i], one pointer per parameter, given as OUTS(&a, &b, ...)
+ * (defined with the handles). */
+static int parse_call(signature *s, struct StageObject *st, PyObject *const *args, Py_ssize_t nargs,
+		      PyObject *kwnames, void *const *out, int nout);
+#define OUTS(...) (void *const[]){ __VA_ARGS__ }, (int)(sizeof((void *[]){ __VA_ARGS__ }) / sizeof(void *))
 
 /* An unsigned 64-bit integer argument: ints (and __index__ objects) only, no floats, no negatives. */
 static int parse_u64(PyObject *o, const char *what, uint64_t *out)
@@ -439,6 +481,12 @@ static int stage_check(StageObject *st)
 		return -1;
 	}
 	return 0;
+}
+
+/* A METH_O stage method's one unsigned int argument, after the stage check. */
+static int stage_u64_arg(StageObject *st, PyObject *arg, const char *what, uint64_t *out)
+{
+	return stage_check(st) < 0 || parse_u64(arg, what, out) < 0 ? -1 : 0;
 }
 
 /* Brackets an engine call made with the GIL released; destroy() waits for `busy` to drain. */
@@ -735,9 +783,9 @@ static int same_stream(DLTensorObject *t, PyObject *stream, const char *what)
 static PyObject *dltensor_from_dlpack(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)cls;
-	static const char *const names[] = { "obj", "stream" };
+	static signature sig = SIGNATURE("from_dlpack", 2, 1, A_OBJ("obj"), A_OBJ("stream"));
 	PyObject *a[2];
-	if (parse_args("from_dlpack", args, nargs, kwnames, names, 2, 2, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	if (Py_TYPE(a[0]) == &DLTensorType && same_stream((DLTensorObject *)a[0], a[1], "from_dlpack") < 0)
 		return NULL;
@@ -913,10 +961,11 @@ static int tensor_extent(const DLTensor *t, uint64_t elem, uint64_t *out)
 static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
-	static const char *const names[] = { "array", "dtype", "shape", "ndim", "strides", "device_type", "device_id",
-					     "stream" };
+	static signature sig = SIGNATURE("make_dltensor", 1, 1, A_OBJ("array"), A_OBJ("dtype"), A_OBJ("shape"),
+					 A_OBJ("ndim"), A_OBJ("strides"), A_OBJ("device_type"), A_OBJ("device_id"),
+					 A_OBJ("stream"));
 	PyObject *a[8];
-	if (parse_args("make_dltensor", args, nargs, kwnames, names, 8, 1, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], a[7], "make_dltensor");
 	if (!src)
@@ -1298,10 +1347,9 @@ static void op_dealloc(OperationObject *op)
 
 static PyObject *op_wait_meth(OperationObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("wait", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("wait", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	if (op_wait(op, timeout) < 0)
 		return NULL;
@@ -1555,10 +1603,9 @@ static PyObject *handle_int(HandleObject *h)
 
 static PyObject *handle_wait(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("wait", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("wait", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	if (handle_live(h) < 0)
 		return NULL;
@@ -1664,6 +1711,12 @@ static int group_live(GroupObject *g)
 		return -1;
 	}
 	return 0;
+}
+
+/* A METH_O group method's one index argument, after the liveness check. */
+static int group_u64_arg(GroupObject *g, PyObject *arg, const char *what, uint64_t *out)
+{
+	return group_live(g) < 0 || parse_u64(arg, what, out) < 0 ? -1 : 0;
 }
 
 typedef struct {
@@ -2054,9 +2107,9 @@ static int cuda_order_consumer(uintptr_t consumer, int device, ovstage_cuda_sync
 
 static PyObject *managed_dlpack(ManagedObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "stream", "max_version", "dl_device", "copy" };
+	static signature sig = SIGNATURE("__dlpack__", 1, 0, A_OBJ("stream"), A_OBJ("max_version"), A_OBJ("dl_device"), A_OBJ("copy"));
 	PyObject *a[4];
-	if (parse_args("__dlpack__", args, nargs, kwnames, names, 4, 1, 0, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	int cuda = is_cuda_device(m->t.device.device_type);
 	if (a[2] && a[2] != Py_None) {
@@ -2230,9 +2283,9 @@ static PyTypeObject ManagedType = {
 
 static PyObject *group_dlpack(GroupObject *g, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "i", "readonly" };
+	static signature sig = SIGNATURE("dlpack", 2, 1, A_OBJ("i"), A_OBJ("readonly"));
 	PyObject *a[2];
-	if (parse_args("dlpack", args, nargs, kwnames, names, 2, 2, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	const DLTensor *t;
 	if (tensor_index(g, a[0], &t) < 0)
@@ -2291,10 +2344,8 @@ static PyObject *group_tensor(GroupObject *g, PyObject *arg)
 
 static PyObject *group_prim_index(GroupObject *g, PyObject *arg)
 {
-	if (group_live(g) < 0)
-		return NULL;
 	uint64_t i;
-	if (parse_u64(arg, "prim index", &i) < 0)
+	if (group_u64_arg(g, arg, "prim index", &i) < 0)
 		return NULL;
 	const ovstage_prim_group_t *p = group_prims(g);
 	if (i >= p->count) {
@@ -2307,10 +2358,8 @@ static PyObject *group_prim_index(GroupObject *g, PyObject *arg)
 
 static PyObject *group_data_row_index(GroupObject *g, PyObject *arg)
 {
-	if (group_live(g) < 0)
-		return NULL;
 	uint64_t i;
-	if (parse_u64(arg, "element index", &i) < 0)
+	if (group_u64_arg(g, arg, "element index", &i) < 0)
 		return NULL;
 	const ovstage_data_t *d = group_data(g);
 	uint64_t n = d->index_map ? d->count : group_prims(g)->count;
@@ -2393,10 +2442,8 @@ static PyObject *group_get_meta(GroupObject *g, void *c)
 
 static PyObject *group_mask_word(GroupObject *g, PyObject *arg)
 {
-	if (group_live(g) < 0)
-		return NULL;
 	uint64_t i;
-	if (parse_u64(arg, "mask word index", &i) < 0)
+	if (group_u64_arg(g, arg, "mask word index", &i) < 0)
 		return NULL;
 	const ovstage_data_t *d = group_data(g);
 	if (!d->mask || i >= (d->count + 63u) / 64u) {
@@ -2512,6 +2559,46 @@ static int get_handle(StageObject *st, PyObject *o, PyTypeObject *type, const ch
 	PyErr_Format(PyExc_TypeError, "%s must be an ovstage.%s (or a raw int handle), got %.80s %R", what, type->tp_name + 8,
 		     Py_TYPE(o)->tp_name, o);
 	return -1;
+}
+
+/* Parses a call by its signature: one out pointer per parameter, typed as the table says. */
+static int parse_call(signature *s, StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+		      void *const *outs, int nout)
+{
+	PyObject *a[OVS_MAX_PARAMS];
+	if (nout != s->n) {
+		PyErr_Format(PyExc_SystemError, "%s(): %d out pointers for %d parameters", s->fn, nout, s->n);
+		return -1;
+	}
+	if ((st && stage_check(st) < 0) || match_args(s, args, nargs, kwnames, a) < 0)
+		return -1;
+	int rc = 0;
+	for (int i = 0; i < s->n && rc == 0; i++) {
+		const param *p = &s->p[i];
+		void *out = outs[i];
+		PyObject *o = a[i];
+		if (p->kind == K_OBJ) {
+			*(PyObject **)out = o;
+			continue;
+		}
+		if (p->kind == K_TIMEOUT) {
+			rc = parse_timeout(o, out);
+			continue;
+		}
+		if (p->kind == K_ATTR && i >= s->nreq)
+			memset(out, 0, sizeof(ovx_string_or_token_t));
+		if (!o || (o == Py_None && i >= s->nreq))
+			continue; /* the default */
+		if (p->kind == K_U64)
+			rc = parse_u64(o, p->name, out);
+		else if (p->kind == K_ATTR)
+			rc = parse_attr(o, p->name, out);
+		else if (p->kind == K_HANDLE)
+			rc = get_handle(st, o, p->type, p->name, out, NULL);
+		else
+			rc = parse_enum(o, p->name, p->lo, p->hi, out);
+	}
+	return rc;
 }
 
 /* A sequence of attribute names (str) / tokens (int) as interned tokens in the arena. A lone str or
@@ -3133,19 +3220,11 @@ static PyObject *stage_get_live(StageObject *st, void *c)
 
 /* ---- Stage: ops ------------------------------------------------------------------------------ */
 
-#define STAGE_ARGS(fn, ...)                                                                                  \
-	static const char *const names[] = { __VA_ARGS__ };                                                  \
-	enum { NARGS = sizeof names / sizeof names[0] };                                                     \
-	PyObject *a[NARGS];                                                                                  \
-	if (stage_check(st) < 0)                                                                             \
-		return NULL
-
 static PyObject *stage_wait_op(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("wait_op", "op_id", "timeout");
+	static signature sig = SIGNATURE("wait_op", 2, 1, A_U64("op_id"), A_TIMEOUT);
 	uint64_t id, timeout;
-	if (parse_args("wait_op", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    parse_u64(a[0], "op_id", &id) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&id, &timeout)) < 0)
 		return NULL;
 	wait_errors we;
 	int rc = wait_sliced(st, id, timeout, &we);
@@ -3170,10 +3249,8 @@ static OperationObject *find_op(StageObject *st, uint64_t id)
 
 static PyObject *stage_release_op(StageObject *st, PyObject *arg)
 {
-	if (stage_check(st) < 0)
-		return NULL;
 	uint64_t id;
-	if (parse_u64(arg, "op_id", &id) < 0)
+	if (stage_u64_arg(st, arg, "op_id", &id) < 0)
 		return NULL;
 	OperationObject *op = find_op(st, id);
 	if (op) {
@@ -3188,8 +3265,9 @@ static PyObject *stage_release_op(StageObject *st, PyObject *arg)
 
 static PyObject *stage_query(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("query", "filter", "attrs");
-	if (parse_args("query", args, nargs, kwnames, names, NARGS, 2, 0, a) < 0)
+	static signature sig = SIGNATURE("query", 2, 0, A_OBJ("filter"), A_OBJ("attrs"));
+	PyObject *a[2];
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&a[0], &a[1])) < 0)
 		return NULL;
 	arena_block *arena = NULL;
 	PyObject *inputs = PyList_New(0);
@@ -3287,10 +3365,8 @@ fail:
 
 static PyObject *stage_query_from_path_list(StageObject *st, PyObject *arg)
 {
-	if (stage_check(st) < 0)
-		return NULL;
 	uint64_t list;
-	if (parse_u64(arg, "path_list", &list) < 0)
+	if (stage_u64_arg(st, arg, "path_list", &list) < 0)
 		return NULL;
 	ovstage_query_handle_t h = 0;
 	int rc = ovstage_query_from_path_list(st->inst, list, &h);
@@ -3359,10 +3435,9 @@ static PyObject *query_result_impl(StageObject *st, uint64_t h, uint64_t timeout
 
 static PyObject *stage_fetch_query_result(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_query_result", "query", "timeout");
+	static signature sig = SIGNATURE("fetch_query_result", 2, 1, A_HANDLE("query", &QueryType), A_TIMEOUT);
 	uint64_t h, timeout;
-	if (parse_args("fetch_query_result", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &h, NULL) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&h, &timeout)) < 0)
 		return NULL;
 	return query_result_impl(st, h, timeout);
 }
@@ -3397,16 +3472,18 @@ static PyObject *stage_release_ordinal_query(StageObject *st, PyObject *arg)
 
 static PyObject *stage_read_attributes(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("read_attributes", "query", "attrs", "ordinal_range");
+	static signature sig = SIGNATURE("read_attributes", 3, 3, A_HANDLE("query", &QueryType), A_OBJ("attrs"),
+					 A_OBJ("ordinal_range"));
 	uint64_t q;
+	PyObject *attr_list, *range_obj;
 	ovstage_ordinal_range_t range;
-	if (parse_args("read_attributes", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_range(a[2], &range) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &attr_list, &range_obj)) < 0 ||
+	    parse_range(range_obj, &range) < 0)
 		return NULL;
 	arena_block *arena = NULL;
 	ovx_token_t *attrs;
 	size_t n;
-	if (parse_tokens(st, a[1], "attrs", &arena, &attrs, &n) < 0) {
+	if (parse_tokens(st, attr_list, "attrs", &arena, &attrs, &n) < 0) {
 		arena_free(arena);
 		return NULL;
 	}
@@ -3467,11 +3544,12 @@ static PyObject *read_next_impl(StageObject *st, uint64_t h, uint64_t timeout, H
 
 static PyObject *stage_fetch_read_next(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_read_next", "read", "timeout");
+	static signature sig = SIGNATURE("fetch_read_next", 2, 1, A_OBJ("read"), A_TIMEOUT);
 	uint64_t h, timeout;
+	PyObject *read;
 	HandleObject *ho;
-	if (parse_args("fetch_read_next", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    get_handle(st, a[0], &ReadType, "read", &h, &ho) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&read, &timeout)) < 0 ||
+	    get_handle(st, read, &ReadType, "read", &h, &ho) < 0)
 		return NULL;
 	return read_next_impl(st, h, timeout, ho);
 }
@@ -3491,17 +3569,17 @@ static PyObject *stage_release_group(StageObject *st, PyObject *arg)
 
 static PyObject *stage_write_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("write_attribute", "query", "attribute", "ordinal", "tensors", "is_array", "prim_mode", "semantic",
-		   "index_map", "mask", "count", "cuda_event", "cuda_stream");
+	static signature sig = SIGNATURE("write_attribute", 4, 4, A_HANDLE("query", &QueryType), A_ATTR("attribute"),
+					 A_U64("ordinal"), A_OBJ("tensors"), A_OBJ("is_array"), A_ENUM("prim_mode", 0, 1),
+					 A_OBJ("semantic"), A_OBJ("index_map"), A_OBJ("mask"), A_OBJ("count"),
+					 A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
 	uint64_t q, ordinal;
 	ovx_string_or_token_t attr;
 	int prim_mode = 0;
-	if (parse_args("write_attribute", args, nargs, kwnames, names, NARGS, 4, 4, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_attr(a[1], "attribute", &attr) < 0 ||
-	    parse_u64(a[2], "ordinal", &ordinal) < 0 ||
-	    (a[5] && a[5] != Py_None && parse_enum(a[5], "prim_mode", 0, 1, &prim_mode) < 0))
+	write_args w;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &attr, &ordinal, &w.tensors, &w.is_array, &prim_mode,
+		       &w.semantic, &w.index_map, &w.mask, &w.count, &w.cuda_event, &w.cuda_stream)) < 0)
 		return NULL;
-	write_args w = { a[3], a[4], a[6], a[7], a[8], a[9], a[10], a[11] };
 	arena_block *arena = NULL;
 	PyObject *inputs = PyList_New(0);
 	if (!inputs)
@@ -3526,14 +3604,14 @@ static PyObject *stage_write_attribute(StageObject *st, PyObject *const *args, P
 
 static PyObject *stage_write_attributes(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("write_attributes", "query", "writes", "ordinal", "prim_mode");
+	static signature sig = SIGNATURE("write_attributes", 3, 3, A_HANDLE("query", &QueryType), A_OBJ("writes"),
+					 A_U64("ordinal"), A_ENUM("prim_mode", 0, 1));
 	uint64_t q, ordinal;
+	PyObject *writes;
 	int prim_mode = 0;
-	if (parse_args("write_attributes", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_u64(a[2], "ordinal", &ordinal) < 0 ||
-	    (a[3] && a[3] != Py_None && parse_enum(a[3], "prim_mode", 0, 1, &prim_mode) < 0))
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &writes, &ordinal, &prim_mode)) < 0)
 		return NULL;
-	PyObject *f = PySequence_Fast(a[1], "writes must be a list of WriteDesc");
+	PyObject *f = PySequence_Fast(writes, "writes must be a list of WriteDesc");
 	if (!f)
 		return NULL;
 	Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
@@ -3595,12 +3673,13 @@ fail:
 
 static PyObject *stage_delete_attributes(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("delete_attributes", "query", "attributes", "ordinal");
+	static signature sig = SIGNATURE("delete_attributes", 3, 3, A_HANDLE("query", &QueryType), A_OBJ("attributes"),
+					 A_U64("ordinal"));
 	uint64_t q, ordinal;
-	if (parse_args("delete_attributes", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_u64(a[2], "ordinal", &ordinal) < 0)
+	PyObject *attributes;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &attributes, &ordinal)) < 0)
 		return NULL;
-	PyObject *f = a[1] == Py_None ? PyTuple_New(0) : PySequence_Fast(a[1], "attributes must be a list");
+	PyObject *f = attributes == Py_None ? PyTuple_New(0) : PySequence_Fast(attributes, "attributes must be a list");
 	if (!f)
 		return NULL;
 	Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
@@ -3621,10 +3700,11 @@ fail:
 
 static PyObject *clone_impl(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int blocking)
 {
-	STAGE_ARGS("clone", "source", "targets", "ordinal");
+	static signature sig = SIGNATURE("clone", 3, 3, A_OBJ("source"), A_OBJ("targets"), A_U64("ordinal"));
+	static signature sig_async = SIGNATURE("clone_async", 3, 3, A_OBJ("source"), A_OBJ("targets"), A_U64("ordinal"));
 	uint64_t ordinal;
-	if (parse_args(blocking ? "clone" : "clone_async", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    parse_u64(a[2], "ordinal", &ordinal) < 0)
+	PyObject *a[2];
+	if (parse_call(blocking ? &sig : &sig_async, st, args, nargs, kwnames, OUTS(&a[0], &a[1], &ordinal)) < 0)
 		return NULL;
 	if (!PyUnicode_Check(a[0])) {
 		PyErr_Format(PyExc_TypeError, "source must be a path str, got %.80s", Py_TYPE(a[0])->tp_name);
@@ -3724,14 +3804,12 @@ static PyObject *stage_get_hierarchy_computation_models(StageObject *st, PyObjec
 static PyObject *stage_compute_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs,
 					       PyObject *kwnames)
 {
-	STAGE_ARGS("compute_hierarchy_async", "input_ordinal", "output_ordinal", "model");
+	static signature sig = SIGNATURE("compute_hierarchy_async", 3, 2, A_U64("input_ordinal"), A_U64("output_ordinal"),
+					 A_ENUM("model", OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID,
+						OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT));
 	uint64_t in_ord, out_ord;
 	int model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_DEFAULT_CPU;
-	if (parse_args("compute_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 2, a) < 0 ||
-	    parse_u64(a[0], "input_ordinal", &in_ord) < 0 || parse_u64(a[1], "output_ordinal", &out_ord) < 0 ||
-	    (a[2] && a[2] != Py_None &&
-	     parse_enum(a[2], "model", OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID,
-			OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, &model) < 0))
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&in_ord, &out_ord, &model)) < 0)
 		return NULL;
 	ovstage_enqueue_result_t e;
 	BUSY_BEGIN(st)
@@ -3743,12 +3821,11 @@ static PyObject *stage_compute_hierarchy_async(StageObject *st, PyObject *const 
 /* get_hierarchy_async(path_list, ordinal, relation) -> Hierarchy (the list is copied at the call). */
 static PyObject *stage_get_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("get_hierarchy_async", "path_list", "ordinal", "relation");
+	static signature sig = SIGNATURE("get_hierarchy_async", 3, 3, A_U64("path_list"), A_U64("ordinal"),
+					 A_ENUM("relation", OVSTAGE_HIERARCHY_PARENT, OVSTAGE_HIERARCHY_SIBLINGS));
 	uint64_t list, ordinal;
 	int relation;
-	if (parse_args("get_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    parse_u64(a[0], "path_list", &list) < 0 || parse_u64(a[1], "ordinal", &ordinal) < 0 ||
-	    parse_enum(a[2], "relation", OVSTAGE_HIERARCHY_PARENT, OVSTAGE_HIERARCHY_SIBLINGS, &relation) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&list, &ordinal, &relation)) < 0)
 		return NULL;
 	ovstage_hierarchy_handle_t h = OVSTAGE_INVALID_HIERARCHY_HANDLE;
 	ovstage_enqueue_result_t e;
@@ -3840,24 +3917,24 @@ static PyObject *stage_release_hierarchy(StageObject *st, PyObject *arg)
 
 static PyObject *stage_map_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("map_attribute", "query", "attribute", "ordinal", "prim_mode", "dtype", "semantic", "element_sizes");
+	static signature sig = SIGNATURE("map_attribute", 3, 3, A_HANDLE("query", &QueryType), A_ATTR("attribute"),
+					 A_U64("ordinal"), A_ENUM("prim_mode", 0, 1), A_OBJ("dtype"),
+					 A_ENUM("semantic", 0, 65535), A_OBJ("element_sizes"));
 	uint64_t q, ordinal;
 	ovstage_map_desc_t desc;
 	memset(&desc, 0, sizeof desc);
 	int prim_mode = 0, sem = 0;
-	if (parse_args("map_attribute", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_attr(a[1], "attribute", &desc.attribute) < 0 ||
-	    parse_u64(a[2], "ordinal", &ordinal) < 0 ||
-	    (a[3] && a[3] != Py_None && parse_enum(a[3], "prim_mode", 0, 1, &prim_mode) < 0) ||
-	    (a[4] && a[4] != Py_None && parse_dtype(a[4], &desc.dtype) < 0) ||
-	    (a[5] && a[5] != Py_None && parse_enum(a[5], "semantic", 0, 65535, &sem) < 0))
+	PyObject *dtype, *element_sizes;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &desc.attribute, &ordinal, &prim_mode, &dtype, &sem,
+		       &element_sizes)) < 0 ||
+	    (dtype && dtype != Py_None && parse_dtype(dtype, &desc.dtype) < 0))
 		return NULL;
 	desc.prim_mode = (ovstage_prim_mode_t)prim_mode;
 	desc.semantic = (ovstage_attribute_semantic_t)sem;
 	arena_block *arena = NULL;
 	size_t *sizes = NULL, nsizes = 0;
-	if (a[6] && a[6] != Py_None) {
-		PyArrayObject *m = int_array(a[6], NPY_UINT64, "element_sizes");
+	if (element_sizes && element_sizes != Py_None) {
+		PyArrayObject *m = int_array(element_sizes, NPY_UINT64, "element_sizes");
 		if (!m)
 			return NULL;
 		nsizes = (size_t)PyArray_SIZE(m);
@@ -3912,11 +3989,11 @@ static int map_arg(StageObject *st, PyObject *o, HandleObject **out)
 
 static PyObject *stage_fetch_map_next(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_map_next", "map", "timeout");
+	static signature sig = SIGNATURE("fetch_map_next", 2, 1, A_OBJ("map"), A_TIMEOUT);
+	PyObject *map;
 	HandleObject *m;
 	uint64_t timeout;
-	if (parse_args("fetch_map_next", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 || map_arg(st, a[0], &m) < 0 ||
-	    parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&map, &timeout)) < 0 || map_arg(st, map, &m) < 0)
 		return NULL;
 	return map_next_impl(m, timeout);
 }
@@ -3956,9 +4033,11 @@ static PyObject *unmap_group_impl(HandleObject *m, PyObject *go, PyObject *ev, P
 
 static PyObject *stage_unmap_group(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("unmap_group", "map", "group", "cuda_event", "cuda_stream");
+	static signature sig = SIGNATURE("unmap_group", 2, 2, A_OBJ("map"), A_OBJ("group"), A_OBJ("cuda_event"),
+					 A_OBJ("cuda_stream"));
+	PyObject *a[4];
 	HandleObject *m;
-	if (parse_args("unmap_group", args, nargs, kwnames, names, NARGS, 2, 2, a) < 0 || map_arg(st, a[0], &m) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&a[0], &a[1], &a[2], &a[3])) < 0 || map_arg(st, a[0], &m) < 0)
 		return NULL;
 	return unmap_group_impl(m, a[1], a[2], a[3]);
 }
@@ -3978,27 +4057,28 @@ static PyObject *unmap_impl(HandleObject *m, PyObject *ev, PyObject *stream)
 
 static PyObject *stage_unmap_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("unmap_attribute", "map", "cuda_event", "cuda_stream");
+	static signature sig = SIGNATURE("unmap_attribute", 3, 1, A_OBJ("map"), A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
+	PyObject *a[3];
 	HandleObject *m;
-	if (parse_args("unmap_attribute", args, nargs, kwnames, names, NARGS, 3, 1, a) < 0 || map_arg(st, a[0], &m) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&a[0], &a[1], &a[2])) < 0 || map_arg(st, a[0], &m) < 0)
 		return NULL;
 	return unmap_impl(m, a[1], a[2]);
 }
 
 static PyObject *stage_advance_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("advance_write_floor", "ordinal", "scope", "attributes");
+	static signature sig = SIGNATURE("advance_write_floor", 3, 1, A_U64("ordinal"), A_ENUM("scope", 0, 2),
+					 A_OBJ("attributes"));
 	ovstage_write_floor_desc_t d;
 	memset(&d, 0, sizeof d);
 	int scope = 0;
-	if (parse_args("advance_write_floor", args, nargs, kwnames, names, NARGS, 3, 1, a) < 0 ||
-	    parse_u64(a[0], "ordinal", &d.ordinal) < 0 ||
-	    (a[1] && a[1] != Py_None && parse_enum(a[1], "scope", 0, 2, &scope) < 0))
+	PyObject *attributes;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&d.ordinal, &scope, &attributes)) < 0)
 		return NULL;
 	d.scope = (ovstage_scope_t)scope;
 	arena_block *arena = NULL;
 	ovx_token_t *attrs;
-	if (parse_tokens(st, a[2], "attributes", &arena, &attrs, &d.attribute_count) < 0) {
+	if (parse_tokens(st, attributes, "attributes", &arena, &attrs, &d.attribute_count) < 0) {
 		arena_free(arena);
 		return NULL;
 	}
@@ -4032,11 +4112,9 @@ static PyObject *stage_get_oldest_preserved_ordinal(StageObject *st, PyObject *u
 static PyObject *stage_get_attribute_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs,
 						 PyObject *kwnames)
 {
-	STAGE_ARGS("get_attribute_write_floor", "attribute");
+	static signature sig = SIGNATURE("get_attribute_write_floor", 1, 0, A_ATTR("attribute"));
 	ovx_string_or_token_t attr;
-	memset(&attr, 0, sizeof attr);
-	if (parse_args("get_attribute_write_floor", args, nargs, kwnames, names, NARGS, 1, 0, a) < 0 ||
-	    (a[0] && a[0] != Py_None && parse_attr(a[0], "attribute", &attr) < 0))
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&attr)) < 0)
 		return NULL;
 	ovstage_ordinal_query_handle_t h = 0;
 	ovstage_enqueue_result_t e = ovstage_get_attribute_write_floor(st->inst, attr, &h);
@@ -4054,13 +4132,10 @@ static PyObject *stage_get_attribute_write_floor(StageObject *st, PyObject *cons
  */
 static PyObject *stage_wait_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("wait_write_floor", "ordinal", "attribute", "timeout");
+	static signature sig = SIGNATURE("wait_write_floor", 3, 1, A_U64("ordinal"), A_ATTR("attribute"), A_TIMEOUT);
 	uint64_t ordinal, timeout;
 	ovx_string_or_token_t attr;
-	memset(&attr, 0, sizeof attr);
-	if (parse_args("wait_write_floor", args, nargs, kwnames, names, NARGS, 3, 1, a) < 0 ||
-	    parse_u64(a[0], "ordinal", &ordinal) < 0 ||
-	    (a[1] && a[1] != Py_None && parse_attr(a[1], "attribute", &attr) < 0) || parse_timeout(a[2], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&ordinal, &attr, &timeout)) < 0)
 		return NULL;
 	uint64_t left = timeout;
 	for (;;) {
@@ -4103,10 +4178,9 @@ static PyObject *ordinal_impl(StageObject *st, uint64_t h, uint64_t timeout)
 
 static PyObject *stage_fetch_ordinal(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_ordinal", "ordinal_query", "timeout");
+	static signature sig = SIGNATURE("fetch_ordinal", 2, 1, A_HANDLE("ordinal_query", &OrdinalQueryType), A_TIMEOUT);
 	uint64_t h, timeout;
-	if (parse_args("fetch_ordinal", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    get_handle(st, a[0], &OrdinalQueryType, "ordinal_query", &h, NULL) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&h, &timeout)) < 0)
 		return NULL;
 	return ordinal_impl(st, h, timeout);
 }
@@ -4379,10 +4453,8 @@ static PyObject *stage_pd_create_path_list_from_strings(StageObject *st, PyObjec
 
 static PyObject *pd_list_ref(StageObject *st, PyObject *arg, int add)
 {
-	if (stage_check(st) < 0)
-		return NULL;
 	uint64_t l;
-	if (parse_u64(arg, "path_list", &l) < 0)
+	if (stage_u64_arg(st, arg, "path_list", &l) < 0)
 		return NULL;
 	ovx_api_result_t res = add ? path_dictionary_add_path_list_reference(st->pd, l)
 				   : path_dictionary_release_path_list_reference(st->pd, l);
@@ -4437,11 +4509,9 @@ static PyObject *stage_pd_get_paths(StageObject *st, PyObject *arg)
 
 static PyObject *read_fetch_next(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("fetch_next", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("fetch_next", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
 	return read_next_impl(h->stage, h->handle, timeout, h);
 }
@@ -4457,11 +4527,9 @@ static PyTypeObject GroupIterType;
 
 static PyObject *groups_iter_new(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("groups", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("groups", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
 	GroupIterObject *it = PyObject_New(GroupIterObject, &GroupIterType);
 	if (!it)
@@ -4525,63 +4593,49 @@ static PyTypeObject GroupIterType = {
 
 static PyObject *map_fetch_next(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("fetch_next", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("fetch_next", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	return map_next_impl(h, timeout);
 }
 
 static PyObject *map_unmap_group(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "group", "cuda_event", "cuda_stream" };
+	static signature sig = SIGNATURE("unmap_group", 3, 1, A_OBJ("group"), A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
 	PyObject *a[3];
-	if (parse_args("unmap_group", args, nargs, kwnames, names, 3, 3, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	return unmap_group_impl(h, a[0], a[1], a[2]);
 }
 
 static PyObject *map_unmap(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "cuda_event", "cuda_stream" };
+	static signature sig = SIGNATURE("unmap", 2, 0, A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
 	PyObject *a[2];
-	if (parse_args("unmap", args, nargs, kwnames, names, 2, 2, 0, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	return unmap_impl(h, a[0], a[1]);
 }
 
-static PyObject *ordq_fetch(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* OrdinalQuery.fetch(timeout=TIMEOUT_INFINITE) and Query.result(timeout=TIMEOUT_INFINITE). */
+static PyObject *handle_fetch(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature fetch = SIGNATURE("fetch", 1, 0, A_TIMEOUT), result = SIGNATURE("result", 1, 0, A_TIMEOUT);
+	int query = h->tkind == T_QUERY;
 	uint64_t timeout;
-	if (parse_args("fetch", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(query ? &result : &fetch, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
-	return ordinal_impl(h->stage, h->handle, timeout);
-}
-
-static PyObject *query_result(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
-	uint64_t timeout;
-	if (parse_args("result", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
-		return NULL;
-	return query_result_impl(h->stage, h->handle, timeout);
+	return query ? query_result_impl(h->stage, h->handle, timeout) : ordinal_impl(h->stage, h->handle, timeout);
 }
 
 /* Hierarchy.result(timeout=TIMEOUT_INFINITE): waits for the lookup's op (if not yet waited), then
  * fetches the result (the fetch itself does not block). */
 static PyObject *hier_result(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("result", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("result", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
 	if (h->op != Py_None && !((OperationObject *)h->op)->done && op_wait((OperationObject *)h->op, timeout) < 0)
 		return NULL;
@@ -4598,7 +4652,7 @@ static PyObject *hier_result(HandleObject *h, PyObject *const *args, Py_ssize_t 
 static PyMethodDef query_methods[] = {
 	HANDLE_COMMON_METHODS,
 	{ "release", (PyCFunction)handle_release, METH_NOARGS, "release() -> Operation (release_query)" },
-	{ "result", (PyCFunction)(void (*)(void))query_result, METH_FASTCALL | METH_KEYWORDS,
+	{ "result", (PyCFunction)(void (*)(void))handle_fetch, METH_FASTCALL | METH_KEYWORDS,
 	  "result(timeout=TIMEOUT_INFINITE) -> QueryResult" },
 	{ NULL },
 };
@@ -4628,7 +4682,7 @@ static PyMethodDef map_methods[] = {
 static PyMethodDef ordq_methods[] = {
 	HANDLE_COMMON_METHODS,
 	{ "release", (PyCFunction)handle_release, METH_NOARGS, "release() -> Operation (release_ordinal_query)" },
-	{ "fetch", (PyCFunction)(void (*)(void))ordq_fetch, METH_FASTCALL | METH_KEYWORDS,
+	{ "fetch", (PyCFunction)(void (*)(void))handle_fetch, METH_FASTCALL | METH_KEYWORDS,
 	  "fetch(timeout=TIMEOUT_INFINITE) -> int" },
 	{ NULL },
 };
@@ -4813,9 +4867,9 @@ static void log_trampoline(ovstage_log_severity_t sev, double ts, ovx_string_t m
 static PyObject *mod_set_log_callback(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
-	static const char *const names[] = { "callback", "severity", "channel_filter" };
+	static signature sig = SIGNATURE("set_log_callback", 3, 1, A_OBJ("callback"), A_OBJ("severity"), A_OBJ("channel_filter"));
 	PyObject *a[3];
-	if (parse_args("set_log_callback", args, nargs, kwnames, names, 3, 3, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	int sev = OVSTAGE_LOG_WARNING;
 	if (a[1] && a[1] != Py_None) {
@@ -4874,10 +4928,9 @@ static PyObject *mod_set_log_callback(PyObject *mod, PyObject *const *args, Py_s
 static PyObject *mod_flush_log(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("flush_log", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("flush_log", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	int rc;
 	Py_BEGIN_ALLOW_THREADS

@@ -100,7 +100,7 @@ def test_wait_write_floor_ends_when_another_thread_destroys_the_stage():
     t.join(10)
     assert not t.is_alive()
     assert len(errors) == 1 and errors[0].code == ErrorCode.INVALID_HANDLE
-    assert "destroyed while waiting" in errors[0].message
+    assert "was destroyed while waiting" in errors[0].message
 
 
 def test_wait_write_floor_bad_input(stage):
