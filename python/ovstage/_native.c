@@ -1218,13 +1218,54 @@ typedef struct {
 	ovstage_op_id_t lowest_pending;
 } wait_errors;
 
-/* One wait_op call with the GIL released; copies the thread-local error list before returning. */
-static int wait_once(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
+/*
+ * A bounded engine wait: one call that waits at most `slice` ns (0 polls). sliced_wait calls it
+ * with the GIL released (not for a poll), so it touches no Python object.
+ */
+typedef int (*slice_fn)(StageObject *st, void *ctx, uint64_t slice);
+
+/*
+ * Waits up to `timeout` ns (TIMEOUT_INFINITE: no limit) in calls of fn of at most OVS_SLICE_NS,
+ * so that signals are seen between them. Returns fn's first status other than TIMEOUT, TIMEOUT
+ * when the time is up, or -1 with an exception: KeyboardInterrupt (or whatever a signal handler
+ * raised), or, with end_on_destroy, INVALID_HANDLE once another thread's destroy() closed the
+ * stage (for waits that nothing destroy() drains would end).
+ */
+static int sliced_wait(StageObject *st, uint64_t timeout, int end_on_destroy, slice_fn fn, void *ctx)
 {
-	int rc;
-	BUSY_BEGIN(st)
+	uint64_t left = timeout;
+	for (;;) {
+		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
+		int rc;
+		if (slice == 0) { /* a poll: not worth dropping the GIL */
+			rc = fn(st, ctx, 0);
+		} else {
+			BUSY_BEGIN(st)
+			rc = fn(st, ctx, slice);
+			BUSY_END
+		}
+		if (rc != OVSTAGE_ERROR_TIMEOUT)
+			return rc;
+		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
+			left -= slice;
+			if (left == 0)
+				return rc;
+		}
+		if (PyErr_CheckSignals() < 0)
+			return -1;
+		if (end_on_destroy && st->closed) {
+			raise_code(OVSTAGE_ERROR_INVALID_HANDLE, "the stage %R was destroyed while waiting",
+				   st->name ? st->name : Py_None);
+			return -1;
+		}
+	}
+}
+
+/* One wait_op call; copies the thread-local error list before returning. */
+static int wait_raw(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
+{
 	ovstage_op_wait_result_t wr = { 0 };
-	rc = ovstage_wait_op(st->inst, id, timeout, &wr);
+	int rc = ovstage_wait_op(st->inst, id, timeout, &wr);
 	we->n = 0;
 	we->lowest_pending = wr.lowest_pending_op_id;
 	for (size_t i = 0; i < wr.error_op_id_count && i < OVS_WAIT_ERRORS; i++) {
@@ -1238,28 +1279,35 @@ static int wait_once(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait
 		we->msgs[i][len] = '\0';
 		we->n++;
 	}
+	return rc;
+}
+
+/* One wait_op call with the GIL released (the drains: no signal checks). */
+static int wait_once(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
+{
+	int rc;
+	BUSY_BEGIN(st)
+	rc = wait_raw(st, id, timeout, we);
 	BUSY_END
 	return rc;
 }
 
-/* Waits in slices so that signals are seen; returns the engine status, or -1 with an exception
- * (KeyboardInterrupt) when a signal handler raised. */
+typedef struct {
+	ovstage_op_id_t id;
+	wait_errors *we;
+} wait_ctx;
+
+static int wait_slice(StageObject *st, void *ctx, uint64_t slice)
+{
+	wait_ctx *c = ctx;
+	return wait_raw(st, c->id, slice, c->we);
+}
+
+/* wait_op in slices (sliced_wait): the engine status, or -1 with KeyboardInterrupt. */
 static int wait_sliced(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
 {
-	uint64_t left = timeout;
-	for (;;) {
-		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
-		int rc = wait_once(st, id, slice, we);
-		if (rc != OVSTAGE_ERROR_TIMEOUT)
-			return rc;
-		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
-			left -= slice;
-			if (left == 0)
-				return rc;
-		}
-		if (PyErr_CheckSignals() < 0)
-			return -1;
-	}
+	wait_ctx c = { id, we };
+	return sliced_wait(st, timeout, 0, wait_slice, &c);
 }
 
 /* Op failure reported by wait_op: the code is the status name the root-cause message starts with
@@ -3375,41 +3423,28 @@ static PyObject *stage_query_from_path_list(StageObject *st, PyObject *arg)
 	return new_handle(st, &QueryType, T_QUERY, h, NULL);
 }
 
-/* Sliced fetch with the GIL released. kind: T_QUERY, T_READ, T_MAP, T_ORDQ. */
+typedef struct {
+	int kind;
+	uint64_t h;
+	void *out;
+} fetch_ctx;
+
+static int fetch_slice(StageObject *st, void *ctx, uint64_t slice)
+{
+	fetch_ctx *c = ctx;
+	switch (c->kind) {
+	case T_QUERY: return ovstage_fetch_query_result(st->inst, c->h, slice, c->out);
+	case T_READ: return ovstage_fetch_read_next(st->inst, c->h, slice, c->out);
+	case T_MAP: return ovstage_fetch_map_next(st->inst, c->h, slice, c->out);
+	default: return ovstage_fetch_ordinal(st->inst, c->h, slice, c->out);
+	}
+}
+
+/* A fetch in slices (sliced_wait). kind: T_QUERY, T_READ, T_MAP, T_ORDQ. */
 static int fetch_sliced(StageObject *st, int kind, uint64_t h, uint64_t timeout, void *out)
 {
-	uint64_t left = timeout;
-	for (;;) {
-		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
-		int rc;
-		ovstage_instance_t *in = st->inst;
-		if (slice == 0) { /* a poll: not worth dropping the GIL */
-			switch (kind) {
-			case T_QUERY: rc = ovstage_fetch_query_result(in, h, 0, out); break;
-			case T_READ: rc = ovstage_fetch_read_next(in, h, 0, out); break;
-			case T_MAP: rc = ovstage_fetch_map_next(in, h, 0, out); break;
-			default: rc = ovstage_fetch_ordinal(in, h, 0, out); break;
-			}
-		} else {
-			BUSY_BEGIN(st)
-			switch (kind) {
-			case T_QUERY: rc = ovstage_fetch_query_result(in, h, slice, out); break;
-			case T_READ: rc = ovstage_fetch_read_next(in, h, slice, out); break;
-			case T_MAP: rc = ovstage_fetch_map_next(in, h, slice, out); break;
-			default: rc = ovstage_fetch_ordinal(in, h, slice, out); break;
-			}
-			BUSY_END
-		}
-		if (rc != OVSTAGE_ERROR_TIMEOUT)
-			return rc;
-		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
-			left -= slice;
-			if (left == 0)
-				return rc;
-		}
-		if (PyErr_CheckSignals() < 0)
-			return -1;
-	}
+	fetch_ctx c = { kind, h, out };
+	return sliced_wait(st, timeout, 0, fetch_slice, &c);
 }
 
 static PyObject *query_result_impl(StageObject *st, uint64_t h, uint64_t timeout)
@@ -4124,45 +4159,38 @@ static PyObject *stage_get_attribute_write_floor(StageObject *st, PyObject *cons
 	return new_handle(st, &OrdinalQueryType, T_ORDQ, e.status == OVSTAGE_OK ? h : 0, op);
 }
 
+typedef struct {
+	ovx_string_or_token_t attr;
+	uint64_t ordinal;
+} floor_ctx;
+
+static int floor_slice(StageObject *st, void *ctx, uint64_t slice)
+{
+	floor_ctx *c = ctx;
+	return ovstage_ext_wait_write_floor(st->inst, c->attr, c->ordinal, slice);
+}
+
 /*
  * wait_write_floor(ordinal, attribute=None, timeout=TIMEOUT_INFINITE) -> bool: ovstage_ext_wait_write_floor
- * in slices of OVS_SLICE_NS with the GIL released, so that Ctrl-C raises KeyboardInterrupt and a
- * destroy() of another thread ends the wait (INVALID_HANDLE) instead of waiting for it. True when the
- * floor reached `ordinal`, False when the timeout passed first (like threading.Event.wait).
+ * in slices (sliced_wait), ending with INVALID_HANDLE when another thread's destroy() closes the
+ * stage (nothing else would end an infinite wait then). True when the floor reached `ordinal`,
+ * False when the timeout passed first (like threading.Event.wait).
  */
 static PyObject *stage_wait_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	static signature sig = SIGNATURE("wait_write_floor", 3, 1, A_U64("ordinal"), A_ATTR("attribute"), A_TIMEOUT);
-	uint64_t ordinal, timeout;
-	ovx_string_or_token_t attr;
-	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&ordinal, &attr, &timeout)) < 0)
+	floor_ctx c;
+	uint64_t timeout;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&c.ordinal, &c.attr, &timeout)) < 0)
 		return NULL;
-	uint64_t left = timeout;
-	for (;;) {
-		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
-		int rc;
-		if (slice == 0) /* a poll: not worth dropping the GIL */
-			rc = ovstage_ext_wait_write_floor(st->inst, attr, ordinal, 0);
-		else {
-			BUSY_BEGIN(st)
-			rc = ovstage_ext_wait_write_floor(st->inst, attr, ordinal, slice);
-			BUSY_END
-		}
-		if (rc == OVSTAGE_OK)
-			Py_RETURN_TRUE;
-		if (rc != OVSTAGE_ERROR_TIMEOUT)
-			return raise_last(rc, "wait_write_floor");
-		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
-			left -= slice;
-			if (left == 0)
-				Py_RETURN_FALSE;
-		}
-		if (PyErr_CheckSignals() < 0)
-			return NULL;
-		if (st->closed)
-			return raise_code(OVSTAGE_ERROR_INVALID_HANDLE, "wait_write_floor: the stage %R was destroyed while "
-					  "waiting", st->name ? st->name : Py_None);
-	}
+	int rc = sliced_wait(st, timeout, 1, floor_slice, &c);
+	if (rc < 0)
+		return NULL;
+	if (rc == OVSTAGE_ERROR_TIMEOUT)
+		Py_RETURN_FALSE;
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "wait_write_floor");
+	Py_RETURN_TRUE;
 }
 
 static PyObject *ordinal_impl(StageObject *st, uint64_t h, uint64_t timeout)
