@@ -958,6 +958,216 @@ static int tensor_extent(const DLTensor *t, uint64_t elem, uint64_t *out)
 	return 0;
 }
 
+/* The layout make_dltensor builds: the source's, then overridden (shape and strides always explicit). */
+typedef struct {
+	DLDataType dtype;
+	int nd;
+	int have_strides; /* the result keeps explicit strides (NULL strides = compact row-major) */
+	int64_t shp[OVS_MAX_NDIM], str[OVS_MAX_NDIM];
+} layout;
+
+static void compact_strides(layout *l)
+{
+	int64_t run = 1;
+	for (int i = l->nd - 1; i >= 0; i--) {
+		l->str[i] = run;
+		run *= l->shp[i];
+	}
+}
+
+static void layout_of(const DLTensor *t, layout *l)
+{
+	l->dtype = t->dtype;
+	l->nd = t->ndim;
+	l->have_strides = t->strides != NULL;
+	for (int i = 0; i < l->nd; i++) {
+		l->shp[i] = t->shape[i];
+		l->str[i] = t->strides ? t->strides[i] : 0;
+	}
+	if (!t->strides)
+		compact_strides(l);
+}
+
+/* device_type= / device_id=: only a check that they name the source's device (no copies). */
+static int check_device(const DLTensor *t, PyObject *device_type, PyObject *device_id)
+{
+	int v;
+	if (device_type && device_type != Py_None) {
+		if (parse_enum(device_type, "device_type", 0, 255, &v) < 0)
+			return -1;
+		if (v != (int)t->device.device_type) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: device_type %d does not match the source device %d",
+				     v, (int)t->device.device_type);
+			return -1;
+		}
+	}
+	if (device_id && device_id != Py_None) {
+		if (parse_enum(device_id, "device_id", 0, INT32_MAX, &v) < 0)
+			return -1;
+		if (v != (int)t->device.device_id) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: device_id %d does not match the source device %d", v,
+				     (int)t->device.device_id);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The dtype a lane fold may ask for: the source's base type, whole bytes, a multiple of its lanes. */
+static int check_fold_dtype(const DLDataType *src, const DLDataType *d)
+{
+	if (d->code != src->code || d->bits != src->bits) {
+		PyErr_Format(PyExc_ValueError,
+			     "make_dltensor: the lane fold keeps the base type; source is (code=%d, bits=%d), "
+			     "dtype asks (code=%d, bits=%d)",
+			     (int)src->code, (int)src->bits, (int)d->code, (int)d->bits);
+		return -1;
+	}
+	if (d->bits == 0 || d->bits % 8) {
+		PyErr_Format(PyExc_ValueError, "make_dltensor: bit width %d is not a positive whole number of bytes",
+			     (int)d->bits);
+		return -1;
+	}
+	if (d->lanes == 0 || d->lanes > 255 || d->lanes % src->lanes) {
+		PyErr_Format(PyExc_ValueError, "make_dltensor: lanes %d is not a multiple of the source lanes %d "
+			     "in [1, 255]", (int)d->lanes, (int)src->lanes);
+		return -1;
+	}
+	return 0;
+}
+
+/* Folds complete compact trailing axes of l into d.lanes / l->dtype.lanes lanes (d checked). */
+static int fold_lanes(layout *l, const DLDataType *d)
+{
+	int64_t factor = d->lanes / l->dtype.lanes, prod = 1, inner = 1;
+	while (prod < factor) {
+		if (l->nd == 0) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: the trailing axes hold %lld elements, "
+				     "fewer than the %lld lanes asked", (long long)prod, (long long)factor);
+			return -1;
+		}
+		int64_t n = l->shp[l->nd - 1];
+		if (l->str[l->nd - 1] != inner && n != 1) {
+			PyErr_SetString(PyExc_ValueError, "make_dltensor: the axes folded into lanes must be compact");
+			return -1;
+		}
+		prod *= n;
+		inner *= n;
+		l->nd--;
+	}
+	if (prod != factor) {
+		PyErr_Format(PyExc_ValueError, "make_dltensor: trailing axes of %lld elements do not fold into "
+			     "%lld lanes", (long long)prod, (long long)factor);
+		return -1;
+	}
+	for (int i = 0; i < l->nd; i++) {
+		if (l->str[i] % factor) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: stride %lld of axis %d is not a whole number "
+				     "of folded elements", (long long)l->str[i], i);
+			return -1;
+		}
+		l->str[i] /= factor;
+	}
+	if (l->nd == 0) { /* a full fold: a one-element tensor */
+		l->nd = 1;
+		l->shp[0] = 1;
+		l->str[0] = 1;
+	}
+	l->dtype = *d;
+	l->have_strides = 1;
+	return 0;
+}
+
+/* shape= / strides= / ndim= overrides, in that order (ndim only checks the result). */
+static int apply_shape(layout *l, PyObject *shape, PyObject *strides, PyObject *ndim)
+{
+	int n;
+	if (shape && shape != Py_None) {
+		if (parse_i64_seq(shape, "shape", l->shp, OVS_MAX_NDIM, &n) < 0)
+			return -1;
+		l->nd = n;
+		if (!strides || strides == Py_None)
+			compact_strides(l);
+		l->have_strides = 1;
+	}
+	if (strides && strides != Py_None) {
+		if (parse_i64_seq(strides, "strides", l->str, OVS_MAX_NDIM, &n) < 0)
+			return -1;
+		if (n != l->nd) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: %d strides for %d dimensions", n, l->nd);
+			return -1;
+		}
+		l->have_strides = 1;
+	}
+	if (ndim && ndim != Py_None) {
+		if (parse_enum(ndim, "ndim", 0, OVS_MAX_NDIM, &n) < 0)
+			return -1;
+		if (n != l->nd) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: ndim %d does not match the shape's %d dimensions", n,
+				     l->nd);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A DLTensor viewing src's data with layout l, which must stay inside src's bytes. Steals src. */
+static PyObject *layout_view(DLTensorObject *src, const layout *l, uint64_t src_extent)
+{
+	DLTensorObject *o = PyObject_New(DLTensorObject, &DLTensorType);
+	if (!o) {
+		Py_DECREF(src);
+		return NULL;
+	}
+	o->managed = NULL;
+	o->versioned = 0;
+	o->flags = src->flags;
+	o->stream = src->stream;
+	o->event = src->event;
+	o->stream_obj = NULL; /* src (the owner) keeps it */
+	o->owner = (PyObject *)src; /* keeps the capsule (and the producer's data) */
+	o->own = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(l->nd ? l->nd : 1));
+	o->t = src->t;
+	if (!o->own) {
+		Py_DECREF(o); /* drops src too */
+		return PyErr_NoMemory();
+	}
+	memcpy(o->own, l->shp, sizeof(int64_t) * (size_t)l->nd);
+	memcpy(o->own + l->nd, l->str, sizeof(int64_t) * (size_t)l->nd);
+	o->t.dtype = l->dtype;
+	o->t.ndim = l->nd;
+	o->t.shape = o->own;
+	o->t.strides = l->have_strides ? o->own + l->nd : NULL;
+	uint64_t elem = (uint64_t)o->t.dtype.bits * o->t.dtype.lanes / 8, ext = 0;
+	if (tensor_extent(&o->t, elem, &ext) < 0 || ext > src_extent) {
+		PyErr_Format(PyExc_ValueError, "make_dltensor: the layout spans %llu bytes, the source only %llu",
+			     (unsigned long long)ext, (unsigned long long)src_extent);
+		Py_DECREF(o); /* drops src too */
+		return NULL;
+	}
+	return (PyObject *)o;
+}
+
+/* Validates every override against the source, then folds and reshapes a copy of its layout. */
+static int make_layout(const DLTensorObject *src, PyObject *const *a, layout *l, uint64_t *src_extent)
+{
+	const DLTensor *t = &src->t;
+	uint64_t src_elem = (uint64_t)t->dtype.bits * t->dtype.lanes;
+	if (src_elem % 8 || tensor_extent(t, src_elem / 8, src_extent) < 0) {
+		PyErr_SetString(PyExc_ValueError, "make_dltensor: the source tensor has sub-byte elements or negative strides");
+		return -1;
+	}
+	if (check_device(t, a[5], a[6]) < 0)
+		return -1;
+	layout_of(t, l);
+	if (a[1] && a[1] != Py_None) {
+		DLDataType d;
+		if (parse_dtype(a[1], &d) < 0 || check_fold_dtype(&t->dtype, &d) < 0 || fold_lanes(l, &d) < 0)
+			return -1;
+	}
+	return apply_shape(l, a[2], a[4], a[3]);
+}
+
 static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
@@ -970,176 +1180,14 @@ static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t 
 	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], a[7], "make_dltensor");
 	if (!src)
 		return NULL;
-	if (Py_TYPE(a[0]) == &DLTensorType && same_stream(src, a[7], "make_dltensor") < 0) {
+	layout l;
+	uint64_t src_extent = 0;
+	if ((Py_TYPE(a[0]) == &DLTensorType && same_stream(src, a[7], "make_dltensor") < 0) ||
+	    make_layout(src, a, &l, &src_extent) < 0) {
 		Py_DECREF(src);
 		return NULL;
 	}
-	DLTensor t = src->t;
-	int64_t shp[OVS_MAX_NDIM], str[OVS_MAX_NDIM];
-	int nd = t.ndim;
-	int have_strides = t.strides != NULL;
-	for (int i = 0; i < nd; i++) {
-		shp[i] = t.shape[i];
-		str[i] = t.strides ? t.strides[i] : 0;
-	}
-	if (!have_strides) { /* compact row-major strides */
-		int64_t run = 1;
-		for (int i = nd - 1; i >= 0; i--) {
-			str[i] = run;
-			run *= shp[i];
-		}
-	}
-	uint64_t src_elem = (uint64_t)t.dtype.bits * t.dtype.lanes;
-	uint64_t src_extent = 0;
-	if (src_elem % 8 || tensor_extent(&src->t, src_elem / 8, &src_extent) < 0) {
-		PyErr_SetString(PyExc_ValueError, "make_dltensor: the source tensor has sub-byte elements or negative strides");
-		goto fail;
-	}
-	if (a[5] && a[5] != Py_None) {
-		int dt;
-		if (parse_enum(a[5], "device_type", 0, 255, &dt) < 0)
-			goto fail;
-		if (dt != (int)t.device.device_type) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: device_type %d does not match the source device %d",
-				     dt, (int)t.device.device_type);
-			goto fail;
-		}
-	}
-	if (a[6] && a[6] != Py_None) {
-		int di;
-		if (parse_enum(a[6], "device_id", 0, INT32_MAX, &di) < 0)
-			goto fail;
-		if (di != (int)t.device.device_id) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: device_id %d does not match the source device %d", di,
-				     (int)t.device.device_id);
-			goto fail;
-		}
-	}
-	if (a[1] && a[1] != Py_None) {
-		DLDataType d;
-		if (parse_dtype(a[1], &d) < 0)
-			goto fail;
-		if (d.code != t.dtype.code || d.bits != t.dtype.bits) {
-			PyErr_Format(PyExc_ValueError,
-				     "make_dltensor: the lane fold keeps the base type; source is (code=%d, bits=%d), "
-				     "dtype asks (code=%d, bits=%d)",
-				     (int)t.dtype.code, (int)t.dtype.bits, (int)d.code, (int)d.bits);
-			goto fail;
-		}
-		if (d.bits == 0 || d.bits % 8) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: bit width %d is not a positive whole number of bytes",
-				     (int)d.bits);
-			goto fail;
-		}
-		if (d.lanes == 0 || d.lanes > 255 || d.lanes % t.dtype.lanes) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: lanes %d is not a multiple of the source lanes %d "
-				     "in [1, 255]", (int)d.lanes, (int)t.dtype.lanes);
-			goto fail;
-		}
-		int64_t factor = d.lanes / t.dtype.lanes, prod = 1, inner = 1;
-		while (prod < factor) {
-			if (nd == 0) {
-				PyErr_Format(PyExc_ValueError, "make_dltensor: the trailing axes hold %lld elements, "
-					     "fewer than the %lld lanes asked", (long long)prod, (long long)factor);
-				goto fail;
-			}
-			int64_t n = shp[nd - 1];
-			if (str[nd - 1] != inner && n != 1) {
-				PyErr_SetString(PyExc_ValueError, "make_dltensor: the axes folded into lanes must be compact");
-				goto fail;
-			}
-			prod *= n;
-			inner *= n;
-			nd--;
-		}
-		if (prod != factor) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: trailing axes of %lld elements do not fold into "
-				     "%lld lanes", (long long)prod, (long long)factor);
-			goto fail;
-		}
-		for (int i = 0; i < nd; i++) {
-			if (str[i] % factor) {
-				PyErr_Format(PyExc_ValueError, "make_dltensor: stride %lld of axis %d is not a whole number "
-					     "of folded elements", (long long)str[i], i);
-				goto fail;
-			}
-			str[i] /= factor;
-		}
-		if (nd == 0) { /* a full fold: a one-element tensor */
-			nd = 1;
-			shp[0] = 1;
-			str[0] = 1;
-		}
-		t.dtype = d;
-		have_strides = 1;
-	}
-	if (a[2] && a[2] != Py_None) {
-		int n;
-		if (parse_i64_seq(a[2], "shape", shp, OVS_MAX_NDIM, &n) < 0)
-			goto fail;
-		nd = n;
-		if (!a[4] || a[4] == Py_None) {
-			int64_t run = 1;
-			for (int i = nd - 1; i >= 0; i--) {
-				str[i] = run;
-				run *= shp[i];
-			}
-		}
-		have_strides = 1;
-	}
-	if (a[4] && a[4] != Py_None) {
-		int n;
-		if (parse_i64_seq(a[4], "strides", str, OVS_MAX_NDIM, &n) < 0)
-			goto fail;
-		if (n != nd) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: %d strides for %d dimensions", n, nd);
-			goto fail;
-		}
-		have_strides = 1;
-	}
-	if (a[3] && a[3] != Py_None) {
-		int n;
-		if (parse_enum(a[3], "ndim", 0, OVS_MAX_NDIM, &n) < 0)
-			goto fail;
-		if (n != nd) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: ndim %d does not match the shape's %d dimensions", n, nd);
-			goto fail;
-		}
-	}
-	DLTensorObject *o = PyObject_New(DLTensorObject, &DLTensorType);
-	if (!o)
-		goto fail;
-	o->managed = NULL;
-	o->versioned = 0;
-	o->flags = src->flags;
-	o->stream = src->stream;
-	o->event = src->event;
-	o->stream_obj = NULL; /* src (the owner) keeps it */
-	o->owner = (PyObject *)src; /* keeps the capsule (and the producer's data) */
-	o->own = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
-	if (!o->own) {
-		o->owner = NULL;
-		Py_DECREF(o);
-		PyErr_NoMemory();
-		goto fail;
-	}
-	memcpy(o->own, shp, sizeof(int64_t) * (size_t)nd);
-	memcpy(o->own + nd, str, sizeof(int64_t) * (size_t)nd);
-	o->t = t;
-	o->t.ndim = nd;
-	o->t.shape = o->own;
-	o->t.strides = have_strides ? o->own + nd : NULL;
-	uint64_t elem = (uint64_t)o->t.dtype.bits * o->t.dtype.lanes / 8, ext = 0;
-	if (tensor_extent(&o->t, elem, &ext) < 0 || ext > src_extent) {
-		PyErr_Format(PyExc_ValueError, "make_dltensor: the layout spans %llu bytes, the source only %llu",
-			     (unsigned long long)ext, (unsigned long long)src_extent);
-		Py_DECREF(o); /* drops src too */
-		return NULL;
-	}
-	return (PyObject *)o;
-fail:
-	Py_DECREF(src);
-	return NULL;
+	return layout_view(src, &l, src_extent);
 }
 
 /* ---- Operation ------------------------------------------------------------------------------ */
