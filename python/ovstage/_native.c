@@ -2840,6 +2840,195 @@ typedef struct {
 	PyObject *tensors, *is_array, *semantic, *index_map, *mask, *count, *cuda_event, *cuda_stream;
 } write_args;
 
+/* What build_write learns of a write's CUDA tensors: the stream the stage drains, the event. */
+typedef struct {
+	uintptr_t user_stream; /* cuda_stream= (0: not given) */
+	uintptr_t event;       /* cuda_event=, or the device read groups' ready event */
+	uintptr_t stream;      /* the stream every CUDA tensor was taken on (0 until the first) */
+	int user_event;        /* cuda_event= was given */
+	int any_cuda;
+} cuda_plan;
+
+/* A CUDA tensor of the write: one write has one cuda_sync, so every producer must have been told
+ * the same stream (t->stream: what its __dlpack__ got; 0 for a read group's tensor, which has no
+ * producer stream), and that is the stream the stage drains. A tensor taken earlier on another
+ * stream (DLTensor.from_dlpack / make_dltensor with their own stream=) cannot be ordered by this
+ * write's stream: refused, naming both. A device read group's tensor is ready after its group's
+ * event, which becomes the write's wait event. */
+static int plan_cuda_tensor(cuda_plan *c, const DLTensorObject *t, const char *what)
+{
+	if (!c->stream)
+		c->stream = c->user_stream ? c->user_stream : t->stream;
+	if (t->stream && c->stream && t->stream != c->stream) {
+		PyErr_Format(PyExc_ValueError, "%s: this CUDA tensor was taken on stream %llu but the write "
+			     "is ordered on stream %llu%s; take every tensor of one write on its stream "
+			     "(DLTensor.from_dlpack(obj, stream=...) / make_dltensor(obj, stream=...))",
+			     what, (unsigned long long)t->stream, (unsigned long long)c->stream,
+			     c->user_stream ? " (cuda_stream=)" : " (the first CUDA tensor's)");
+		return -1;
+	}
+	if (t->event && t->event != c->event) {
+		if (c->event && c->user_event) {
+			PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
+				     "its group's CUDA event %#llx, and cuda_event=%#llx was given too (one "
+				     "write waits on one event): wait on the group's event in your stream "
+				     "and pass that stream", what, (unsigned long long)t->event,
+				     (unsigned long long)c->event);
+			return -1;
+		}
+		if (c->event) {
+			PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
+				     "different CUDA events (%#llx and %#llx); write them separately", what,
+				     (unsigned long long)c->event, (unsigned long long)t->event);
+			return -1;
+		}
+		c->event = t->event;
+	}
+	c->any_cuda = 1;
+	return 0;
+}
+
+/* The DLPack transport: tensors (one, or a list for per-row arrays) taken in with the write's
+ * stream, out->tensors / tensor_count / cuda_sync set; *bytes grows by their extents. */
+static int write_tensors(const char *label, const write_args *w, arena_block **arena, PyObject *inputs,
+			 ovstage_write_data_t *out, uint64_t *bytes)
+{
+	if (!w->tensors || w->tensors == Py_None) {
+		PyErr_Format(PyExc_TypeError, "%s: tensors is required (an array, a DLPack producer, a DLTensor or a "
+			     "list of them for per-row array transport)", label);
+		return -1;
+	}
+	int per_row = PyList_Check(w->tensors) || PyTuple_Check(w->tensors);
+	Py_ssize_t n = per_row ? PySequence_Fast_GET_SIZE(w->tensors) : 1;
+	if (n > (Py_ssize_t)UINT32_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: too many tensors (%zd)", label, n);
+		return -1;
+	}
+	DLTensor *ts = arena_alloc(arena, sizeof(DLTensor) * (size_t)(n ? n : 1));
+	if (!ts)
+		return -1;
+	cuda_plan c = { 0 };
+	c.user_event = w->cuda_event && w->cuda_event != Py_None;
+	if (parse_cuda_handle(w->cuda_stream, "cuda_stream", s_cuda_stream_attr, &c.user_stream) < 0 ||
+	    parse_cuda_handle(w->cuda_event, "cuda_event", s_cuda_event_attr, &c.event) < 0)
+		return -1;
+	PyObject *stream_arg = c.user_stream ? PyLong_FromUnsignedLongLong(c.user_stream) : NULL;
+	if (c.user_stream && !stream_arg)
+		return -1;
+	int rc = 0;
+	for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+		PyObject *src = per_row ? PySequence_Fast_GET_ITEM(w->tensors, i) : w->tensors;
+		char what[64];
+		if (per_row)
+			snprintf(what, sizeof what, "%s: tensors[%zd]", label, i);
+		else
+			snprintf(what, sizeof what, "%s: tensors", label);
+		DLTensorObject *t = (DLTensorObject *)as_dltensor(src, stream_arg, what);
+		rc = !t || PyList_Append(inputs, (PyObject *)t) < 0 ? -1 : 0;
+		Py_XDECREF(t); /* the inputs list keeps it */
+		if (rc < 0)
+			break;
+		ts[i] = t->t;
+		uint64_t ext = 0, elem = (uint64_t)t->t.dtype.bits * t->t.dtype.lanes;
+		if (elem % 8 == 0 && tensor_extent(&t->t, elem / 8, &ext) == 0)
+			*bytes += ext;
+		if (is_cuda_device(t->t.device.device_type))
+			rc = plan_cuda_tensor(&c, t, what);
+	}
+	Py_XDECREF(stream_arg);
+	if (rc < 0)
+		return -1;
+	out->tensors = ts;
+	out->tensor_count = (uint32_t)n;
+	/* The stage drains the stream the producers were told we read on (1, the legacy default, when
+	 * no producer was asked), and waits on the event. */
+	out->cuda_sync.stream = c.any_cuda ? (c.stream ? c.stream : 1) : c.user_stream;
+	out->cuda_sync.wait_event = c.event;
+	if (c.user_event && PyList_Append(inputs, w->cuda_event) < 0)
+		return -1;
+	if (w->cuda_stream && w->cuda_stream != Py_None && PyList_Append(inputs, w->cuda_stream) < 0)
+		return -1;
+	return 0;
+}
+
+/* The index-map transport: index_map (ints in [0, 2**32-1]) copied into the arena; count defaults
+ * to its length. */
+static int write_index_map(const char *label, PyObject *index_map, int has_count, arena_block **arena,
+			   ovstage_write_data_t *out, uint32_t *count)
+{
+	PyArrayObject *m = int_array(index_map, NPY_INT64, "index_map");
+	if (!m)
+		return -1;
+	npy_intp len = PyArray_SIZE(m);
+	int rc = -1;
+	uint32_t *im = NULL;
+	if (len == 0 || len > (npy_intp)UINT32_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: index_map must have 1 to 2**32-1 entries (has %zd)", label,
+			     (Py_ssize_t)len);
+		goto out;
+	}
+	if (!has_count)
+		*count = (uint32_t)len;
+	if (*count > (uint64_t)len) {
+		PyErr_Format(PyExc_ValueError, "%s: count %u exceeds the %zd index_map entries", label, (unsigned)*count,
+			     (Py_ssize_t)len);
+		goto out;
+	}
+	if (!(im = arena_alloc(arena, sizeof *im * (size_t)len)))
+		goto out;
+	const int64_t *src = PyArray_DATA(m);
+	for (npy_intp i = 0; i < len; i++) {
+		if (src[i] < 0 || src[i] > (int64_t)UINT32_MAX) {
+			PyErr_Format(PyExc_ValueError, "%s: index_map[%zd] = %lld is out of [0, 2**32-1]", label,
+				     (Py_ssize_t)i, (long long)src[i]);
+			goto out;
+		}
+		im[i] = (uint32_t)src[i];
+	}
+	out->index_map = im;
+	rc = 0;
+out:
+	Py_DECREF(m);
+	return rc;
+}
+
+/* The mask transport: a numpy bool array of count entries, or uint64 words (LSB first), as words. */
+static int write_mask(const char *label, PyObject *mask, uint32_t count, arena_block **arena,
+		      ovstage_write_data_t *out)
+{
+	size_t words = ((size_t)count + 63) / 64;
+	uint64_t *mk = arena_alloc(arena, sizeof *mk * words);
+	if (!mk)
+		return -1;
+	int bools = PyArray_Check(mask) && PyArray_TYPE((PyArrayObject *)mask) == NPY_BOOL;
+	PyArrayObject *m = bools ? (PyArrayObject *)PyArray_FROMANY(mask, NPY_BOOL, 1, 1, NPY_ARRAY_CARRAY)
+				 : int_array(mask, NPY_UINT64, "mask (uint64 words, LSB first)");
+	if (!m)
+		return -1;
+	size_t have = (size_t)PyArray_SIZE(m);
+	int rc = -1;
+	if (bools && have < count) {
+		PyErr_Format(PyExc_ValueError, "%s: a boolean mask needs %u entries, has %zu", label, (unsigned)count,
+			     have);
+	} else if (!bools && have < words) {
+		PyErr_Format(PyExc_ValueError, "%s: count %u needs %zu mask words, got %zu", label, (unsigned)count,
+			     words, have);
+	} else if (bools) {
+		const npy_bool *bv = PyArray_DATA(m);
+		for (uint32_t i = 0; i < count; i++)
+			if (bv[i])
+				mk[i / 64] |= 1ull << (i % 64);
+		rc = 0;
+	} else {
+		memcpy(mk, PyArray_DATA(m), sizeof *mk * words);
+		rc = 0;
+	}
+	Py_DECREF(m);
+	if (rc == 0)
+		out->mask = mk;
+	return rc;
+}
+
 /* Fills one ovstage_write_data_t; borrowed memory goes to the arena, keepalives to `inputs`. */
 static int build_write(StageObject *st, const char *label, const write_args *w, arena_block **arena, PyObject *inputs,
 		       ovstage_write_data_t *out, uint64_t *bytes)
@@ -2861,104 +3050,8 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 			return -1;
 		out->semantic = (ovstage_attribute_semantic_t)sem;
 	}
-	if (!w->tensors || w->tensors == Py_None) {
-		PyErr_Format(PyExc_TypeError, "%s: tensors is required (an array, a DLPack producer, a DLTensor or a "
-			     "list of them for per-row array transport)", label);
+	if (write_tensors(label, w, arena, inputs, out, bytes) < 0)
 		return -1;
-	}
-	int per_row = PyList_Check(w->tensors) || PyTuple_Check(w->tensors);
-	Py_ssize_t n = per_row ? PySequence_Fast_GET_SIZE(w->tensors) : 1;
-	if (n > (Py_ssize_t)UINT32_MAX) {
-		PyErr_Format(PyExc_ValueError, "%s: too many tensors (%zd)", label, n);
-		return -1;
-	}
-	DLTensor *ts = arena_alloc(arena, sizeof(DLTensor) * (size_t)(n ? n : 1));
-	if (!ts)
-		return -1;
-	uintptr_t user_stream = 0, event = 0, cuda_stream = 0;
-	if (parse_cuda_handle(w->cuda_stream, "cuda_stream", s_cuda_stream_attr, &user_stream) < 0 ||
-	    parse_cuda_handle(w->cuda_event, "cuda_event", s_cuda_event_attr, &event) < 0)
-		return -1;
-	PyObject *stream_arg = NULL;
-	if (user_stream) {
-		stream_arg = PyLong_FromUnsignedLongLong(user_stream);
-		if (!stream_arg)
-			return -1;
-	}
-	int any_cuda = 0;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *src = per_row ? PySequence_Fast_GET_ITEM(w->tensors, i) : w->tensors;
-		char what[64];
-		if (per_row)
-			snprintf(what, sizeof what, "%s: tensors[%zd]", label, i);
-		else
-			snprintf(what, sizeof what, "%s: tensors", label);
-		DLTensorObject *t = (DLTensorObject *)as_dltensor(src, stream_arg, what);
-		if (!t || PyList_Append(inputs, (PyObject *)t) < 0) {
-			Py_XDECREF(t);
-			Py_XDECREF(stream_arg);
-			return -1;
-		}
-		Py_DECREF(t); /* the inputs list keeps it */
-		ts[i] = t->t;
-		uint64_t ext = 0;
-		if ((uint64_t)t->t.dtype.bits * t->t.dtype.lanes % 8 == 0 &&
-		    tensor_extent(&t->t, (uint64_t)t->t.dtype.bits * t->t.dtype.lanes / 8, &ext) == 0)
-			*bytes += ext;
-		if (is_cuda_device(t->t.device.device_type)) {
-			/* One write has one cuda_sync: every producer must have been told the same stream
-			 * (t->stream: what its __dlpack__ got; 0 for a read group's tensor, which has no
-			 * producer stream), and that is the stream the stage drains. A tensor taken earlier
-			 * on another stream (DLTensor.from_dlpack / make_dltensor with their own stream=)
-			 * cannot be ordered by this write's stream: refused, naming both. */
-			if (!cuda_stream)
-				cuda_stream = user_stream ? user_stream : t->stream;
-			if (t->stream && cuda_stream && t->stream != cuda_stream) {
-				PyErr_Format(PyExc_ValueError, "%s: this CUDA tensor was taken on stream %llu but the write "
-					     "is ordered on stream %llu%s; take every tensor of one write on its stream "
-					     "(DLTensor.from_dlpack(obj, stream=...) / make_dltensor(obj, stream=...))",
-					     what, (unsigned long long)t->stream, (unsigned long long)cuda_stream,
-					     user_stream ? " (cuda_stream=)" : " (the first CUDA tensor's)");
-				Py_XDECREF(stream_arg);
-				return -1;
-			}
-			/* A device read group's tensor is ready after the group's event. */
-			if (t->event && t->event != event) {
-				if (event && (w->cuda_event && w->cuda_event != Py_None)) {
-					PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
-						     "its group's CUDA event %#llx, and cuda_event=%#llx was given too (one "
-						     "write waits on one event): wait on the group's event in your stream "
-						     "and pass that stream", what, (unsigned long long)t->event,
-						     (unsigned long long)event);
-					Py_XDECREF(stream_arg);
-					return -1;
-				}
-				if (event) {
-					PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
-						     "different CUDA events (%#llx and %#llx); write them separately", what,
-						     (unsigned long long)event, (unsigned long long)t->event);
-					Py_XDECREF(stream_arg);
-					return -1;
-				}
-				event = t->event;
-			}
-			any_cuda = 1;
-		}
-	}
-	Py_XDECREF(stream_arg);
-	out->tensors = ts;
-	out->tensor_count = (uint32_t)n;
-	/* The stage drains the stream the producers were told we read on (1, the legacy default, when
-	 * no producer was asked), and waits on the event. */
-	if (any_cuda && !cuda_stream)
-		cuda_stream = 1;
-	out->cuda_sync.stream = any_cuda ? cuda_stream : user_stream;
-	out->cuda_sync.wait_event = event;
-	if (w->cuda_event && w->cuda_event != Py_None && PyList_Append(inputs, w->cuda_event) < 0)
-		return -1;
-	if (w->cuda_stream && w->cuda_stream != Py_None && PyList_Append(inputs, w->cuda_stream) < 0)
-		return -1;
-
 	int has_map = w->index_map && w->index_map != Py_None, has_mask = w->mask && w->mask != Py_None;
 	int has_count = w->count && w->count != Py_None;
 	if (has_map && has_mask) {
@@ -2975,83 +3068,15 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 			return -1;
 		}
 	}
-	if (has_map) {
-		PyArrayObject *m = int_array(w->index_map, NPY_INT64, "index_map");
-		if (!m)
-			return -1;
-		npy_intp len = PyArray_SIZE(m);
-		if (len == 0 || len > (npy_intp)UINT32_MAX) {
-			Py_DECREF(m);
-			PyErr_Format(PyExc_ValueError, "%s: index_map must have 1 to 2**32-1 entries (has %zd)", label,
-				     (Py_ssize_t)len);
-			return -1;
-		}
-		if (!has_count)
-			count = (uint32_t)len;
-		if (count > (uint64_t)len) {
-			Py_DECREF(m);
-			PyErr_Format(PyExc_ValueError, "%s: count %u exceeds the %zd index_map entries", label,
-				     (unsigned)count, (Py_ssize_t)len);
-			return -1;
-		}
-		uint32_t *im = arena_alloc(arena, sizeof *im * (size_t)len);
-		if (!im) {
-			Py_DECREF(m);
-			return -1;
-		}
-		const int64_t *src = PyArray_DATA(m);
-		for (npy_intp i = 0; i < len; i++) {
-			if (src[i] < 0 || src[i] > (int64_t)UINT32_MAX) {
-				PyErr_Format(PyExc_ValueError, "%s: index_map[%zd] = %lld is out of [0, 2**32-1]", label,
-					     (Py_ssize_t)i, (long long)src[i]);
-				Py_DECREF(m);
-				return -1;
-			}
-			im[i] = (uint32_t)src[i];
-		}
-		Py_DECREF(m);
-		out->index_map = im;
+	if (has_map && write_index_map(label, w->index_map, has_count, arena, out, &count) < 0)
+		return -1;
+	if (has_mask && !has_count) {
+		PyErr_Format(PyExc_ValueError, "%s: a mask needs an explicit count (the number of logical elements)",
+			     label);
+		return -1;
 	}
-	if (has_mask) {
-		if (!has_count) {
-			PyErr_Format(PyExc_ValueError, "%s: a mask needs an explicit count (the number of logical elements)",
-				     label);
-			return -1;
-		}
-		size_t words = ((size_t)count + 63) / 64;
-		uint64_t *mk = arena_alloc(arena, sizeof *mk * words);
-		if (!mk)
-			return -1;
-		if (PyArray_Check(w->mask) && PyArray_TYPE((PyArrayObject *)w->mask) == NPY_BOOL) {
-			PyArrayObject *b = (PyArrayObject *)PyArray_FROMANY(w->mask, NPY_BOOL, 1, 1, NPY_ARRAY_CARRAY);
-			if (!b)
-				return -1;
-			if (PyArray_SIZE(b) < (npy_intp)count) {
-				PyErr_Format(PyExc_ValueError, "%s: a boolean mask needs %u entries, has %zd", label,
-					     (unsigned)count, (Py_ssize_t)PyArray_SIZE(b));
-				Py_DECREF(b);
-				return -1;
-			}
-			const npy_bool *bv = PyArray_DATA(b);
-			for (uint32_t i = 0; i < count; i++)
-				if (bv[i])
-					mk[i / 64] |= 1ull << (i % 64);
-			Py_DECREF(b);
-		} else {
-			PyArrayObject *m = int_array(w->mask, NPY_UINT64, "mask (uint64 words, LSB first)");
-			if (!m)
-				return -1;
-			if ((size_t)PyArray_SIZE(m) < words) {
-				PyErr_Format(PyExc_ValueError, "%s: count %u needs %zu mask words, got %zd", label,
-					     (unsigned)count, words, (Py_ssize_t)PyArray_SIZE(m));
-				Py_DECREF(m);
-				return -1;
-			}
-			memcpy(mk, PyArray_DATA(m), sizeof *mk * words);
-			Py_DECREF(m);
-		}
-		out->mask = mk;
-	}
+	if (has_mask && write_mask(label, w->mask, count, arena, out) < 0)
+		return -1;
 	out->count = count;
 	return 0;
 }
