@@ -1148,7 +1148,13 @@ static PyObject *layout_view(DLTensorObject *src, const layout *l, uint64_t src_
 	return (PyObject *)o;
 }
 
-/* Validates every override against the source, then folds and reshapes a copy of its layout. */
+/*
+ * Validates every override against the source, then folds and reshapes a copy of its layout. A
+ * dtype with shape= only names the element type: the source's bytes are read as elements of it in
+ * the shape given (0.2.1's make_dltensor(flat_float32, dtype=float3, shape=[n])); without shape=,
+ * complete compact trailing axes fold into its lanes. Either way the result stays inside the
+ * source's bytes (layout_view).
+ */
 static int make_layout(const DLTensorObject *src, PyObject *const *a, layout *l, uint64_t *src_extent)
 {
 	const DLTensor *t = &src->t;
@@ -1162,7 +1168,11 @@ static int make_layout(const DLTensorObject *src, PyObject *const *a, layout *l,
 	layout_of(t, l);
 	if (a[1] && a[1] != Py_None) {
 		DLDataType d;
-		if (parse_dtype(a[1], &d) < 0 || check_fold_dtype(&t->dtype, &d) < 0 || fold_lanes(l, &d) < 0)
+		if (parse_dtype(a[1], &d) < 0 || check_fold_dtype(&t->dtype, &d) < 0)
+			return -1;
+		if (a[2] && a[2] != Py_None)
+			l->dtype = d; /* apply_shape sets the shape, and compact strides unless strides= */
+		else if (fold_lanes(l, &d) < 0)
 			return -1;
 	}
 	return apply_shape(l, a[2], a[4], a[3]);
