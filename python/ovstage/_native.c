@@ -758,6 +758,26 @@ static PyObject *dltensor_data_ptr(DLTensorObject *self, void *c)
 	return PyLong_FromVoidPtr((char *)self->t.data + self->t.byte_offset);
 }
 
+/* The DLTensor fields under their C names, as 0.2.1's ctypes DLTensor has them (data: the
+ * pointer without byte_offset, 0 for NULL). */
+static PyObject *dltensor_data(DLTensorObject *self, void *c)
+{
+	(void)c;
+	return PyLong_FromVoidPtr(self->t.data);
+}
+
+static PyObject *dltensor_ndim(DLTensorObject *self, void *c)
+{
+	(void)c;
+	return PyLong_FromLong(self->t.ndim);
+}
+
+static PyObject *dltensor_byte_offset(DLTensorObject *self, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(self->t.byte_offset);
+}
+
 static PyObject *dltensor_readonly(DLTensorObject *self, void *c)
 {
 	(void)c;
@@ -812,6 +832,9 @@ static PyGetSetDef dltensor_getset[] = {
 	{ "dtype", (getter)dltensor_dtype, NULL, "the element type, a DLDataType", NULL },
 	{ "device", (getter)dltensor_device, NULL, "(device_type, device_id)", NULL },
 	{ "data_ptr", (getter)dltensor_data_ptr, NULL, "address of the first element (data + byte_offset)", NULL },
+	{ "data", (getter)dltensor_data, NULL, "DLTensor.data: the data pointer as an int (0 for NULL)", NULL },
+	{ "ndim", (getter)dltensor_ndim, NULL, "DLTensor.ndim", NULL },
+	{ "byte_offset", (getter)dltensor_byte_offset, NULL, "DLTensor.byte_offset", NULL },
 	{ "readonly", (getter)dltensor_readonly, NULL, "the producer marked the tensor read-only", NULL },
 	{ NULL },
 };

@@ -19,6 +19,9 @@ class DLTensor:
     dtype: Any  # ovstage.DLDataType
     device: Tuple[int, int]
     data_ptr: int
+    data: int
+    ndim: int
+    byte_offset: int
     readonly: bool
     @classmethod
     def from_dlpack(cls, obj: Any, stream: Optional[int] = ...) -> "DLTensor": ...

@@ -236,6 +236,8 @@ def test_make_dltensor_dtype_with_shape_reinterprets_the_bytes(stage, prims):
     float3, mat = DLDataType(2, 32, 3), DLDataType(2, 64, 16)
     t = ovstage.make_dltensor(np.arange(6, dtype=np.float32), dtype=float3, shape=[2])
     assert t.shape == (2,) and t.strides == (1,) and t.dtype == float3
+    # the C field names, as 0.2.1's ctypes DLTensor has them
+    assert t.shape_tuple == (2,) and t.ndim == 1 and t.byte_offset == 0 and t.data == t.data_ptr != 0
     m = ovstage.make_dltensor(np.tile(np.eye(4).ravel(), 3), dtype=mat, shape=[3])
     assert m.shape == (3,) and m.dtype == mat
     # the same as the fold where both apply
