@@ -25,6 +25,12 @@
  * F (it keeps the last --retention sealed versions per column; a read whose version has left
  * retention fails with OUT_OF_RANGE and the consumer re-polls, or rebases its range).
  *
+ * --device cuda keeps both columns on CUDA device 0: the producers upload their values to device
+ * buffers on their own non-blocking streams and write them with cuda_sync naming that stream (the
+ * call returns while the upload runs; sparse steps gather on the GPU), and the consumer copies each
+ * device group to the host after its ready event and checks it there. Without a GPU (or without
+ * the CUDA backend) it says why and exits 0.
+ *
  * Output: a progress line on stderr (at most 4 updates a second; --quiet turns it off) and a summary
  * table on stdout. Exit status 0 only if every op succeeded and no value mismatched.
  */
@@ -45,6 +51,7 @@
 #include <ovstage/ovstage_ext.h>
 
 #include "example_utils.h"
+#include "sim_demo_device.h"
 
 #define POSE_LANES 7
 #define VEL_LANES 6
@@ -61,13 +68,14 @@ typedef struct options {
 	uint32_t range_every;  /* a range read every Nth consumer poll that saw a new floor */
 	uint64_t retention;    /* sealed versions kept per column */
 	bool quiet;
+	bool cuda;             /* --device cuda: the columns live on CUDA device 0 */
 } options;
 
 static void usage(const char *argv0)
 {
 	fprintf(stderr,
 		"usage: %s [--envs E] [--bodies B] [--steps S] [--producers P] [--sparse-every K]\n"
-		"          [--range-every N] [--retention R] [--quiet]\n"
+		"          [--range-every N] [--retention R] [--device cpu|cuda] [--quiet]\n"
 		"  defaults: --envs 256 --bodies 16 --steps 2000 --producers 2 --sparse-every 10\n"
 		"            --range-every 4 --retention 64 (--sparse-every 0: no sparse steps)\n",
 		argv0);
@@ -86,7 +94,7 @@ static bool parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 
 static bool parse_options(int argc, char **argv, options *o)
 {
-	*o = (options){ 256, 16, 2000, 2, 10, 4, 64, false };
+	*o = (options){ 256, 16, 2000, 2, 10, 4, 64, false, false };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		uint64_t v;
@@ -111,6 +119,8 @@ static bool parse_options(int argc, char **argv, options *o)
 			o->range_every = (uint32_t)v;
 		else if (!strcmp(a, "--retention") && parse_u64(val, 2, 1u << 20, &v))
 			o->retention = v;
+		else if (!strcmp(a, "--device") && (!strcmp(val, "cpu") || !strcmp(val, "cuda")))
+			o->cuda = !strcmp(val, "cuda");
 		else
 			return false;
 	}
@@ -348,6 +358,14 @@ static void *producer_main(void *arg)
 	float *pose = malloc((size_t)n * POSE_LANES * sizeof *pose);
 	float *vel = malloc((size_t)n * VEL_LANES * sizeof *vel);
 	uint64_t *mask = malloc(mask_words * sizeof *mask);
+	size_t pose_bytes = (size_t)n * POSE_LANES * sizeof *pose, vel_bytes = (size_t)n * VEL_LANES * sizeof *vel;
+	/* --device cuda: the tensors are device copies, uploaded on this producer's stream */
+	void *dpose = NULL, *dvel = NULL, *stream = NULL;
+	if (o->cuda && (!(dpose = demo_cuda_alloc(pose_bytes)) || !(dvel = demo_cuda_alloc(vel_bytes)) ||
+			!(stream = demo_cuda_stream()))) {
+		fail(d, "producer: cannot allocate device buffers or a stream");
+		goto out;
+	}
 	if (!pose || !vel || !mask) {
 		fail(d, "producer: out of memory");
 		goto out;
@@ -366,6 +384,11 @@ static void *producer_main(void *arg)
 	t[1].ndim = 2;
 	t[1].dtype = (DLDataType){ kDLFloat, 32, 1 };
 	t[1].shape = vel_shape;
+	if (o->cuda) {
+		t[0].data = dpose;
+		t[1].data = dvel;
+		t[0].device.device_type = t[1].device.device_type = kDLCUDA;
+	}
 
 	for (uint64_t s = p->index + 1; s <= o->steps && !atomic_load(&d->abort); s += o->producers) {
 		bool sparse = is_sparse(o, s);
@@ -386,12 +409,19 @@ static void *producer_main(void *arg)
 				rows++;
 			}
 		}
+		/* pageable sources: the copies are staged before the calls return (the host arrays are free) */
+		if (o->cuda && (!demo_cuda_upload(dpose, pose, pose_bytes, stream) ||
+				!demo_cuda_upload(dvel, vel, vel_bytes, stream))) {
+			fail(d, "producer: upload at step %" PRIu64 " failed", s);
+			break;
+		}
 		ovstage_attribute_write_t w[2];
 		memset(w, 0, sizeof w);
 		for (int c = 0; c < 2; c++) {
 			w[c].attribute.token = d->cols[c];
 			w[c].data.tensors = &t[c];
 			w[c].data.tensor_count = 1;
+			w[c].data.cuda_sync.stream = (uintptr_t)stream; /* 0 (nothing outstanding) on the CPU */
 			if (sparse) {
 				w[c].data.mask = mask;
 				w[c].data.count = n;
@@ -428,6 +458,9 @@ out:
 	free(pose);
 	free(vel);
 	free(mask);
+	demo_cuda_free(dpose);
+	demo_cuda_free(dvel);
+	demo_cuda_stream_destroy(stream);
 	return NULL;
 }
 
@@ -475,6 +508,9 @@ typedef struct consumer {
 	uint8_t *env_changed; /* range: did the environment change in the range */
 	uint8_t *seen;        /* per prim: covered by a group of the current column */
 	uint64_t mismatches, checked;
+	void *stream;         /* --device cuda: where device groups are copied to the host */
+	float *host;          /* that copy */
+	size_t host_cap;      /* its capacity in bytes */
 } consumer;
 
 static void mismatch(consumer *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -521,6 +557,30 @@ static uint64_t poll_floor(demo *d, bool *ok)
 }
 
 /* Checks one value group of column col against the state as of `at`. */
+/* The group's values where the host can read them: its tensor, or a device group copied to the
+ * host after its ready event. NULL (a mismatch recorded) on failure. */
+static const float *group_values(consumer *c, const ovstage_read_group_t *g, const DLTensor *t, uint32_t lanes)
+{
+	const void *p = (const char *)t->data + t->byte_offset;
+	if (t->device.device_type != kDLCUDA)
+		return p;
+	size_t bytes = (size_t)t->shape[0] * lanes * sizeof(float);
+	if (bytes > c->host_cap) {
+		float *h = realloc(c->host, bytes);
+		if (!h) {
+			mismatch(c, "out of memory copying a device group");
+			return NULL;
+		}
+		c->host = h;
+		c->host_cap = bytes;
+	}
+	if (!c->stream || !demo_cuda_download(c->host, p, bytes, g->data.cuda_sync.wait_event, c->stream)) {
+		mismatch(c, "copying a device group to the host failed");
+		return NULL;
+	}
+	return c->host;
+}
+
 static void check_group(consumer *c, const ovstage_read_group_t *g, int col, uint64_t at, bool range)
 {
 	demo *d = c->d;
@@ -534,7 +594,9 @@ static void check_group(consumer *c, const ovstage_read_group_t *g, int col, uin
 	}
 	if (g->ordinal > at)
 		mismatch(c, "column %d: group ordinal %" PRIu64 " above the read's end %" PRIu64, col, g->ordinal, at);
-	const float *base = (const float *)((const char *)t->data + t->byte_offset);
+	const float *base = group_values(c, g, t, lanes);
+	if (!base)
+		return;
 	for (uint32_t i = 0; i < g->prims.count; i++) {
 		/* prims.list is the query's pinned copy of our list: positions are prim indices. */
 		uint32_t prim = g->prims.index_map ? g->prims.index_map[i] : g->prims.offset + i;
@@ -645,8 +707,9 @@ static void *consumer_main(void *arg)
 {
 	demo *d = arg;
 	const options *o = &d->o;
-	consumer c = { d, calloc(o->envs, sizeof(uint64_t)), calloc(o->envs, 1), calloc(d->n, 1), 0, 0 };
-	if (!c.env_step || !c.env_changed || !c.seen) {
+	consumer c = { d, calloc(o->envs, sizeof(uint64_t)), calloc(o->envs, 1), calloc(d->n, 1), 0, 0,
+		       o->cuda ? demo_cuda_stream() : NULL, NULL, 0 };
+	if (!c.env_step || !c.env_changed || !c.seen || (o->cuda && !c.stream)) {
 		fail(d, "consumer: out of memory");
 		goto out;
 	}
@@ -693,6 +756,8 @@ out:
 	free(c.env_step);
 	free(c.env_changed);
 	free(c.seen);
+	free(c.host);
+	demo_cuda_stream_destroy(c.stream);
 	atomic_store(&d->done, true);
 	return NULL;
 }
@@ -778,6 +843,11 @@ int main(int argc, char **argv)
 	}
 	const options *o = &d->o;
 	d->n = o->envs * o->bodies;
+	char why[256];
+	if (o->cuda && !demo_cuda_usable(why, sizeof why)) {
+		printf("sim demo --device cuda: skipped: %s\n", why);
+		return EXIT_SUCCESS;
+	}
 	long rss_start = proc_status_kb("VmRSS");
 
 	/* Keep enough sealed versions per column for the consumer's reads to find the state they ask for. */
@@ -798,8 +868,8 @@ int main(int argc, char **argv)
 	bool show = !o->quiet;
 	bool tty = isatty(STDERR_FILENO);
 	if (show)
-		fprintf(stderr, "sim demo: %u envs x %u bodies = %u prims, %" PRIu64 " steps, %u producers\n", o->envs,
-			o->bodies, d->n, o->steps, o->producers);
+		fprintf(stderr, "sim demo: %u envs x %u bodies = %u prims, %" PRIu64 " steps, %u producers, columns on %s\n",
+			o->envs, o->bodies, d->n, o->steps, o->producers, o->cuda ? "CUDA device 0" : "the CPU");
 	d->t_start = now_s();
 	pthread_t sealer, cons;
 	bool started = !pthread_create(&sealer, NULL, sealer_main, d) && !pthread_create(&cons, NULL, consumer_main, d);
@@ -852,6 +922,7 @@ int main(int argc, char **argv)
 	       "\n\n", o->steps, o->producers, o->sparse_every, o->sparse_every == 1 ? "st" : "th", o->retention);
 	printf("  %-30s %s\n", "metric", "value");
 	printf("  %-30s %s\n", "------------------------------", "--------------------------------------");
+	row("columns on", "%s", o->cuda ? "CUDA device 0 (values checked after a D2H copy)" : "the CPU");
 	row("steps sealed", "%" PRIu64 " of %" PRIu64 " (%" PRIu64 " dense, %" PRIu64 " sparse)", atomic_load(&d->sealed),
 	    o->steps, atomic_load(&d->dense_steps), atomic_load(&d->sparse_steps));
 	row("time to seal all steps", "%.3f s", wall);

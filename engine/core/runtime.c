@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_refs;               /* guarded by g_lock */
 static jobs_sched *g_sched;      /* set while g_refs > 0 */
 static ovs_settings g_settings;  /* set while g_refs > 0 */
+static uint64_t g_rr;            /* instances given a device from the current active-GPU list (g_lock) */
 
 static void settings_default(ovs_settings *s)
 {
@@ -28,6 +30,32 @@ static void settings_default(ovs_settings *s)
 	s->default_hierarchy_model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL;
 	s->disable_gpu = false;
 	s->gpu_pool_mb = 256;
+	s->cuda_device_count = 0;
+}
+
+/* Parses an active-GPU list ("1" or "0,1,3": ordinals in [0, 1023], no empty items, at most
+ * OVS_CUDA_DEVICE_LIST_MAX; "" clears it) into s. False with a message naming `what`. */
+static bool parse_cuda_devices(const char *v, size_t len, const char *what, ovs_settings *s)
+{
+	uint32_t n = 0;
+	size_t i = 0;
+	while (i < len) {
+		size_t j = i;
+		unsigned long x = 0;
+		while (j < len && v[j] >= '0' && v[j] <= '9' && j - i < 5)
+			x = x * 10 + (unsigned long)(v[j++] - '0');
+		if (j == i || x > 1023 || (j < len && v[j] != ',') || n == OVS_CUDA_DEVICE_LIST_MAX ||
+		    (j < len && j + 1 == len)) {
+			ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s = \"%.*s\" is not a CUDA device ordinal or a "
+				    "comma-separated list of at most %d ordinals in [0, 1023] (at byte %zu)", what,
+				    (int)(len > 200 ? 200 : len), v, OVS_CUDA_DEVICE_LIST_MAX, j);
+			return false;
+		}
+		s->cuda_devices[n++] = (int16_t)x;
+		i = j < len ? j + 1 : j;
+	}
+	s->cuda_device_count = n;
+	return true;
 }
 
 /* Reads an unsigned environment variable; false (and a message) if set but malformed. */
@@ -133,6 +161,17 @@ static ovstage_api_status_t parse_config(const ovstage_config_t *cfg, ovs_settin
 							   i, e->value.string_value.length);
 				break;
 			}
+			if (e->key.string_key == OVSTAGE_CONFIG_EXT_CUDA_DEVICES) {
+				char what[64];
+				snprintf(what, sizeof what, "config.entries[%zu] (active CUDA devices)", i);
+				if (e->value.string_value.length && !e->value.string_value.ptr)
+					return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+							   "%s: string value has NULL ptr and length %zu", what,
+							   e->value.string_value.length);
+				if (!parse_cuda_devices(e->value.string_value.ptr, e->value.string_value.length, what, s))
+					return OVSTAGE_ERROR_INVALID_ARGUMENT;
+				break;
+			}
 			return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
 					   "config.entries[%zu]: unknown string key %u", i,
 					   (unsigned)e->key.string_key);
@@ -168,6 +207,9 @@ env:;
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (present)
 		s->pin = v != 0;
+	const char *cd = getenv("OVSTAGE_CUDA_DEVICES");
+	if (cd && *cd && !parse_cuda_devices(cd, strlen(cd), "environment OVSTAGE_CUDA_DEVICES", s))
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	return OVSTAGE_OK;
 }
 
@@ -193,6 +235,11 @@ ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
 			g_settings.retention = s.retention;
 			g_settings.max_unsealed_mb = s.max_unsealed_mb;
 			g_settings.chunk_kb = s.chunk_kb;
+			if (s.cuda_device_count != g_settings.cuda_device_count ||
+			    memcmp(s.cuda_devices, g_settings.cuda_devices, s.cuda_device_count * sizeof *s.cuda_devices))
+				g_rr = 0; /* a new list: its round-robin starts at its first entry */
+			g_settings.cuda_device_count = s.cuda_device_count;
+			memcpy(g_settings.cuda_devices, s.cuda_devices, sizeof s.cuda_devices);
 		}
 		g_refs++;
 		pthread_mutex_unlock(&g_lock);
@@ -213,6 +260,7 @@ ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
 	ovs_gpu_configure(s.disable_gpu, (int64_t)s.gpu_pool_mb);
 	ovs_gpu_sched_attach(g_sched); /* idle workers poll device completions */
 	g_settings = s;
+	g_rr = 0;
 	g_refs = 1;
 	pthread_mutex_unlock(&g_lock);
 	return OVSTAGE_OK;
@@ -250,6 +298,16 @@ const ovs_settings *ovs_runtime_settings(void)
 uint32_t ovs_runtime_queue_capacity(void)
 {
 	return g_settings.queue_capacity;
+}
+
+int ovs_runtime_next_cuda_device(void)
+{
+	pthread_mutex_lock(&g_lock);
+	int d = -1;
+	if (g_settings.cuda_device_count)
+		d = g_settings.cuda_devices[g_rr++ % g_settings.cuda_device_count];
+	pthread_mutex_unlock(&g_lock);
+	return d;
 }
 
 bool ovs_runtime_active(void)

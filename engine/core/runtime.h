@@ -14,6 +14,8 @@
 
 #include "jobs.h"
 
+enum { OVS_CUDA_DEVICE_LIST_MAX = 64 }; /* ordinals in an active-GPU list */
+
 typedef struct ovs_settings {
 	int workers;              /* worker threads (-1 = one per core) */
 	bool pin;                 /* bind workers to cores */
@@ -24,6 +26,9 @@ typedef struct ovs_settings {
 	uint64_t default_hierarchy_model; /* RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL */
 	bool disable_gpu;         /* CPU-only mode (process-wide; the environment wins) */
 	uint64_t gpu_pool_mb;     /* device memory retained per GPU pool */
+	uint32_t cuda_device_count; /* entries in cuda_devices (0: instances have no CUDA device) */
+	int16_t cuda_devices[OVS_CUDA_DEVICE_LIST_MAX]; /* the active-GPU list: instances created while it is
+	                          * set take its ordinals round-robin (a per-stage setting) */
 } ovs_settings;
 
 /* Takes one reference; bootstraps on 0 -> 1 with `config` (NULL = defaults). INVALID_ARGUMENT (with a
@@ -37,6 +42,10 @@ jobs_sched *ovs_runtime_sched(void);
 const ovs_settings *ovs_runtime_settings(void);
 /* The injection queue capacity in force (for messages). */
 uint32_t ovs_runtime_queue_capacity(void);
+/* The CUDA device of the next instance: the active-GPU list's next ordinal, round-robin over the
+ * instances created while the list is in force (deterministic: the n-th such instance takes entry
+ * n mod count); -1 when no list is set. */
+int ovs_runtime_next_cuda_device(void);
 /* Whether anything holds the runtime (initialize or a live stage). */
 bool ovs_runtime_active(void);
 

@@ -44,6 +44,7 @@ struct ovs_stage {
 	char *name;                     /* debug name from the instance desc */
 	jobs_sched *sched;              /* the process scheduler */
 	ovs_pd *pd;                     /* the path dictionary shared by all live instances (path_dict_shared.h) */
+	int cuda_device;                /* the instance's CUDA device (active-GPU list), -1: none */
 
 	ovs_store store;                /* columns, versions, snapshots, column memory (store.h) */
 

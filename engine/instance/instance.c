@@ -11,9 +11,12 @@
 #include "api.h"
 #include "errors.h"
 #include "floor_wait.h"
+#include "gpu.h"
+#include "log.h"
 #include "hierarchy.h"
 #include "ops.h"
 #include "path_dict_shared.h"
+#include "runtime.h"
 #include "teardown.h"
 #include "trace.h"
 #include "stage.h"
@@ -151,6 +154,29 @@ static const ovstage_vtable_t g_vtable = {
 	.query_extension = query_extension,
 };
 
+/* The new instance's CUDA device from the active-GPU list (-1: none). An ordinal the process cannot
+ * see is refused, naming it; in CPU-only mode the list is ignored (a warning says so): a program that
+ * names its GPUs still runs where the GPU is switched off. */
+static ovstage_api_status_t instance_cuda_device(int *out)
+{
+	int d = ovs_runtime_next_cuda_device();
+	*out = -1;
+	if (d < 0)
+		return OVSTAGE_OK;
+	if (!ovs_gpu_available()) {
+		ovs_log(OVSTAGE_LOG_WARNING, "instance", "the active-GPU list names CUDA device %d, but this process "
+			"cannot use CUDA (%s): the instance has no CUDA device", d, ovs_gpu_reason());
+		return OVSTAGE_OK;
+	}
+	if (d >= ovs_gpu_device_count() || d >= OVS_STORE_GPUS)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "CUDA device %d of the active-GPU list "
+				   "(OVSTAGE_CUDA_DEVICES / OVSTAGE_CONFIG_EXT_CUDA_DEVICES) is not visible: this process "
+				   "sees %d CUDA device(s)%s", d, ovs_gpu_device_count(),
+				   d >= OVS_STORE_GPUS ? " and a stage uses at most 16" : "");
+	*out = d;
+	return OVSTAGE_OK;
+}
+
 OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_desc_t *desc,
 							 ovstage_instance_t **out_instance)
 {
@@ -161,6 +187,12 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	ovstage_api_status_t s = ovs_runtime_acquire(NULL);
 	if (s != OVSTAGE_OK)
 		return s;
+	int cuda_device;
+	s = instance_cuda_device(&cuda_device);
+	if (s != OVSTAGE_OK) {
+		ovs_runtime_release();
+		return s;
+	}
 	/* Cache-line aligned: the grace period's fields sit on lines of their own (grace.h). */
 	ovs_stage *st = aligned_alloc(_Alignof(ovs_stage), sizeof *st);
 	if (st)
@@ -182,6 +214,7 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	st->pub.context = (ovstage_context_t *)(void *)st;
 	st->serial = atomic_fetch_add_explicit(&g_stage_serial, 1, memory_order_relaxed);
 	st->name = name;
+	st->cuda_device = cuda_device;
 	st->sched = ovs_runtime_sched();
 	st->pd = pd;
 	st->hier = hier;
@@ -249,6 +282,18 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t
 	out->buffer_bytes = b > 0 ? (uint64_t)b : 0;
 	out->pooled_bytes = ovs_pool_bytes(&st->store.pool);
 	out->buffers = n > 0 ? (uint64_t)n : 0;
+	return OVSTAGE_OK;
+}
+
+OVSTAGE_API ovstage_api_status_t ovstage_ext_get_instance_cuda_device(ovstage_instance_t *instance, int *cuda_device)
+{
+	ovs_err_clear();
+	if (!instance || !cuda_device)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !instance ? "instance" : "cuda_device");
+	ovs_stage *st = ovs_stage_of(instance->context);
+	if (!st || instance->vtable != &g_vtable)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance was not created by ovstage_create_instance");
+	*cuda_device = st->cuda_device;
 	return OVSTAGE_OK;
 }
 

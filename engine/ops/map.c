@@ -16,8 +16,17 @@
  * producer that maps the whole column each step), the session buffer IS the buffer of the version
  * being written: the FULL delta adopts it and the seal publishes it without a copy. Otherwise the
  * buffer is a staging area of the query's rows and the commit copies those rows (a SPARSE delta).
- * Buffers are not pre-filled with the current values (as in ovstage 0.2.1). Array columns and CUDA
- * synchronisation are not supported yet (NOT_SUPPORTED).
+ * Buffers are not pre-filled with the current values (as in ovstage 0.2.1). Array columns are not
+ * supported yet (NOT_SUPPORTED).
+ *
+ * Devices: the session buffer lives on the column's device — a column that exists keeps its
+ * device; a map that creates one creates it on the instance's CUDA device (the active-GPU list),
+ * else on the CPU. A device buffer is allocated in stream order on the stage's engine stream, so the
+ * group carries data.cuda_sync.wait_event (an event after the allocation: a producer on another
+ * stream waits on it; the legacy default stream is ordered after it already). write_done_sync of
+ * unmap_group and unmap_attribute is captured at the call (gpu.h fences); the commit makes the
+ * engine stream wait on it (a CPU column's commit waits on its worker), and its receipt completes
+ * when that work has finished (deferred completion), so nothing reads the buffer early.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,7 +34,9 @@
 #include <string.h>
 
 #include "api.h"
+#include "device.h"
 #include "errors.h"
+#include "gpu.h"
 #include "layout.h"
 #include "ops.h"
 #include "query.h"
@@ -60,7 +71,13 @@ typedef struct ovs_map {
 	uint32_t n;                    /* prims */
 	uint32_t *rows;                /* their rows */
 	bool full;                     /* rows are 0..n-1 == every row: zero-copy FULL commit */
-	ovs_buffer *buf;               /* session buffer (n * row_bytes) */
+	ovs_buffer *buf;               /* session buffer (n * row_bytes), on `device` */
+	DLDevice device;               /* where the column lives (set by M: its schema, or the instance's) */
+	void *ready_ev;                /* device buffer: an event after its allocation (the group's
+	                                * cuda_sync.wait_event), released with the session; else NULL */
+	void *_Atomic group_fence;     /* unmap_group's write_done_sync (gpu.h fence), or NULL; taken by C */
+	void *unmap_fence;             /* unmap_attribute's, or NULL: written before C's fence is resolved
+	                                * (which orders it for C), taken by C */
 	_Atomic uint32_t fetched;      /* groups handed out (0 or 1) */
 	_Atomic bool unmapped;         /* unmap_attribute accepted */
 	ovstage_map_group_t group;     /* the one group */
@@ -73,6 +90,10 @@ static void map_destroy(ovs_hobj *h)
 {
 	ovs_map *m = (ovs_map *)h;
 	ovs_column_discard(&m->st->store, m->col); /* a refused session's new column */
+	/* relaxed: the last reference is dropped after every job of the session finished */
+	ovs_gpu_fence_release(atomic_load_explicit(&m->group_fence, memory_order_relaxed));
+	ovs_gpu_fence_release(m->unmap_fence);
+	ovs_gpu_event_release(m->ready_ev);
 	free(m->rows);
 	ovs_buffer_unref(m->buf);
 	ovs_query_put(m->q);
@@ -87,18 +108,15 @@ static ovstage_api_status_t map_check_schema(ovs_map *m, char *err, size_t errle
 	ovs_column *c = m->col;
 	/* acquire: pairs with the release that published the schema; its fields are then stable. */
 	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire)) {
+		/* a new column: on the instance's CUDA device when it has one */
+		m->device = m->st->cuda_device >= 0 ? (DLDevice){ kDLCUDA, m->st->cuda_device } : (DLDevice){ kDLCPU, 0 };
 		if (m->dtype.bits)
 			return OVSTAGE_OK;
 		ovs_err_format(err, errlen, "\"%s\" does not exist yet: desc.dtype is required to create it",
 			       ovs_attr_name(m->st, c->name));
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	}
-	if (c->schema.device.device_type == kDLCUDA) {
-		ovs_err_format(err, errlen, "\"%s\" lives on CUDA device %d: maps of device columns are not supported "
-			       "in this version (write it from a CUDA tensor instead)", ovs_attr_name(m->st, c->name),
-			       (int)c->schema.device.device_id);
-		return OVSTAGE_ERROR_NOT_SUPPORTED;
-	}
+	m->device = c->schema.device;
 	if (m->dtype.bits == 0) {
 		m->dtype = c->schema.dtype;
 		m->semantic = c->schema.semantic;
@@ -111,10 +129,39 @@ static ovstage_api_status_t map_check_schema(ovs_map *m, char *err, size_t errle
  * installed another: then it is checked against that). */
 static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errlen)
 {
-	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype),
-				      (DLDevice){ kDLCPU, 0 }))
+	DLDevice bufdev = m->device;
+	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype), bufdev))
 		return OVSTAGE_OK;
-	return map_check_schema(m, err, errlen);
+	ovstage_api_status_t s = map_check_schema(m, err, errlen);
+	if (s == OVSTAGE_OK && (m->device.device_type != bufdev.device_type || m->device.device_id != bufdev.device_id)) {
+		ovs_err_format(err, errlen, "\"%s\" was created on another device (%s %d) by a concurrent write while the "
+			       "session buffer was made (map it again)", ovs_attr_name(m->st, m->col->name),
+			       m->device.device_type == kDLCUDA ? "CUDA device" : "CPU", (int)m->device.device_id);
+		return OVSTAGE_ERROR_OP_FAILED;
+	}
+	return s;
+}
+
+/* The session buffer of n rows of rb bytes on m->device; on a device, also the event the group
+ * hands out (the allocation is stream-ordered). The calling thread's CUDA device is put back. */
+static ovstage_api_status_t map_alloc(jobs_worker *w, ovs_map *m, uint32_t n, size_t rb, char *err, size_t errlen)
+{
+	bool dev = m->device.device_type == kDLCUDA;
+	int tdev = dev ? ovs_gpu_thread_device() : -1;
+	ovs_exec x;
+	ovstage_api_status_t s = OVSTAGE_OK;
+	if (!ovs_store_exec(&m->st->store, m->device, w, &x, err, errlen)) {
+		s = OVSTAGE_ERROR_INVALID_ARGUMENT;
+	} else if (!(m->buf = ovs_buffer_new_in(&m->st->store, &x, (size_t)n * rb))) {
+		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+		ovs_err_format(err, errlen, "out of %smemory allocating %zu bytes", dev ? "device " : "", (size_t)n * rb);
+	} else if (dev && !(m->ready_ev = ovs_gpu_record(&x))) {
+		s = OVSTAGE_ERROR_OP_FAILED;
+		ovs_err_format(err, errlen, "recording the session buffer's allocation on CUDA device %d failed",
+			       (int)m->device.device_id);
+	}
+	ovs_gpu_thread_restore(tdev);
+	return s;
 }
 
 /* Resolves C's fence, once: by unmap_attribute, or by M when the map failed. */
@@ -158,7 +205,6 @@ static void map_put(void *arg, bool ran)
 /* M: checks, rows, buffer, then what the map makes visible (schema, prims), then the group. */
 static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 {
-	(void)w;
 	ovs_map *m = arg;
 	ovs_stage *st = m->st;
 	ovs_column *c = m->col;
@@ -198,14 +244,8 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		created_rows = created_rows || created;
 		identity = identity && m->rows[i] == i;
 	}
-	if (s == OVSTAGE_OK) {
-		size_t rb = ovs_dtype_bytes(m->dtype); /* the column's row bytes once settled */
-		m->buf = ovs_buffer_new(&st->store, (size_t)n * rb);
-		if (!m->buf) {
-			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
-			ovs_err_format(err, sizeof err, "out of memory allocating %zu bytes", (size_t)n * rb);
-		}
-	}
+	if (s == OVSTAGE_OK) /* the column's row bytes once settled */
+		s = map_alloc(w, m, n, ovs_dtype_bytes(m->dtype), err, sizeof err);
 	if (s == OVSTAGE_OK)
 		s = map_settle_schema(m, err, sizeof err);
 	if (s == OVSTAGE_OK) {
@@ -216,7 +256,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		m->shape = n;
 		m->stride = 1;
 		/* on the storage's device, as recorded */
-		ovs_tensor_1d(&m->tensor, m->buf->data, c->schema.device, m->dtype, &m->shape, &m->stride);
+		ovs_tensor_1d(&m->tensor, m->buf->data, m->device, m->dtype, &m->shape, &m->stride);
 		m->group.prims.list = m->q->list;
 		m->group.prims.offset = 0;
 		m->group.prims.count = n;
@@ -226,6 +266,8 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		m->group.data.count = 0;
 		m->group.data.index_map = NULL;
 		m->group.data.mask = NULL;
+		m->group.data.cuda_sync.stream = 0;
+		m->group.data.cuda_sync.wait_event = (uintptr_t)m->ready_ev;
 		m->group.meta.attribute_write_floor_ordinal = atomic_load_explicit(&c->floor, memory_order_acquire);
 		m->group.meta.layout_generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
 	}
@@ -249,45 +291,80 @@ static void commit_failed(ovs_map *m, ovstage_api_status_t s, const char *fmt, .
 	m->commit_status = s;
 }
 
-/* C: the commit, after unmap_attribute resolved its fence. */
-static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
+/* The producer's work named by write_done_sync (unmap_group's and unmap_attribute's fences): a
+ * device column's engine stream waits on it (*x is then that context), a CPU column's commit waits
+ * for it here. False with a message on a CUDA error. */
+static bool commit_wait_producer(jobs_worker *w, ovs_map *m, ovs_exec *x, char *err, size_t errlen)
 {
-	(void)w;
-	ovs_map *m = arg;
-	ovs_column *c = m->col;
-	size_t rb = c->row_bytes;
-	if (!m->n) {
-		ovs_sequencer_applied(c, m->ordinal); /* an empty session: committed, nothing to write */
-		return;
+	/* acquire: pairs with unmap_group's release, for the fence's contents */
+	void *fences[2] = { atomic_exchange_explicit(&m->group_fence, NULL, memory_order_acquire), m->unmap_fence };
+	m->unmap_fence = NULL;
+	bool ok = true;
+	*x = ovs_exec_cpu(w);
+	if (m->device.device_type == kDLCUDA)
+		ok = ovs_store_exec(&m->st->store, m->device, w, x, err, errlen);
+	for (int i = 0; i < 2; i++) {
+		if (ok && fences[i])
+			ok = x->gpu ? ovs_gpu_fence_wait(x, fences[i], err, errlen) : ovs_gpu_fence_sync(fences[i], err, errlen);
+		ovs_gpu_fence_release(fences[i]); /* safe while a wait on it is pending */
 	}
-	(void)run; /* failures are reported by the unmap's op (commit_status) */
+	return ok;
+}
+
+/* C's delta: the session buffer itself — the version's buffer when the rows are the column's
+ * (FULL), else the values of the query's rows (SPARSE). No copy either way. */
+static ovs_delta *commit_delta(ovs_map *m)
+{
 	ovs_delta *d = calloc(1, sizeof *d);
-	if (!d) {
-		commit_failed(m, OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory committing the session");
-		return;
-	}
+	if (!d)
+		return NULL;
 	d->ordinal = m->ordinal;
 	d->seq = m->commit_seq; /* the unmap's submission, not the map's (docs/api.md) */
 	d->nrows = m->n;
 	if (m->full) {
-		d->kind = OVS_DELTA_FULL; /* zero copy: the session buffer becomes the version's */
+		d->kind = OVS_DELTA_FULL;
 		d->full = m->buf;
-		m->buf = NULL;
 	} else {
 		d->kind = OVS_DELTA_SPARSE;
 		d->rows = m->rows;
 		m->rows = NULL;
-		d->values = malloc((size_t)m->n * rb);
-		if (!d->values) {
-			ovs_delta_free(d);
-			commit_failed(m, OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory copying the session's %u rows",
-				      m->n);
-			return;
-		}
-		memcpy(d->values, m->buf->data, (size_t)m->n * rb);
+		d->values = m->buf->data;
+		d->values_buf = m->buf;
 	}
-	ovs_sequencer_applied(c, m->ordinal);
-	ovs_column_push_delta(&m->st->store, c, d);
+	m->buf = NULL;
+	return d;
+}
+
+/* C: the commit, after unmap_attribute resolved its fence. */
+static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	ovs_map *m = arg;
+	ovs_column *c = m->col;
+	char err[200];
+	int tdev = m->device.device_type == kDLCUDA ? ovs_gpu_thread_device() : -1;
+	ovs_exec x;
+	if (!commit_wait_producer(w, m, &x, err, sizeof err)) {
+		commit_failed(m, OVSTAGE_ERROR_OP_FAILED, "waiting for write_done_sync failed: %s", err);
+	} else if (!m->n) {
+		ovs_sequencer_applied(c, m->ordinal); /* an empty session: committed, nothing to write */
+	} else {
+		/* failures are reported by the unmap's op (commit_status) */
+		ovs_delta *d = commit_delta(m);
+		if (!d) {
+			commit_failed(m, OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory committing the session");
+		} else {
+			ovs_sequencer_applied(c, m->ordinal);
+			ovs_column_push_delta(&m->st->store, c, d);
+		}
+	}
+	/* On a device C completes when the producer's work has (the seal that covers it is ordered on the
+	 * same stream; the unmap's receipt then means the caller's work is done). */
+	if (x.gpu && !ovs_gpu_complete_after(x.gpu, &x, m->st->sched, run, err, sizeof err)) {
+		ovs_gpu_sync(&x);
+		if (m->commit_status == OVSTAGE_OK)
+			commit_failed(m, OVSTAGE_ERROR_OP_FAILED, "%s", err);
+	}
+	ovs_gpu_thread_restore(tdev);
 }
 
 static void commit_free(void *arg, bool ran)
@@ -378,6 +455,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	atomic_init(&m->unmapped, false);
 	atomic_init(&m->refused, false);
 	atomic_init(&m->commit_unfenced, false);
+	atomic_init(&m->group_fence, NULL);
 	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight).
 	 * M is held by a fence until C's admission is decided: a session refused at the call (write
 	 * floor, out of memory) must not create prims or a schema through M (fuzz_api finding). */
@@ -458,12 +536,15 @@ static void unmap_job(jobs_worker *w, void *arg, jobs_run *run)
 	(void)w;
 	ovs_map *m = arg;
 	/* plain reads: M and C wrote them before they completed, and this job runs after both */
-	if (jobs_run_failed_dependency(run)) {
+	/* relaxed: M finished it before it completed; the dependency edge orders that before us */
+	ovstage_api_status_t ms = (ovstage_api_status_t)atomic_load_explicit(&m->state.status, memory_order_relaxed);
+	if (jobs_run_failed_dependency(run) && ms == OVSTAGE_OK) {
+		/* C's receipt failed: the GPU work it waited for (write_done_sync) or issued failed */
+		ovs_op_fail(run, OVSTAGE_ERROR_OP_FAILED, "unmap_attribute: the session's GPU work failed");
+	} else if (jobs_run_failed_dependency(run)) {
 		/* the map failed (C then failed after it): said here too, for a caller that released the
 		 * map op (wait_op then lists this op alone); otherwise the map op is listed first */
-		/* relaxed: M finished it before it completed; the dependency edge orders that before us */
-		ovstage_api_status_t s = (ovstage_api_status_t)atomic_load_explicit(&m->state.status, memory_order_relaxed);
-		ovs_op_fail(run, s != OVSTAGE_OK ? s : OVSTAGE_ERROR_OP_FAILED, "unmap_attribute: the map failed: %s",
+		ovs_op_fail(run, ms != OVSTAGE_OK ? ms : OVSTAGE_ERROR_OP_FAILED, "unmap_attribute: the map failed: %s",
 			    m->map_err[0] ? m->map_err : "the session was not started");
 	} else if (m->commit_status != OVSTAGE_OK) {
 		ovs_op_fail(run, m->commit_status, "unmap_attribute: %s", m->commit_err);
@@ -477,12 +558,15 @@ static void unmap_put(void *arg, bool ran)
 	ovs_hobj_unref(&m->h);
 }
 
-static ovstage_api_status_t check_sync(ovstage_cuda_sync_t sync)
+/* write_done_sync, snapshotted at the call (handles 1 and 2 mean the caller's streams): *fence, or
+ * NULL for {0, 0}. Refused with the backend's message (CPU-only mode, an invalid stream or event). */
+static ovstage_api_status_t capture_sync(ovstage_cuda_sync_t sync, void **fence)
 {
-	if (sync.stream || sync.wait_event)
-		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "write_done_sync {stream %llu, event %llu}: CUDA "
-				   "synchronisation needs the GPU backend, which is not built in",
-				   (unsigned long long)sync.stream, (unsigned long long)sync.wait_event);
+	char err[300];
+	*fence = NULL;
+	ovstage_api_status_t s = ovs_gpu_fence_capture(sync, fence, err, sizeof err);
+	if (s != OVSTAGE_OK)
+		return ovs_err_set(s, "write_done_sync: %s", err);
 	return OVSTAGE_OK;
 }
 
@@ -493,21 +577,43 @@ ovstage_enqueue_result_t ovs_unmap_group(ovstage_context_t *ctx, ovstage_map_han
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (!st || !group)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "group"));
-	ovstage_api_status_t s = check_sync(write_done_sync);
+	void *fence;
+	ovstage_api_status_t s = capture_sync(write_done_sync, &fence);
 	if (s != OVSTAGE_OK)
 		return ovs_rejected(s);
 	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
-	if (!h)
+	if (!h) {
+		ovs_gpu_fence_release(fence);
 		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
+	}
 	ovs_map *m = (ovs_map *)h;
-	bool ours = group->data.tensors == &m->tensor;
+	if (group->data.tensors != &m->tensor)
+		s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "group was not fetched from map handle %llu",
+				(unsigned long long)map_handle);
+	void *none = NULL;
+	/* release: C's acquire exchange then sees the fence's contents. One fence per group: a second
+	 * unmap_group naming CUDA work is refused rather than silently replacing the first. */
+	if (s == OVSTAGE_OK && fence &&
+	    !atomic_compare_exchange_strong_explicit(&m->group_fence, &none, fence, memory_order_release,
+						     memory_order_relaxed))
+		s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "the group of map handle %llu was already unmapped "
+				"with a write_done_sync", (unsigned long long)map_handle);
+	ovstage_enqueue_result_t r = ovs_rejected(s);
+	if (s == OVSTAGE_OK) {
+		/* One group per session: its bytes are committed with the session by unmap_attribute. */
+		ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true };
+		r = ovs_op_submit(st, &d);
+		void *mine = fence;
+		/* refused: take the fence back unless C already took it (then C honours it) */
+		if (r.status != OVSTAGE_OK && fence &&
+		    atomic_compare_exchange_strong_explicit(&m->group_fence, &mine, NULL, memory_order_relaxed,
+							    memory_order_relaxed))
+			ovs_gpu_fence_release(fence);
+	} else {
+		ovs_gpu_fence_release(fence);
+	}
 	ovs_hobj_unref(h);
-	if (!ours)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "group was not fetched from map handle %llu",
-						(unsigned long long)map_handle));
-	/* One group per session: its bytes are committed with the session by unmap_attribute. */
-	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true };
-	return ovs_op_submit(st, &d);
+	return r;
 }
 
 ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,
@@ -517,14 +623,17 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (!st)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
-	ovstage_api_status_t s = check_sync(write_done_sync);
+	void *fence;
+	ovstage_api_status_t s = capture_sync(write_done_sync, &fence);
 	if (s != OVSTAGE_OK)
 		return ovs_rejected(s);
 	/* The caller's op first, the handle after: an unmap refused for want of memory (or a full
 	 * queue) commits nothing and leaves the session open and the handle the caller's. */
 	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
-	if (!h)
+	if (!h) {
+		ovs_gpu_fence_release(fence);
 		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
+	}
 	ovs_map *m = (ovs_map *)h;
 	/* The caller's op runs after the commit and reports its failure (commit_status). It names the
 	 * map op first: when the map failed, wait_op's root cause is then the map op (whose message the
@@ -536,6 +645,7 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 			  .run_after_failure = true };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
 	if (r.status != OVSTAGE_OK) {
+		ovs_gpu_fence_release(fence);
 		ovs_hobj_unref(h);
 		return r; /* refused: nothing committed, the session is still open */
 	}
@@ -545,6 +655,7 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 		 * commits nothing; its op (not yet runnable: C is fenced until that unmap resolves it) is
 		 * released unobserved */
 		ovs_release_op(ctx, r.op_index);
+		ovs_gpu_fence_release(fence);
 		ovs_hobj_unref(h);
 		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
 	}
@@ -554,6 +665,7 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	 * ids are issued in submission order, so a write submitted before this call (between map and
 	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them. */
 	m->commit_seq = r.op_index;
+	m->unmap_fence = fence; /* for C: the fence resolve below orders it */
 	/* Commit: unmap always commits (there is no cancel); a failed session's C was let go by M. */
 	unfence_commit(m);
 	jobs_release(st->sched, commit);

@@ -30,6 +30,17 @@
  *                                                                   for reuse after frees; 0 = none; it bounds
  *                                                                   what is retained, not what a large
  *                                                                   write or read may use at once)
+ *   OVSTAGE_CONFIG_EXT_CUDA_DEVICES (string) OVSTAGE_CUDA_DEVICES  none (the active-GPU list: one CUDA
+ *                                                                   ordinal or a comma-separated list, e.g.
+ *                                                                   "0,1"; instances created while it is
+ *                                                                   set take its ordinals round-robin, in
+ *                                                                   creation order; an instance's device
+ *                                                                   is where the columns its maps create
+ *                                                                   live; "" clears it. An ordinal the
+ *                                                                   process cannot see fails
+ *                                                                   ovstage_create_instance naming it; in
+ *                                                                   CPU-only mode the list is ignored with
+ *                                                                   a warning)
  *
  * The worker count, pinning and queue capacity are process-wide (one scheduler serves every stage)
  * and are taken from the configuration that first bootstraps the runtime.
@@ -48,6 +59,7 @@
 #define OVSTAGE_CONFIG_EXT_CHUNK_KB ((ovstage_config_uint64_t)0x4f560006)
 #define OVSTAGE_CONFIG_EXT_DISABLE_GPU ((ovstage_config_bool_t)0x4f560007)
 #define OVSTAGE_CONFIG_EXT_GPU_POOL_MB ((ovstage_config_uint64_t)0x4f560008)
+#define OVSTAGE_CONFIG_EXT_CUDA_DEVICES ((ovstage_config_string_t)0x4f560009)
 
 /*
  * Memory a stage holds, in bytes (an extension: ovstage 0.2.1 has no such call). A racy snapshot of
@@ -104,5 +116,15 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_wait_write_floor(ovstage_instance_t
  * mode if no instance has yet. Always OVSTAGE_OK (INVALID_ARGUMENT for a NULL device_count).
  */
 OVSTAGE_API ovstage_api_status_t ovstage_ext_get_gpu_status(int *device_count, const char **reason);
+
+/*
+ * The CUDA device of an instance (*cuda_device): the ordinal it took from the active-GPU list
+ * (OVSTAGE_CONFIG_EXT_CUDA_DEVICES / OVSTAGE_CUDA_DEVICES) when it was created, or -1 when it has
+ * none (no list was set, or CPU-only mode). A map that creates a column creates it there; writes
+ * still create columns where their tensors live. OVSTAGE_OK, or INVALID_ARGUMENT for a NULL or
+ * foreign instance or a NULL out.
+ */
+OVSTAGE_API ovstage_api_status_t ovstage_ext_get_instance_cuda_device(ovstage_instance_t *instance,
+								      int *cuda_device);
 
 #endif /* OVSTAGE_EXT_H */

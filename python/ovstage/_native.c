@@ -2903,16 +2903,16 @@ static int plan_cuda_tensor(cuda_plan *c, const DLTensorObject *t, const char *w
 	if (t->event && t->event != c->event) {
 		if (c->event && c->user_event) {
 			PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
-				     "its group's CUDA event %#llx, and cuda_event=%#llx was given too (one "
+				     "its group's CUDA event %p, and cuda_event=%p was given too (one "
 				     "write waits on one event): wait on the group's event in your stream "
-				     "and pass that stream", what, (unsigned long long)t->event,
-				     (unsigned long long)c->event);
+				     "and pass that stream", what, (void *)(uintptr_t)t->event,
+				     (void *)(uintptr_t)c->event);
 			return -1;
 		}
 		if (c->event) {
 			PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
-				     "different CUDA events (%#llx and %#llx); write them separately", what,
-				     (unsigned long long)c->event, (unsigned long long)t->event);
+				     "different CUDA events (%p and %p); write them separately", what,
+				     (void *)(uintptr_t)c->event, (void *)(uintptr_t)t->event);
 			return -1;
 		}
 		c->event = t->event;

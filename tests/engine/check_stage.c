@@ -1342,6 +1342,57 @@ START_TEST(test_unsealed_backpressure)
 }
 END_TEST
 
+/* ---- the active-GPU list: malformed lists refused naming the value -------------------------------- */
+
+static ovstage_api_status_t init_cuda_devices(const char *v, size_t len)
+{
+	ovstage_config_entry_t e;
+	memset(&e, 0, sizeof e);
+	e.key_type = OVSTAGE_CONFIG_KEY_TYPE_STRING;
+	e.key.string_key = OVSTAGE_CONFIG_EXT_CUDA_DEVICES;
+	e.value.string_value.ptr = v;
+	e.value.string_value.length = len;
+	ovstage_config_t cfg = { &e, 1 };
+	return ovstage_initialize(&cfg);
+}
+
+START_TEST(test_cuda_device_list_parsing)
+{
+	const char *bad[] = { ",", "0,", ",1", "0,,1", "a", "-1", "1024", "0 1", "99999999", "1;2" };
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		ck_assert_int_eq(init_cuda_devices(bad[i], strlen(bad[i])), OVSTAGE_ERROR_INVALID_ARGUMENT);
+		char want[64];
+		snprintf(want, sizeof want, "\"%s\" is not a CUDA device ordinal", bad[i]);
+		ck_assert_msg(strstr(last_error(), want), "%s: %s", bad[i], last_error());
+	}
+	ck_assert_int_eq(init_cuda_devices(NULL, 3), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "NULL ptr"), "%s", last_error());
+	char many[400] = "";
+	for (int i = 0; i < 65; i++) /* one more than a list holds */
+		snprintf(many + strlen(many), sizeof many - strlen(many), i ? ",%d" : "%d", i % 10);
+	ck_assert_int_eq(init_cuda_devices(many, strlen(many)), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	const char *good[] = { "", "0", "3", "0,1,2,1023" };
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		ck_assert_int_eq(init_cuda_devices(good[i], strlen(good[i])), OVSTAGE_OK);
+		ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+	}
+	/* the environment wins and is checked likewise */
+	setenv("OVSTAGE_CUDA_DEVICES", "0,x", 1);
+	ck_assert_int_eq(init_cuda_devices("0", 1), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(last_error(), "environment OVSTAGE_CUDA_DEVICES = \"0,x\""), "%s", last_error());
+	unsetenv("OVSTAGE_CUDA_DEVICES");
+	/* with no list an instance has no CUDA device */
+	ovstage_instance_t *st = NULL;
+	ck_assert_int_eq(ovstage_create_instance(NULL, &st), OVSTAGE_OK);
+	int d = 7;
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(st, &d), OVSTAGE_OK);
+	ck_assert_int_eq(d, -1);
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(st, NULL), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(NULL, &d), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_int_eq(ovstage_destroy_instance(st), OVSTAGE_OK);
+}
+END_TEST
+
 /* ---- retention soak: memory stays bounded ---------------------------------------------------- */
 
 void ovs_store_counters(int64_t *versions, int64_t *buffers, int64_t *buffer_bytes);
@@ -2082,6 +2133,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_derived_columns);
 	tcase_add_test(tc, test_op_failure_logged);
 	tcase_add_test(tc, test_unsealed_backpressure);
+	tcase_add_test(tc, test_cuda_device_list_parsing);
 	tcase_add_test(tc, test_stress_writers_sealers_readers);
 	tcase_add_test(tc, test_map_commit_ordered_at_unmap);
 	tcase_add_test(tc, test_failed_write_fixes_no_schema);

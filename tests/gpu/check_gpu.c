@@ -416,7 +416,142 @@ END_TEST
 
 /* Maps and clones of device columns, and value filters over them: refused with NOT_SUPPORTED and a
  * message (docs/api.md), leaving the column as it was. */
-START_TEST(test_map_and_clone_of_device_columns_refused)
+/* ---- maps of device columns, the instance's CUDA device ---------------------------------------- */
+
+/* The process configuration with the active-GPU list `list`, for the instances created next: an
+ * ovstage_initialize reference holds it (without one the next bootstrap would start from defaults);
+ * cuda_devices_end clears the list and drops the reference. */
+static void config_cuda_devices(const char *list)
+{
+	ovstage_config_entry_t e;
+	memset(&e, 0, sizeof e);
+	e.key_type = OVSTAGE_CONFIG_KEY_TYPE_STRING;
+	e.key.string_key = OVSTAGE_CONFIG_EXT_CUDA_DEVICES;
+	e.value.string_value.ptr = list;
+	e.value.string_value.length = strlen(list);
+	ovstage_config_t cfg = { &e, 1 };
+	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
+}
+
+static void cuda_devices_begin(const char *list)
+{
+	config_cuda_devices(list);
+}
+
+static void cuda_devices_end(void)
+{
+	config_cuda_devices("");
+	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+}
+
+/* A map session over f's query at ordinal o: its group (device tensor checked), filled on stream s
+ * after the group's event by a spinning kernel with base, then unmapped with {stream s} at once. */
+static void map_fill_unmap(fixture *f, ovstage_query_handle_t q, uint32_t n, ovx_token_t a, ovstage_ordinal_t o,
+			   float base, cudaStream_t s, uintptr_t unmap_stream)
+{
+	ovstage_map_desc_t md;
+	memset(&md, 0, sizeof md);
+	md.attribute = tst_attr(a);
+	md.dtype = (DLDataType){ kDLFloat, 32, 1 };
+	md.prim_mode = OVSTAGE_PRIM_MODE_UPSERT;
+	ovstage_map_handle_t mh = OVSTAGE_INVALID_MAP_HANDLE;
+	tst_wait_ok(f->st, ovstage_map_attribute(f->st, q, &md, o, NULL, 0, &mh));
+	ovstage_map_group_t g;
+	ck_assert_int_eq(ovstage_fetch_map_next(f->st, mh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_OK);
+	const DLTensor *t = &g.data.tensors[0];
+	ck_assert_int_eq(t->device.device_type, kDLCUDA);
+	ck_assert_int_eq(t->device.device_id, 0);
+	ck_assert_int_eq(t->shape[0], n);
+	ck_assert_int_eq(g.prims.count, n);
+	ck_assert_msg(g.data.cuda_sync.wait_event != 0, "a device map group carries its buffer's event");
+	CU(cudaStreamWaitEvent(s, (cudaEvent_t)g.data.cuda_sync.wait_event, 0));
+	ck_assert_int_eq(tst_gpu_spin_fill(s, t->data, n, base, SPIN), 0);
+	ovstage_cuda_sync_t none = { 0, 0 }, done = { unmap_stream, 0 };
+	tst_wait_ok(f->st, ovstage_unmap_group(f->st, mh, &g, none));
+	/* returns while the kernel still spins: the commit's receipt waits for it, the seal after it */
+	tst_wait_ok(f->st, ovstage_unmap_attribute(f->st, mh, done));
+}
+
+START_TEST(test_map_creates_device_column_on_instance_gpu)
+{
+	cuda_devices_begin("0");
+	fixture f;
+	fx_open(&f, 50000);
+	int cd = -2;
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(f.st, &cd), OVSTAGE_OK);
+	ck_assert_int_eq(cd, 0);
+	ovx_token_t a = tst_tok(f.pd, "mapped");
+	cudaStream_t s;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	/* a new column: the whole query, zero copy (the buffer becomes the version's) */
+	map_fill_unmap(&f, f.q, f.n, a, 1, 5.f, s, (uintptr_t)s);
+	seal(&f, 1);
+	float *vals = malloc(f.n * sizeof *vals), *want = malloc(f.n * sizeof *want);
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
+	for (uint32_t i = 0; i < f.n; i++)
+		want[i] = 5.f + (float)i;
+	expect(vals, want, f.n, "full map on the device");
+	/* a sparse session: every third prim, committed by a scatter kernel; unmapped on the legacy
+	 * default stream's handle (1) after a fill on it */
+	uint32_t k = (f.n + 2) / 3;
+	char **paths = malloc(k * sizeof *paths);
+	for (uint32_t i = 0; i < k; i++) {
+		paths[i] = malloc(24);
+		snprintf(paths[i], 24, "/w/p%u", 3 * i);
+	}
+	ovstage_query_handle_t q3 = tst_query_of(f.st, f.pd, (const char *const *)paths, k, NULL);
+	map_fill_unmap(&f, q3, k, a, 2, 1000.f, (cudaStream_t)0, 1);
+	seal(&f, 2);
+	read_latest(&f, &a, 1, vals, dev);
+	for (uint32_t i = 0; i < k; i++)
+		want[3 * i] = 1000.f + (float)i;
+	expect(vals, want, f.n, "sparse map on the device");
+	for (uint32_t i = 0; i < k; i++)
+		free(paths[i]);
+	free(paths);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q3));
+	free(vals);
+	free(want);
+	CU(cudaStreamDestroy(s));
+	fx_close(&f);
+	cuda_devices_end();
+}
+END_TEST
+
+START_TEST(test_instance_devices_round_robin_and_invisible_refused)
+{
+	int n = 0;
+	ck_assert_int_eq(ovstage_ext_get_gpu_status(&n, NULL), OVSTAGE_OK);
+	char list[32];
+	snprintf(list, sizeof list, "0,%d", n); /* ordinal n is one past the last visible device */
+	cuda_devices_begin(list);
+	ovstage_instance_t *a = NULL, *b = NULL, *c = NULL;
+	ck_assert_int_eq(ovstage_create_instance(NULL, &a), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_create_instance(NULL, &b), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_ptr_null(b);
+	char want[48];
+	snprintf(want, sizeof want, "CUDA device %d of the active-GPU list", n);
+	ck_assert_msg(strstr(tst_last_error(), want), "%s", tst_last_error());
+	ck_assert_int_eq(ovstage_create_instance(NULL, &c), OVSTAGE_OK); /* the list's next entry again: 0 */
+	int da = -2, dc = -2;
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(a, &da), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(c, &dc), OVSTAGE_OK);
+	ck_assert_int_eq(da, 0);
+	ck_assert_int_eq(dc, 0);
+	ck_assert_int_eq(ovstage_destroy_instance(a), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_destroy_instance(c), OVSTAGE_OK);
+	cuda_devices_end();
+	ck_assert_int_eq(ovstage_create_instance(NULL, &a), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(a, &da), OVSTAGE_OK);
+	ck_assert_int_eq(da, -1); /* no list: no device (maps then create CPU columns) */
+	ck_assert_int_eq(ovstage_destroy_instance(a), OVSTAGE_OK);
+}
+END_TEST
+
+START_TEST(test_map_of_written_device_column_and_clone_refused)
 {
 	fixture f;
 	fx_open(&f, 64);
@@ -427,34 +562,23 @@ START_TEST(test_map_and_clone_of_device_columns_refused)
 	tst_tensor tt;
 	tst_wait_ok(f.st, write1(&f, a, 1, wdata_dev(&tt, d, 64, kDLCUDA)));
 	seal(&f, 1);
-	ovstage_map_desc_t md;
-	memset(&md, 0, sizeof md);
-	md.attribute = tst_attr(a);
-	ovstage_map_handle_t mh = OVSTAGE_INVALID_MAP_HANDLE;
-	ovstage_enqueue_result_t e = ovstage_map_attribute(f.st, f.q, &md, 2, NULL, 0, &mh);
-	char msg[600];
-	if (e.status == OVSTAGE_OK) {
-		ck_assert_uint_eq(tst_wait_op(f.st, e, msg, sizeof msg), 1);
-		ck_assert_msg(strstr(msg, "maps of device columns are not supported"), "%s", msg);
-		/* the failed session's handle is still the caller's: a floor advance through its ordinal
-		 * waits for its unmap (docs/api.md, "outstanding map"), which reports the failure again */
-		ovstage_cuda_sync_t none = { 0, 0 };
-		ck_assert_uint_ge(tst_wait_op(f.st, ovstage_unmap_attribute(f.st, mh, none), msg, sizeof msg), 1);
-	} else {
-		ck_assert_int_eq(e.status, OVSTAGE_ERROR_NOT_SUPPORTED);
-	}
+	/* the column lives on the device (its first write's): a map of it too, in an instance with
+	 * no CUDA device of its own; filled on the per-thread default stream, unmapped with handle 2 */
+	map_fill_unmap(&f, f.q, f.n, a, 2, 40.f, cudaStreamPerThread, 2);
 	ovx_string_t src = { "/w/p1", 5 }, dstp = { "/w/copy", 7 };
-	e = ovstage_clone(f.st, src, &dstp, 1, 2);
+	ovstage_enqueue_result_t e = ovstage_clone(f.st, src, &dstp, 1, 3);
+	char msg[600];
 	ck_assert_int_eq(e.status, OVSTAGE_OK);
 	ck_assert_uint_eq(tst_wait_op(f.st, e, msg, sizeof msg), 1);
 	ck_assert_msg(strstr(msg, "lives on CUDA device 0"), "%s", msg);
-	seal(&f, 2); /* the refused ops' ordinal (a latest read is refused while it has admitted writes) */
+	seal(&f, 3); /* the refused clone's ordinal (a latest read is refused while it has admitted writes) */
 	float vals[64], want[64];
 	DLDeviceType dev[1];
 	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
 	for (int i = 0; i < 64; i++)
-		want[i] = 2.f + (float)i;
-	expect(vals, want, 64, "after refused map and clone");
+		want[i] = 40.f + (float)i;
+	expect(vals, want, 64, "after the map and the refused clone");
 	CU(cudaFree(d));
 	fx_close(&f);
 }
@@ -543,6 +667,25 @@ START_TEST(test_unavailable_refuses_cuda_at_call)
 	e = write1(&f, a, 1, w);
 	ck_assert_int_eq(e.status, OVSTAGE_ERROR_NOT_SUPPORTED);
 	ck_assert_msg(strstr(tst_last_error(), why), "%s", tst_last_error());
+	/* a map session: write_done_sync naming CUDA work is refused at the call, naming why; the
+	 * session stays open and unmaps with {0, 0} */
+	ovstage_map_desc_t md;
+	memset(&md, 0, sizeof md);
+	md.attribute = tst_attr(tst_tok(f.pd, "nogpu_map"));
+	md.dtype = (DLDataType){ kDLFloat, 32, 1 };
+	ovstage_map_handle_t mh = OVSTAGE_INVALID_MAP_HANDLE;
+	tst_wait_ok(f.st, ovstage_map_attribute(f.st, f.q, &md, 1, NULL, 0, &mh));
+	ovstage_map_group_t g;
+	ck_assert_int_eq(ovstage_fetch_map_next(f.st, mh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_OK);
+	ck_assert_int_eq(g.data.tensors[0].device.device_type, kDLCPU);
+	ck_assert_int_eq(g.data.cuda_sync.wait_event, 0);
+	memcpy(g.data.tensors[0].data, host, sizeof host);
+	ovstage_cuda_sync_t cs = { 2, 0 }, none = { 0, 0 };
+	ck_assert_int_eq(ovstage_unmap_group(f.st, mh, &g, cs).status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	ck_assert_msg(strstr(tst_last_error(), why), "%s", tst_last_error());
+	ck_assert_int_eq(ovstage_unmap_attribute(f.st, mh, cs).status, OVSTAGE_ERROR_NOT_SUPPORTED);
+	ck_assert_msg(strstr(tst_last_error(), "write_done_sync: cuda_sync = {stream 0x2"), "%s", tst_last_error());
+	tst_wait_ok(f.st, ovstage_unmap_attribute(f.st, mh, none));
 	/* the host path still works */
 	tst_wait_ok(f.st, write1(&f, a, 1, wdata_dev(&tt, host, 4, kDLCPU)));
 	seal(&f, 1);
@@ -552,6 +695,14 @@ START_TEST(test_unavailable_refuses_cuda_at_call)
 	ck_assert_int_eq(dev[0], kDLCPU);
 	expect(vals, host, 4, "host write in CPU-only mode");
 	fx_close(&f);
+	/* an active-GPU list is ignored in CPU-only mode (with a warning): the instance has no device */
+	cuda_devices_begin("0,3");
+	fx_open(&f, 4);
+	int cd = -2;
+	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(f.st, &cd), OVSTAGE_OK);
+	ck_assert_int_eq(cd, -1);
+	fx_close(&f);
+	cuda_devices_end();
 }
 END_TEST
 
@@ -570,7 +721,9 @@ int main(void)
 		tcase_add_test(tc, test_wait_event_is_snapshotted_at_the_call);
 		tcase_add_test(tc, test_managed_device_tensor_adopted_deleted_once);
 		tcase_add_test(tc, test_bad_device_input_refused_at_call);
-		tcase_add_test(tc, test_map_and_clone_of_device_columns_refused);
+		tcase_add_test(tc, test_map_of_written_device_column_and_clone_refused);
+		tcase_add_test(tc, test_map_creates_device_column_on_instance_gpu);
+		tcase_add_test(tc, test_instance_devices_round_robin_and_invisible_refused);
 		tcase_add_test(tc, test_threads_write_seal_read_device_columns);
 	} else {
 		fprintf(stderr, "check_gpu: no usable CUDA device (%s): only the CPU-only checks run; the GPU cases "

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# On the GPU machine (the device tool): build the CUDA build, run the GPU suite, compute-sanitizer
+# (memcheck with leak check, racecheck) on it, and bench/gpu; every log goes to $OUT (or ./device-out).
+# Usage: bash scripts/device-gpu.sh [build|test|sanitize|bench|python]...   (default: all but python)
+set -uo pipefail
+out=${OUT:-device-out}; mkdir -p "$out"
+eval "$(bash .debs/device-prefix.sh .debs)"
+steps=${*:-build test sanitize bench}
+for s in $steps; do
+  case $s in
+    build) { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+               -DOVSTAGE_BUILD_BENCH=ON -DOVSTAGE_BUILD_PYTHON=OFF >/dev/null &&
+             cmake --build build-gpu -j16 2>&1 | grep -E 'error|warning' ; } >"$out/build.log" 2>&1
+           echo "build rc=${PIPESTATUS[0]}"; tail -5 "$out/build.log" ;;
+    test) (cd build-gpu && timeout 300 ctest -L gpu --output-on-failure) >"$out/test.log" 2>&1
+          echo "test rc=$?"; tail -15 "$out/test.log" ;;
+    sanitize) for tool in memcheck racecheck; do
+                extra=; [ $tool = memcheck ] && extra="--leak-check full"
+                OVSTAGE_GPU_TEST_DIV=20 CK_FORK=no timeout 240 compute-sanitizer --tool $tool $extra \
+                  --error-exitcode 9 build-gpu/tests/gpu/ovstage_test_gpu >"$out/$tool.log" 2>&1
+                echo "$tool rc=$?"; tail -4 "$out/$tool.log"; done ;;
+    bench) timeout 240 build-gpu/bench/gpu/ovstage_bench_gpu --markdown ${BENCH_ONLY:+--only $BENCH_ONLY} \
+             >"$out/bench.md" 2>&1; echo "bench rc=$?"; cat "$out/bench.md" ;;
+    stage-ab) # bench/stage, an old tree (old-src/, e.g. `git archive OLD | tar -x -C old-src`) against
+              # this one, interleaved, three runs each; STAGE_ONLY picks sections (default: commit latency)
+              [ -d old-src ] || { echo "stage-ab: no old-src/"; continue; }
+              (cd old-src && cmake -S . -B build-old -DCMAKE_BUILD_TYPE=Release -DOVSTAGE_BUILD_TESTS=OFF >/dev/null &&
+               cmake --build build-old -j16 --target ovstage_bench_stage >/dev/null) || echo "stage-ab: old build failed"
+              for i in 1 2 3; do for v in old new; do
+                b=build-gpu/bench/stage/ovstage_bench_stage; [ $v = old ] && b=old-src/build-old/bench/stage/ovstage_bench_stage
+                for sec in ${STAGE_ONLY:-commit latency}; do
+                  timeout 200 $b --only $sec >"$out/stage-$v-$sec-$i.md" 2>&1
+                  echo "$v $sec $i: $(grep -E '^\| \((a|b|c)\) per|^\| latest read|^\| tiny' "$out/stage-$v-$sec-$i.md" | awk -F'|' '{printf "%s=%s; ", substr($2,1,28), $3}')"
+                done; done; done ;;
+    demo) for dev in cpu cuda; do for p in 2 4; do
+            timeout 120 build-gpu/examples/ovstage_demo_sim --device $dev --envs 4096 --producers $p --steps 4000 --quiet \
+              >"$out/demo-$dev-$p.txt" 2>&1; echo "demo $dev envs 4096 producers $p rc=$?"
+            grep -E 'steps/s|write op|floor advance|latest read|mismatches|peak' "$out/demo-$dev-$p.txt"; done; done ;;
+    python) CUDA_ARCHS=90 PYTHON=python3 timeout 300 bash python/tests/run_gpu.sh >"$out/python.log" 2>&1
+            echo "python rc=$?"; tail -30 "$out/python.log" ;;
+  esac
+done
