@@ -424,22 +424,32 @@ class StageConfig:
     Stage then holds one process reference until it is destroyed). Besides the standard key, the
     extension keys of this implementation (ovstage_ext.h; their environment variables win):
     ``retention`` (sealed versions kept per column), ``workers``, ``queue_capacity``,
-    ``max_unsealed_mb``, ``chunk_kb``. Workers and queue capacity are fixed by the first
-    configuration that bootstraps the process runtime; the others apply to stages created after."""
+    ``max_unsealed_mb``, ``chunk_kb``, ``gpu_pool_mb`` (device memory each GPU's pool keeps),
+    ``pin_workers`` and ``disable_gpu`` (bools), ``cuda_devices`` (the active-GPU list, a str such
+    as ``"0,1"``: instances created while it is set take its ordinals round-robin,
+    ``Stage.cuda_device``). Workers, pinning and queue capacity are fixed by the first
+    configuration that bootstraps the process runtime, CPU-only mode by the first instance; the
+    others apply to stages created after. ``None`` leaves a setting as it is."""
 
     __slots__ = ("runtime_default_hierarchy_computation_model", "retention", "workers", "queue_capacity",
-                 "max_unsealed_mb", "chunk_kb")
+                 "max_unsealed_mb", "chunk_kb", "gpu_pool_mb", "pin_workers", "disable_gpu", "cuda_devices")
 
     def __init__(self, runtime_default_hierarchy_computation_model: _Optional[int] = None, *,
                  retention: _Optional[int] = None, workers: _Optional[int] = None,
                  queue_capacity: _Optional[int] = None, max_unsealed_mb: _Optional[int] = None,
-                 chunk_kb: _Optional[int] = None):
+                 chunk_kb: _Optional[int] = None, gpu_pool_mb: _Optional[int] = None,
+                 pin_workers: _Optional[bool] = None, disable_gpu: _Optional[bool] = None,
+                 cuda_devices: _Optional[str] = None):
         self.runtime_default_hierarchy_computation_model = runtime_default_hierarchy_computation_model
         self.retention = retention
         self.workers = workers
         self.queue_capacity = queue_capacity
         self.max_unsealed_mb = max_unsealed_mb
         self.chunk_kb = chunk_kb
+        self.gpu_pool_mb = gpu_pool_mb
+        self.pin_workers = pin_workers
+        self.disable_gpu = disable_gpu
+        self.cuda_devices = cuda_devices
 
 
 def _check_u64(v, what: str) -> int:

@@ -3186,6 +3186,89 @@ static void stage_drain(StageObject *st)
 	Py_DECREF(lst);
 }
 
+/* StageConfig's attributes and the configuration keys they set: the standard key, then this
+ * implementation's extension keys (ovstage_ext.h); 'u' uint64, 'b' bool, 's' string. */
+static const struct {
+	const char *attr;
+	char type;
+	int key;
+} g_config_keys[] = {
+	{ "runtime_default_hierarchy_computation_model", 'u', OVSTAGE_CONFIG_RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL },
+	{ "retention", 'u', OVSTAGE_CONFIG_EXT_RETENTION },
+	{ "workers", 'u', OVSTAGE_CONFIG_EXT_WORKER_COUNT },
+	{ "queue_capacity", 'u', OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY },
+	{ "max_unsealed_mb", 'u', OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB },
+	{ "chunk_kb", 'u', OVSTAGE_CONFIG_EXT_CHUNK_KB },
+	{ "gpu_pool_mb", 'u', OVSTAGE_CONFIG_EXT_GPU_POOL_MB },
+	{ "pin_workers", 'b', OVSTAGE_CONFIG_EXT_PIN_WORKERS },
+	{ "disable_gpu", 'b', OVSTAGE_CONFIG_EXT_DISABLE_GPU },
+	{ "cuda_devices", 's', OVSTAGE_CONFIG_EXT_CUDA_DEVICES },
+};
+#define OVS_CONFIG_KEYS (sizeof g_config_keys / sizeof g_config_keys[0])
+
+/* One configuration entry from a StageConfig attribute's value v (not None). A string value
+ * borrows v's UTF-8 buffer: the caller keeps v until ovstage_initialize returns. */
+static int config_entry(size_t k, PyObject *v, ovstage_config_entry_t *e)
+{
+	const char *attr = g_config_keys[k].attr;
+	memset(e, 0, sizeof *e);
+	if (g_config_keys[k].type == 'u') {
+		uint64_t u;
+		if (parse_u64(v, attr, &u) < 0)
+			return -1;
+		*e = ovstage_config_entry_uint64((ovstage_config_uint64_t)g_config_keys[k].key, u);
+		return 0;
+	}
+	if (g_config_keys[k].type == 'b') {
+		bool b;
+		if (parse_bool(v, attr, &b) < 0)
+			return -1;
+		e->key_type = OVSTAGE_CONFIG_KEY_TYPE_BOOL;
+		e->key.bool_key = (ovstage_config_bool_t)g_config_keys[k].key;
+		e->value.bool_value = b;
+		return 0;
+	}
+	if (!PyUnicode_Check(v)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a str or None, got %.80s", attr, Py_TYPE(v)->tp_name);
+		return -1;
+	}
+	Py_ssize_t n;
+	ovx_string_t str = { PyUnicode_AsUTF8AndSize(v, &n), 0 };
+	if (!str.ptr)
+		return -1;
+	str.length = (size_t)n;
+	*e = ovstage_config_entry_string((ovstage_config_string_t)g_config_keys[k].key, str);
+	return 0;
+}
+
+/* The entries a StageConfig sets (its None attributes set nothing); held[0..*nheld) keeps the
+ * values whose strings the entries borrow, for the caller to release after ovstage_initialize. */
+static int config_entries(PyObject *config, ovstage_config_entry_t *entries, size_t *n, PyObject **held,
+			  size_t *nheld)
+{
+	for (size_t k = 0; k < OVS_CONFIG_KEYS; k++) {
+		PyObject *v = PyObject_GetAttrString(config, g_config_keys[k].attr);
+		if (!v) {
+			if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+				goto fail;
+			PyErr_Clear();
+			continue;
+		}
+		if (v != Py_None && config_entry(k, v, &entries[*n]) < 0) {
+			Py_DECREF(v);
+			goto fail;
+		}
+		if (v != Py_None)
+			++*n;
+		held[(*nheld)++] = v;
+	}
+	return 0;
+fail:
+	while (*nheld)
+		Py_DECREF(held[--*nheld]);
+	return -1;
+}
+
 static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "name", "config", NULL };
@@ -3207,36 +3290,15 @@ static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 			return -1;
 	}
 	if (config != Py_None) {
-		/* The standard key, then this implementation's extension keys (ovstage_ext.h). */
-		static const struct {
-			const char *attr;
-			ovstage_config_uint64_t key;
-		} keys[] = { { "runtime_default_hierarchy_computation_model",
-			       OVSTAGE_CONFIG_RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL },
-			     { "retention", OVSTAGE_CONFIG_EXT_RETENTION },
-			     { "workers", OVSTAGE_CONFIG_EXT_WORKER_COUNT },
-			     { "queue_capacity", OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY },
-			     { "max_unsealed_mb", OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB },
-			     { "chunk_kb", OVSTAGE_CONFIG_EXT_CHUNK_KB } };
-		ovstage_config_entry_t entries[sizeof keys / sizeof keys[0]];
+		ovstage_config_entry_t entries[OVS_CONFIG_KEYS];
+		PyObject *held[OVS_CONFIG_KEYS];
+		size_t nheld = 0;
 		ovstage_config_t cfg = { entries, 0 };
-		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-			PyObject *v = PyObject_GetAttrString(config, keys[k].attr);
-			if (!v) {
-				if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-					return -1;
-				PyErr_Clear();
-				continue;
-			}
-			uint64_t u = 0;
-			int bad = v != Py_None && parse_u64(v, keys[k].attr, &u) < 0;
-			if (v != Py_None && !bad)
-				entries[cfg.entry_count++] = ovstage_config_entry_uint64(keys[k].key, u);
-			Py_DECREF(v);
-			if (bad)
-				return -1;
-		}
+		if (config_entries(config, entries, &cfg.entry_count, held, &nheld) < 0)
+			return -1;
 		int rc = ovstage_initialize(&cfg);
+		while (nheld)
+			Py_DECREF(held[--nheld]); /* the string values: the engine has parsed them */
 		if (rc != OVSTAGE_OK) {
 			raise_last(rc, "ovstage_initialize");
 			return -1;
@@ -3365,6 +3427,19 @@ static PyObject *stage_get_pd_epoch(StageObject *st, void *c)
 {
 	(void)c;
 	return PyLong_FromUnsignedLongLong(st->pd_epoch);
+}
+/* ovstage_ext_get_instance_cuda_device: the ordinal the instance took from the active-GPU list
+ * (StageConfig.cuda_devices / OVSTAGE_CUDA_DEVICES), or -1. */
+static PyObject *stage_get_cuda_device(StageObject *st, void *c)
+{
+	(void)c;
+	if (stage_check(st) < 0)
+		return NULL;
+	int dev = -1;
+	int rc = ovstage_ext_get_instance_cuda_device(st->inst, &dev);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "cuda_device");
+	return PyLong_FromLong(dev);
 }
 static PyObject *stage_get_live(StageObject *st, void *c)
 {
@@ -4949,6 +5024,9 @@ static PyGetSetDef stage_getset[] = {
 	{ "destroyed", (getter)stage_get_destroyed, NULL, "True once the instance itself is gone", NULL },
 	{ "name", (getter)stage_get_name, NULL, "the debug name", NULL },
 	{ "live_objects", (getter)stage_get_live, NULL, "ops, handles and groups the binding tracks", NULL },
+	{ "cuda_device", (getter)stage_get_cuda_device, NULL,
+	  "the CUDA device this instance took from the active-GPU list (StageConfig.cuda_devices /\n"
+	  "OVSTAGE_CUDA_DEVICES), where the columns its maps create live; -1 for none (an extension)", NULL },
 	{ "_pd_epoch", (getter)stage_get_pd_epoch, NULL,
 	  "the generation of the shared path dictionary the stage was created in (equal: one dictionary)", NULL },
 	{ NULL },

@@ -301,3 +301,37 @@ def test_gpu_status_in_cpu_only_mode():
     assert out.returncode == 0, out.stderr
     count, reason = out.stdout.splitlines()[:2]
     assert count == "0" and reason
+
+
+def test_config_extension_keys_and_cuda_device():
+    """gpu_pool_mb, pin_workers, disable_gpu and cuda_devices reach ovstage_initialize; in a process
+    without usable GPUs an instance has no CUDA device (-1), and the active-GPU list is ignored with a
+    warning in CPU-only mode (docs/gpu.md)."""
+    code = """if True:
+        import ovstage
+        cfg = ovstage.StageConfig(gpu_pool_mb=64, pin_workers=False, disable_gpu=True, cuda_devices="0")
+        with ovstage.Stage("cfg", cfg) as st:
+            print(st.cuda_device, ovstage.gpu_status().device_count)
+        with ovstage.Stage("plain") as st:
+            print(st.cuda_device)
+        for bad in (dict(pin_workers=1), dict(cuda_devices=0), dict(gpu_pool_mb=-1), dict(gpu_pool_mb=1.5)):
+            try:
+                ovstage.Stage("bad", ovstage.StageConfig(**bad))
+            except (TypeError, ValueError) as e:
+                print(type(e).__name__)
+        try:
+            ovstage.Stage("bad", ovstage.StageConfig(cuda_devices="zero"))
+        except ovstage.OvstageError as e:
+            print(e.code.name, "cuda" in e.message.lower() or "device" in e.message.lower())
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OVSTAGE_")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:7] == ["-1 0", "-1", "TypeError", "TypeError", "ValueError", "TypeError",
+                                           "INVALID_ARGUMENT True"], out.stdout
+    with ovstage.Stage("here") as st:
+        assert st.cuda_device == -1 or st.cuda_device >= 0
+    st.destroy()
+    with pytest.raises(OvstageError) as e:
+        st.cuda_device
+    assert e.value.code == ErrorCode.INVALID_HANDLE
