@@ -2236,7 +2236,8 @@ static int cuda_order_consumer(uintptr_t consumer, int device, ovstage_cuda_sync
 
 static PyObject *managed_dlpack(ManagedObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static signature sig = SIGNATURE("__dlpack__", 1, 0, A_OBJ("stream"), A_OBJ("max_version"), A_OBJ("dl_device"), A_OBJ("copy"));
+	static signature sig = SIGNATURE("__dlpack__", 1, 0, A_OBJ("stream"), A_OBJ("max_version"), A_OBJ("dl_device"),
+					 A_OBJ("copy"));
 	PyObject *a[4];
 	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
