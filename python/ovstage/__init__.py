@@ -36,9 +36,12 @@ from __future__ import annotations
 
 import atexit as _atexit
 import enum as _enum
+import numbers as _numbers
 import threading as _threading
 import weakref as _weakref
 from typing import NamedTuple as _NamedTuple, Optional as _Optional, Sequence as _Sequence
+
+import numpy as _np
 
 from . import _native
 from ._native import (  # noqa: F401  (re-exported)
@@ -87,7 +90,13 @@ class ErrorCode(_enum.IntEnum):
 
 
 class FilterOp(_enum.IntEnum):
-    """ovstage_filter_op_t."""
+    """ovstage_filter_op_t, and this implementation's extensions (ovstage_ext.h).
+
+    IN / LT / LE / GT / GE on an attribute's own scalar number or bool column compare its latest
+    sealed value with the predicate's values (an extension: 0.2.1 answers NOT_SUPPORTED).
+    EXT_OR (OVSTAGE_FILTER_OP_EXT_OR, an extension) separates AND groups: ``[A, B, OR, C]`` matches
+    ``(A and B) or C``; its attribute and values are not looked at.
+    """
 
     HAS = 0
     IN = 1
@@ -97,6 +106,7 @@ class FilterOp(_enum.IntEnum):
     LE = 5
     GT = 6
     GE = 7
+    EXT_OR = 0x4F56
 
 
 class PrimMode(_enum.IntEnum):
@@ -287,6 +297,13 @@ class HierarchyResult(_NamedTuple):
         return self.items[i].paths
 
 
+class GpuStatus(_NamedTuple):
+    """gpu_status(): the CUDA devices this process may keep columns on, and why there are none."""
+
+    device_count: int
+    reason: str
+
+
 class HierarchyComputationModelDesc(_NamedTuple):
     """One hierarchy computation model: id (HierarchyComputationModel), short name, description."""
 
@@ -328,8 +345,24 @@ class OrdinalRange:
         )
 
 
+def _operand(v):
+    """A predicate value as the engine reads it: str as is, bool as true/false, numbers as repr."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bool, _np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, _numbers.Real):
+        return repr(v.item() if isinstance(v, _np.generic) else v)
+    raise TypeError(f"Predicate values must be str, bool or real numbers, got {type(v).__name__}")
+
+
 class Predicate:
-    """One filter condition: ``attribute`` (str or token) ``op`` (FilterOp) ``values`` (strings)."""
+    """One filter condition: ``attribute`` (str or token) ``op`` (FilterOp) ``values``.
+
+    Values are strings; bools and real numbers (value comparisons, FilterOp.IN / LT / LE / GT / GE)
+    are turned into the strings the engine reads ("true", "1.5"). ``Predicate.OR`` is the EXT_OR
+    separator between AND groups.
+    """
 
     __slots__ = ("attribute", "op", "values")
 
@@ -338,14 +371,17 @@ class Predicate:
             raise TypeError("values must be a sequence of str, not one str")
         self.attribute = attribute
         self.op = FilterOp(op)
-        self.values = tuple(values)
+        self.values = tuple(_operand(v) for v in values)
 
     def __repr__(self) -> str:
         return f"Predicate({self.attribute!r}, {self.op.name}, {self.values!r})"
 
 
+Predicate.OR = Predicate("", FilterOp.EXT_OR)
+
+
 class Filter:
-    """The AND of its predicates."""
+    """The AND of its predicates; ``Predicate.OR`` entries separate AND groups (an extension)."""
 
     __slots__ = ("predicates",)
 
@@ -388,22 +424,32 @@ class StageConfig:
     Stage then holds one process reference until it is destroyed). Besides the standard key, the
     extension keys of this implementation (ovstage_ext.h; their environment variables win):
     ``retention`` (sealed versions kept per column), ``workers``, ``queue_capacity``,
-    ``max_unsealed_mb``, ``chunk_kb``. Workers and queue capacity are fixed by the first
-    configuration that bootstraps the process runtime; the others apply to stages created after."""
+    ``max_unsealed_mb``, ``chunk_kb``, ``gpu_pool_mb`` (device memory each GPU's pool keeps),
+    ``pin_workers`` and ``disable_gpu`` (bools), ``cuda_devices`` (the active-GPU list, a str such
+    as ``"0,1"``: instances created while it is set take its ordinals round-robin,
+    ``Stage.cuda_device``). Workers, pinning and queue capacity are fixed by the first
+    configuration that bootstraps the process runtime, CPU-only mode by the first instance; the
+    others apply to stages created after. ``None`` leaves a setting as it is."""
 
     __slots__ = ("runtime_default_hierarchy_computation_model", "retention", "workers", "queue_capacity",
-                 "max_unsealed_mb", "chunk_kb")
+                 "max_unsealed_mb", "chunk_kb", "gpu_pool_mb", "pin_workers", "disable_gpu", "cuda_devices")
 
     def __init__(self, runtime_default_hierarchy_computation_model: _Optional[int] = None, *,
                  retention: _Optional[int] = None, workers: _Optional[int] = None,
                  queue_capacity: _Optional[int] = None, max_unsealed_mb: _Optional[int] = None,
-                 chunk_kb: _Optional[int] = None):
+                 chunk_kb: _Optional[int] = None, gpu_pool_mb: _Optional[int] = None,
+                 pin_workers: _Optional[bool] = None, disable_gpu: _Optional[bool] = None,
+                 cuda_devices: _Optional[str] = None):
         self.runtime_default_hierarchy_computation_model = runtime_default_hierarchy_computation_model
         self.retention = retention
         self.workers = workers
         self.queue_capacity = queue_capacity
         self.max_unsealed_mb = max_unsealed_mb
         self.chunk_kb = chunk_kb
+        self.gpu_pool_mb = gpu_pool_mb
+        self.pin_workers = pin_workers
+        self.disable_gpu = disable_gpu
+        self.cuda_devices = cuda_devices
 
 
 def _check_u64(v, what: str) -> int:
@@ -682,6 +728,16 @@ def flush_log(timeout: int = TIMEOUT_INFINITE) -> None:
     _native.flush_log(timeout)
 
 
+def gpu_status() -> GpuStatus:
+    """ovstage_ext_get_gpu_status (an extension): ``GpuStatus(device_count, reason)``.
+
+    ``device_count`` is 0 in CPU-only mode (OVSTAGE_DISABLE_GPU), without a driver or device, or in
+    a build without the CUDA backend; ``reason`` then says which ("" when devices exist). The first
+    call (or the first Stage) decides CPU-only mode for the process.
+    """
+    return GpuStatus(*_native.gpu_status())
+
+
 def library_version() -> tuple:
     """(major, minor, patch) of the C library: (0, 2, 1)."""
     return _native.library_version()
@@ -707,6 +763,6 @@ __all__ = [
     "WriteDesc", "ReadGroup", "MapGroup", "AttributeMeta", "QueryResult", "DLTensor", "ManagedDLTensor",
     "DLDataType", "DLDevice", "DLDeviceType", "DLDataTypeCode", "make_dltensor", "dltensor_to_numpy",
     "numpy_to_dldatatype", "numpy_dtype", "instancing", "population", "library_version", "set_log_callback",
-    "flush_log", "LogSeverity", "TIMEOUT_INFINITE", "OVSTAGE_TIMEOUT_INFINITE", "OVX_API_SUCCESS",
+    "flush_log", "gpu_status", "GpuStatus", "LogSeverity", "TIMEOUT_INFINITE", "OVSTAGE_TIMEOUT_INFINITE", "OVX_API_SUCCESS",
     "OVX_API_ERROR", "__version__",
 ]

@@ -136,50 +136,92 @@ static PyObject *raise_ovx(path_dictionary_instance_t *pd, ovx_api_result_t r, c
 /* ---- Argument helpers --------------------------------------------------------------------- */
 
 /*
- * Parses fastcall arguments into out[0..n): names[i] is parameter i; the first `npos` may be given
- * positionally; those below `nreq` are required. Missing optional ones are NULL.
+ * The signature of a METH_FASTCALL | METH_KEYWORDS function, as a table: its parameters in order,
+ * how many may be given positionally (npos) and how many are required (nreq), and what each
+ * converts into. parse_call (below) takes one out pointer per parameter:
+ *   A_OBJ(name)          PyObject ** (borrowed; NULL when not given)
+ *   A_U64(name)          uint64_t *      parse_u64 (ints only, no negatives)
+ *   A_TIMEOUT            uint64_t *      parse_timeout ("timeout"; absent or None: TIMEOUT_INFINITE)
+ *   A_ATTR(name)         ovx_string_or_token_t *   parse_attr (a name or token)
+ *   A_ENUM(name, lo, hi) int *           parse_enum
+ *   A_HANDLE(name, type) uint64_t *      get_handle: an ovstage handle object of `type` of this stage
+ *                                        (or a raw int handle)
+ * A stage method passes its stage (checked first: a destroyed one raises INVALID_HANDLE); other
+ * functions pass NULL and have no A_HANDLE parameters. An optional parameter that is absent or None
+ * keeps the caller's default (an attribute: zeroed, the empty attribute); a required one given as
+ * None goes to its converter, which refuses it.
  */
-static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-		      const char *const *names, int n, int npos, int nreq, PyObject **out)
+enum { K_OBJ, K_U64, K_TIMEOUT, K_ATTR, K_ENUM, K_HANDLE };
+typedef struct {
+	const char *name;
+	int kind, lo, hi;
+	PyTypeObject *type; /* K_HANDLE */
+} param;
+#define OVS_MAX_PARAMS 12
+typedef struct {
+	const char *fn;
+	int npos, nreq, n;
+	param p[OVS_MAX_PARAMS];
+	PyObject *kw[OVS_MAX_PARAMS]; /* the names, interned on first use (under the GIL) */
+} signature;
+#define A_OBJ(name) { name, K_OBJ, 0, 0, NULL }
+#define A_U64(name) { name, K_U64, 0, 0, NULL }
+#define A_TIMEOUT { "timeout", K_TIMEOUT, 0, 0, NULL }
+#define A_ATTR(name) { name, K_ATTR, 0, 0, NULL }
+#define A_ENUM(name, lo, hi) { name, K_ENUM, lo, hi, NULL }
+#define A_HANDLE(name, type) { name, K_HANDLE, 0, 0, type }
+#define SIGNATURE(fn, npos, nreq, ...)                                                                       \
+	{ fn, npos, nreq, (int)(sizeof((param[]){ __VA_ARGS__ }) / sizeof(param)), { __VA_ARGS__ }, { NULL } }
+
+/* Places fastcall arguments into out[0..s->n) by position and keyword; missing ones are NULL. */
+static int match_args(signature *s, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **out)
 {
-	for (int i = 0; i < n; i++)
-		out[i] = NULL;
-	if (nargs > npos) {
-		PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)", fn, npos,
+	for (int i = 0; i < s->n; i++)
+		out[i] = i < nargs ? args[i] : NULL;
+	if (nargs > s->npos) {
+		PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments (%zd given)", s->fn, s->npos,
 			     nargs);
 		return -1;
 	}
-	for (Py_ssize_t i = 0; i < nargs; i++)
-		out[i] = args[i];
-	if (kwnames) {
-		Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
-		for (Py_ssize_t k = 0; k < nk; k++) {
-			PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-			int found = -1;
-			for (int i = 0; i < n; i++)
-				if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0) {
-					found = i;
-					break;
-				}
-			if (found < 0) {
-				PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn, key);
+	Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+	if (nk && !s->kw[0])
+		for (int i = s->n - 1; i >= 0; i--) /* kw[0] last: it says all are there */
+			if (!(s->kw[i] = PyUnicode_InternFromString(s->p[i].name)))
 				return -1;
-			}
-			if (out[found]) {
-				PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn,
-					     names[found]);
-				return -1;
-			}
-			out[found] = args[nargs + k];
+	for (Py_ssize_t k = 0; k < nk; k++) {
+		PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+		int found = -1;
+		for (int i = 0; i < s->n && found < 0; i++) /* call sites' keywords are interned: pointers first */
+			if (key == s->kw[i])
+				found = i;
+		for (int i = 0; i < s->n && found < 0; i++)
+			if (PyUnicode_Compare(key, s->kw[i]) == 0)
+				found = i;
+		if (found < 0) {
+			PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", s->fn, key);
+			return -1;
 		}
+		if (out[found]) {
+			PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", s->fn,
+				     s->p[found].name);
+			return -1;
+		}
+		out[found] = args[nargs + k];
 	}
-	for (int i = 0; i < nreq; i++)
+	for (int i = 0; i < s->nreq; i++)
 		if (!out[i]) {
-			PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn, names[i]);
+			PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", s->fn, s->p[i].name);
 			return -1;
 		}
 	return 0;
 }
+
+struct StageObject;
+/* Parses a call by its signature into out[i], one pointer per parameter, given as OUTS(&a, &b, ...)
+ * (defined with the handles). */
+static int parse_call(signature *s, struct StageObject *st, PyObject *const *args, Py_ssize_t nargs,
+		      PyObject *kwnames, void *const *out, int nout);
+#define OUTS(...) (void *const[]){ __VA_ARGS__ }, (int)(sizeof((void *[]){ __VA_ARGS__ }) / sizeof(void *))
 
 /* An unsigned 64-bit integer argument: ints (and __index__ objects) only, no floats, no negatives. */
 static int parse_u64(PyObject *o, const char *what, uint64_t *out)
@@ -439,6 +481,12 @@ static int stage_check(StageObject *st)
 		return -1;
 	}
 	return 0;
+}
+
+/* A METH_O stage method's one unsigned int argument, after the stage check. */
+static int stage_u64_arg(StageObject *st, PyObject *arg, const char *what, uint64_t *out)
+{
+	return stage_check(st) < 0 || parse_u64(arg, what, out) < 0 ? -1 : 0;
 }
 
 /* Brackets an engine call made with the GIL released; destroy() waits for `busy` to drain. */
@@ -710,6 +758,26 @@ static PyObject *dltensor_data_ptr(DLTensorObject *self, void *c)
 	return PyLong_FromVoidPtr((char *)self->t.data + self->t.byte_offset);
 }
 
+/* The DLTensor fields under their C names, as 0.2.1's ctypes DLTensor has them (data: the
+ * pointer without byte_offset, 0 for NULL). */
+static PyObject *dltensor_data(DLTensorObject *self, void *c)
+{
+	(void)c;
+	return PyLong_FromVoidPtr(self->t.data);
+}
+
+static PyObject *dltensor_ndim(DLTensorObject *self, void *c)
+{
+	(void)c;
+	return PyLong_FromLong(self->t.ndim);
+}
+
+static PyObject *dltensor_byte_offset(DLTensorObject *self, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(self->t.byte_offset);
+}
+
 static PyObject *dltensor_readonly(DLTensorObject *self, void *c)
 {
 	(void)c;
@@ -735,9 +803,9 @@ static int same_stream(DLTensorObject *t, PyObject *stream, const char *what)
 static PyObject *dltensor_from_dlpack(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)cls;
-	static const char *const names[] = { "obj", "stream" };
+	static signature sig = SIGNATURE("from_dlpack", 2, 1, A_OBJ("obj"), A_OBJ("stream"));
 	PyObject *a[2];
-	if (parse_args("from_dlpack", args, nargs, kwnames, names, 2, 2, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	if (Py_TYPE(a[0]) == &DLTensorType && same_stream((DLTensorObject *)a[0], a[1], "from_dlpack") < 0)
 		return NULL;
@@ -764,6 +832,9 @@ static PyGetSetDef dltensor_getset[] = {
 	{ "dtype", (getter)dltensor_dtype, NULL, "the element type, a DLDataType", NULL },
 	{ "device", (getter)dltensor_device, NULL, "(device_type, device_id)", NULL },
 	{ "data_ptr", (getter)dltensor_data_ptr, NULL, "address of the first element (data + byte_offset)", NULL },
+	{ "data", (getter)dltensor_data, NULL, "DLTensor.data: the data pointer as an int (0 for NULL)", NULL },
+	{ "ndim", (getter)dltensor_ndim, NULL, "DLTensor.ndim", NULL },
+	{ "byte_offset", (getter)dltensor_byte_offset, NULL, "DLTensor.byte_offset", NULL },
 	{ "readonly", (getter)dltensor_readonly, NULL, "the producer marked the tensor read-only", NULL },
 	{ NULL },
 };
@@ -910,156 +981,167 @@ static int tensor_extent(const DLTensor *t, uint64_t elem, uint64_t *out)
 	return 0;
 }
 
-static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* The layout make_dltensor builds: the source's, then overridden (shape and strides always explicit). */
+typedef struct {
+	DLDataType dtype;
+	int nd;
+	int have_strides; /* the result keeps explicit strides (NULL strides = compact row-major) */
+	int64_t shp[OVS_MAX_NDIM], str[OVS_MAX_NDIM];
+} layout;
+
+static void compact_strides(layout *l)
 {
-	(void)mod;
-	static const char *const names[] = { "array", "dtype", "shape", "ndim", "strides", "device_type", "device_id",
-					     "stream" };
-	PyObject *a[8];
-	if (parse_args("make_dltensor", args, nargs, kwnames, names, 8, 1, 1, a) < 0)
-		return NULL;
-	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], a[7], "make_dltensor");
-	if (!src)
-		return NULL;
-	if (Py_TYPE(a[0]) == &DLTensorType && same_stream(src, a[7], "make_dltensor") < 0) {
+	int64_t run = 1;
+	for (int i = l->nd - 1; i >= 0; i--) {
+		l->str[i] = run;
+		run *= l->shp[i];
+	}
+}
+
+static void layout_of(const DLTensor *t, layout *l)
+{
+	l->dtype = t->dtype;
+	l->nd = t->ndim;
+	l->have_strides = t->strides != NULL;
+	for (int i = 0; i < l->nd; i++) {
+		l->shp[i] = t->shape[i];
+		l->str[i] = t->strides ? t->strides[i] : 0;
+	}
+	if (!t->strides)
+		compact_strides(l);
+}
+
+/* device_type= / device_id=: only a check that they name the source's device (no copies). */
+static int check_device(const DLTensor *t, PyObject *device_type, PyObject *device_id)
+{
+	int v;
+	if (device_type && device_type != Py_None) {
+		if (parse_enum(device_type, "device_type", 0, 255, &v) < 0)
+			return -1;
+		if (v != (int)t->device.device_type) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: device_type %d does not match the source device %d",
+				     v, (int)t->device.device_type);
+			return -1;
+		}
+	}
+	if (device_id && device_id != Py_None) {
+		if (parse_enum(device_id, "device_id", 0, INT32_MAX, &v) < 0)
+			return -1;
+		if (v != (int)t->device.device_id) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: device_id %d does not match the source device %d", v,
+				     (int)t->device.device_id);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The dtype a lane fold may ask for: the source's base type, whole bytes, a multiple of its lanes. */
+static int check_fold_dtype(const DLDataType *src, const DLDataType *d)
+{
+	if (d->code != src->code || d->bits != src->bits) {
+		PyErr_Format(PyExc_ValueError,
+			     "make_dltensor: the lane fold keeps the base type; source is (code=%d, bits=%d), "
+			     "dtype asks (code=%d, bits=%d)",
+			     (int)src->code, (int)src->bits, (int)d->code, (int)d->bits);
+		return -1;
+	}
+	if (d->bits == 0 || d->bits % 8) {
+		PyErr_Format(PyExc_ValueError, "make_dltensor: bit width %d is not a positive whole number of bytes",
+			     (int)d->bits);
+		return -1;
+	}
+	if (d->lanes == 0 || d->lanes > 255 || d->lanes % src->lanes) {
+		PyErr_Format(PyExc_ValueError, "make_dltensor: lanes %d is not a multiple of the source lanes %d "
+			     "in [1, 255]", (int)d->lanes, (int)src->lanes);
+		return -1;
+	}
+	return 0;
+}
+
+/* Folds complete compact trailing axes of l into d.lanes / l->dtype.lanes lanes (d checked). */
+static int fold_lanes(layout *l, const DLDataType *d)
+{
+	int64_t factor = d->lanes / l->dtype.lanes, prod = 1, inner = 1;
+	while (prod < factor) {
+		if (l->nd == 0) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: the trailing axes hold %lld elements, "
+				     "fewer than the %lld lanes asked", (long long)prod, (long long)factor);
+			return -1;
+		}
+		int64_t n = l->shp[l->nd - 1];
+		if (l->str[l->nd - 1] != inner && n != 1) {
+			PyErr_SetString(PyExc_ValueError, "make_dltensor: the axes folded into lanes must be compact");
+			return -1;
+		}
+		prod *= n;
+		inner *= n;
+		l->nd--;
+	}
+	if (prod != factor) {
+		PyErr_Format(PyExc_ValueError, "make_dltensor: trailing axes of %lld elements do not fold into "
+			     "%lld lanes", (long long)prod, (long long)factor);
+		return -1;
+	}
+	for (int i = 0; i < l->nd; i++) {
+		if (l->str[i] % factor) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: stride %lld of axis %d is not a whole number "
+				     "of folded elements", (long long)l->str[i], i);
+			return -1;
+		}
+		l->str[i] /= factor;
+	}
+	if (l->nd == 0) { /* a full fold: a one-element tensor */
+		l->nd = 1;
+		l->shp[0] = 1;
+		l->str[0] = 1;
+	}
+	l->dtype = *d;
+	l->have_strides = 1;
+	return 0;
+}
+
+/* shape= / strides= / ndim= overrides, in that order (ndim only checks the result). */
+static int apply_shape(layout *l, PyObject *shape, PyObject *strides, PyObject *ndim)
+{
+	int n;
+	if (shape && shape != Py_None) {
+		if (parse_i64_seq(shape, "shape", l->shp, OVS_MAX_NDIM, &n) < 0)
+			return -1;
+		l->nd = n;
+		if (!strides || strides == Py_None)
+			compact_strides(l);
+		l->have_strides = 1;
+	}
+	if (strides && strides != Py_None) {
+		if (parse_i64_seq(strides, "strides", l->str, OVS_MAX_NDIM, &n) < 0)
+			return -1;
+		if (n != l->nd) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: %d strides for %d dimensions", n, l->nd);
+			return -1;
+		}
+		l->have_strides = 1;
+	}
+	if (ndim && ndim != Py_None) {
+		if (parse_enum(ndim, "ndim", 0, OVS_MAX_NDIM, &n) < 0)
+			return -1;
+		if (n != l->nd) {
+			PyErr_Format(PyExc_ValueError, "make_dltensor: ndim %d does not match the shape's %d dimensions", n,
+				     l->nd);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A DLTensor viewing src's data with layout l, which must stay inside src's bytes. Steals src. */
+static PyObject *layout_view(DLTensorObject *src, const layout *l, uint64_t src_extent)
+{
+	DLTensorObject *o = PyObject_New(DLTensorObject, &DLTensorType);
+	if (!o) {
 		Py_DECREF(src);
 		return NULL;
 	}
-	DLTensor t = src->t;
-	int64_t shp[OVS_MAX_NDIM], str[OVS_MAX_NDIM];
-	int nd = t.ndim;
-	int have_strides = t.strides != NULL;
-	for (int i = 0; i < nd; i++) {
-		shp[i] = t.shape[i];
-		str[i] = t.strides ? t.strides[i] : 0;
-	}
-	if (!have_strides) { /* compact row-major strides */
-		int64_t run = 1;
-		for (int i = nd - 1; i >= 0; i--) {
-			str[i] = run;
-			run *= shp[i];
-		}
-	}
-	uint64_t src_elem = (uint64_t)t.dtype.bits * t.dtype.lanes;
-	uint64_t src_extent = 0;
-	if (src_elem % 8 || tensor_extent(&src->t, src_elem / 8, &src_extent) < 0) {
-		PyErr_SetString(PyExc_ValueError, "make_dltensor: the source tensor has sub-byte elements or negative strides");
-		goto fail;
-	}
-	if (a[5] && a[5] != Py_None) {
-		int dt;
-		if (parse_enum(a[5], "device_type", 0, 255, &dt) < 0)
-			goto fail;
-		if (dt != (int)t.device.device_type) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: device_type %d does not match the source device %d",
-				     dt, (int)t.device.device_type);
-			goto fail;
-		}
-	}
-	if (a[6] && a[6] != Py_None) {
-		int di;
-		if (parse_enum(a[6], "device_id", 0, INT32_MAX, &di) < 0)
-			goto fail;
-		if (di != (int)t.device.device_id) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: device_id %d does not match the source device %d", di,
-				     (int)t.device.device_id);
-			goto fail;
-		}
-	}
-	if (a[1] && a[1] != Py_None) {
-		DLDataType d;
-		if (parse_dtype(a[1], &d) < 0)
-			goto fail;
-		if (d.code != t.dtype.code || d.bits != t.dtype.bits) {
-			PyErr_Format(PyExc_ValueError,
-				     "make_dltensor: the lane fold keeps the base type; source is (code=%d, bits=%d), "
-				     "dtype asks (code=%d, bits=%d)",
-				     (int)t.dtype.code, (int)t.dtype.bits, (int)d.code, (int)d.bits);
-			goto fail;
-		}
-		if (d.bits == 0 || d.bits % 8) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: bit width %d is not a positive whole number of bytes",
-				     (int)d.bits);
-			goto fail;
-		}
-		if (d.lanes == 0 || d.lanes > 255 || d.lanes % t.dtype.lanes) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: lanes %d is not a multiple of the source lanes %d "
-				     "in [1, 255]", (int)d.lanes, (int)t.dtype.lanes);
-			goto fail;
-		}
-		int64_t factor = d.lanes / t.dtype.lanes, prod = 1, inner = 1;
-		while (prod < factor) {
-			if (nd == 0) {
-				PyErr_Format(PyExc_ValueError, "make_dltensor: the trailing axes hold %lld elements, "
-					     "fewer than the %lld lanes asked", (long long)prod, (long long)factor);
-				goto fail;
-			}
-			int64_t n = shp[nd - 1];
-			if (str[nd - 1] != inner && n != 1) {
-				PyErr_SetString(PyExc_ValueError, "make_dltensor: the axes folded into lanes must be compact");
-				goto fail;
-			}
-			prod *= n;
-			inner *= n;
-			nd--;
-		}
-		if (prod != factor) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: trailing axes of %lld elements do not fold into "
-				     "%lld lanes", (long long)prod, (long long)factor);
-			goto fail;
-		}
-		for (int i = 0; i < nd; i++) {
-			if (str[i] % factor) {
-				PyErr_Format(PyExc_ValueError, "make_dltensor: stride %lld of axis %d is not a whole number "
-					     "of folded elements", (long long)str[i], i);
-				goto fail;
-			}
-			str[i] /= factor;
-		}
-		if (nd == 0) { /* a full fold: a one-element tensor */
-			nd = 1;
-			shp[0] = 1;
-			str[0] = 1;
-		}
-		t.dtype = d;
-		have_strides = 1;
-	}
-	if (a[2] && a[2] != Py_None) {
-		int n;
-		if (parse_i64_seq(a[2], "shape", shp, OVS_MAX_NDIM, &n) < 0)
-			goto fail;
-		nd = n;
-		if (!a[4] || a[4] == Py_None) {
-			int64_t run = 1;
-			for (int i = nd - 1; i >= 0; i--) {
-				str[i] = run;
-				run *= shp[i];
-			}
-		}
-		have_strides = 1;
-	}
-	if (a[4] && a[4] != Py_None) {
-		int n;
-		if (parse_i64_seq(a[4], "strides", str, OVS_MAX_NDIM, &n) < 0)
-			goto fail;
-		if (n != nd) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: %d strides for %d dimensions", n, nd);
-			goto fail;
-		}
-		have_strides = 1;
-	}
-	if (a[3] && a[3] != Py_None) {
-		int n;
-		if (parse_enum(a[3], "ndim", 0, OVS_MAX_NDIM, &n) < 0)
-			goto fail;
-		if (n != nd) {
-			PyErr_Format(PyExc_ValueError, "make_dltensor: ndim %d does not match the shape's %d dimensions", n, nd);
-			goto fail;
-		}
-	}
-	DLTensorObject *o = PyObject_New(DLTensorObject, &DLTensorType);
-	if (!o)
-		goto fail;
 	o->managed = NULL;
 	o->versioned = 0;
 	o->flags = src->flags;
@@ -1067,19 +1149,18 @@ static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t 
 	o->event = src->event;
 	o->stream_obj = NULL; /* src (the owner) keeps it */
 	o->owner = (PyObject *)src; /* keeps the capsule (and the producer's data) */
-	o->own = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
+	o->own = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(l->nd ? l->nd : 1));
+	o->t = src->t;
 	if (!o->own) {
-		o->owner = NULL;
-		Py_DECREF(o);
-		PyErr_NoMemory();
-		goto fail;
+		Py_DECREF(o); /* drops src too */
+		return PyErr_NoMemory();
 	}
-	memcpy(o->own, shp, sizeof(int64_t) * (size_t)nd);
-	memcpy(o->own + nd, str, sizeof(int64_t) * (size_t)nd);
-	o->t = t;
-	o->t.ndim = nd;
+	memcpy(o->own, l->shp, sizeof(int64_t) * (size_t)l->nd);
+	memcpy(o->own + l->nd, l->str, sizeof(int64_t) * (size_t)l->nd);
+	o->t.dtype = l->dtype;
+	o->t.ndim = l->nd;
 	o->t.shape = o->own;
-	o->t.strides = have_strides ? o->own + nd : NULL;
+	o->t.strides = l->have_strides ? o->own + l->nd : NULL;
 	uint64_t elem = (uint64_t)o->t.dtype.bits * o->t.dtype.lanes / 8, ext = 0;
 	if (tensor_extent(&o->t, elem, &ext) < 0 || ext > src_extent) {
 		PyErr_Format(PyExc_ValueError, "make_dltensor: the layout spans %llu bytes, the source only %llu",
@@ -1088,9 +1169,58 @@ static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t 
 		return NULL;
 	}
 	return (PyObject *)o;
-fail:
-	Py_DECREF(src);
-	return NULL;
+}
+
+/*
+ * Validates every override against the source, then folds and reshapes a copy of its layout. A
+ * dtype with shape= only names the element type: the source's bytes are read as elements of it in
+ * the shape given (0.2.1's make_dltensor(flat_float32, dtype=float3, shape=[n])); without shape=,
+ * complete compact trailing axes fold into its lanes. Either way the result stays inside the
+ * source's bytes (layout_view).
+ */
+static int make_layout(const DLTensorObject *src, PyObject *const *a, layout *l, uint64_t *src_extent)
+{
+	const DLTensor *t = &src->t;
+	uint64_t src_elem = (uint64_t)t->dtype.bits * t->dtype.lanes;
+	if (src_elem % 8 || tensor_extent(t, src_elem / 8, src_extent) < 0) {
+		PyErr_SetString(PyExc_ValueError, "make_dltensor: the source tensor has sub-byte elements or negative strides");
+		return -1;
+	}
+	if (check_device(t, a[5], a[6]) < 0)
+		return -1;
+	layout_of(t, l);
+	if (a[1] && a[1] != Py_None) {
+		DLDataType d;
+		if (parse_dtype(a[1], &d) < 0 || check_fold_dtype(&t->dtype, &d) < 0)
+			return -1;
+		if (a[2] && a[2] != Py_None)
+			l->dtype = d; /* apply_shape sets the shape, and compact strides unless strides= */
+		else if (fold_lanes(l, &d) < 0)
+			return -1;
+	}
+	return apply_shape(l, a[2], a[4], a[3]);
+}
+
+static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	(void)mod;
+	static signature sig = SIGNATURE("make_dltensor", 1, 1, A_OBJ("array"), A_OBJ("dtype"), A_OBJ("shape"),
+					 A_OBJ("ndim"), A_OBJ("strides"), A_OBJ("device_type"), A_OBJ("device_id"),
+					 A_OBJ("stream"));
+	PyObject *a[8];
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
+		return NULL;
+	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], a[7], "make_dltensor");
+	if (!src)
+		return NULL;
+	layout l;
+	uint64_t src_extent = 0;
+	if ((Py_TYPE(a[0]) == &DLTensorType && same_stream(src, a[7], "make_dltensor") < 0) ||
+	    make_layout(src, a, &l, &src_extent) < 0) {
+		Py_DECREF(src);
+		return NULL;
+	}
+	return layout_view(src, &l, src_extent);
 }
 
 /* ---- Operation ------------------------------------------------------------------------------ */
@@ -1169,13 +1299,54 @@ typedef struct {
 	ovstage_op_id_t lowest_pending;
 } wait_errors;
 
-/* One wait_op call with the GIL released; copies the thread-local error list before returning. */
-static int wait_once(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
+/*
+ * A bounded engine wait: one call that waits at most `slice` ns (0 polls). sliced_wait calls it
+ * with the GIL released (not for a poll), so it touches no Python object.
+ */
+typedef int (*slice_fn)(StageObject *st, void *ctx, uint64_t slice);
+
+/*
+ * Waits up to `timeout` ns (TIMEOUT_INFINITE: no limit) in calls of fn of at most OVS_SLICE_NS,
+ * so that signals are seen between them. Returns fn's first status other than TIMEOUT, TIMEOUT
+ * when the time is up, or -1 with an exception: KeyboardInterrupt (or whatever a signal handler
+ * raised), or, with end_on_destroy, INVALID_HANDLE once another thread's destroy() closed the
+ * stage (for waits that nothing destroy() drains would end).
+ */
+static int sliced_wait(StageObject *st, uint64_t timeout, int end_on_destroy, slice_fn fn, void *ctx)
 {
-	int rc;
-	BUSY_BEGIN(st)
+	uint64_t left = timeout;
+	for (;;) {
+		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
+		int rc;
+		if (slice == 0) { /* a poll: not worth dropping the GIL */
+			rc = fn(st, ctx, 0);
+		} else {
+			BUSY_BEGIN(st)
+			rc = fn(st, ctx, slice);
+			BUSY_END
+		}
+		if (rc != OVSTAGE_ERROR_TIMEOUT)
+			return rc;
+		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
+			left -= slice;
+			if (left == 0)
+				return rc;
+		}
+		if (PyErr_CheckSignals() < 0)
+			return -1;
+		if (end_on_destroy && st->closed) {
+			raise_code(OVSTAGE_ERROR_INVALID_HANDLE, "the stage %R was destroyed while waiting",
+				   st->name ? st->name : Py_None);
+			return -1;
+		}
+	}
+}
+
+/* One wait_op call; copies the thread-local error list before returning. */
+static int wait_raw(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
+{
 	ovstage_op_wait_result_t wr = { 0 };
-	rc = ovstage_wait_op(st->inst, id, timeout, &wr);
+	int rc = ovstage_wait_op(st->inst, id, timeout, &wr);
 	we->n = 0;
 	we->lowest_pending = wr.lowest_pending_op_id;
 	for (size_t i = 0; i < wr.error_op_id_count && i < OVS_WAIT_ERRORS; i++) {
@@ -1189,28 +1360,35 @@ static int wait_once(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait
 		we->msgs[i][len] = '\0';
 		we->n++;
 	}
+	return rc;
+}
+
+/* One wait_op call with the GIL released (the drains: no signal checks). */
+static int wait_once(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
+{
+	int rc;
+	BUSY_BEGIN(st)
+	rc = wait_raw(st, id, timeout, we);
 	BUSY_END
 	return rc;
 }
 
-/* Waits in slices so that signals are seen; returns the engine status, or -1 with an exception
- * (KeyboardInterrupt) when a signal handler raised. */
+typedef struct {
+	ovstage_op_id_t id;
+	wait_errors *we;
+} wait_ctx;
+
+static int wait_slice(StageObject *st, void *ctx, uint64_t slice)
+{
+	wait_ctx *c = ctx;
+	return wait_raw(st, c->id, slice, c->we);
+}
+
+/* wait_op in slices (sliced_wait): the engine status, or -1 with KeyboardInterrupt. */
 static int wait_sliced(StageObject *st, ovstage_op_id_t id, uint64_t timeout, wait_errors *we)
 {
-	uint64_t left = timeout;
-	for (;;) {
-		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
-		int rc = wait_once(st, id, slice, we);
-		if (rc != OVSTAGE_ERROR_TIMEOUT)
-			return rc;
-		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
-			left -= slice;
-			if (left == 0)
-				return rc;
-		}
-		if (PyErr_CheckSignals() < 0)
-			return -1;
-	}
+	wait_ctx c = { id, we };
+	return sliced_wait(st, timeout, 0, wait_slice, &c);
 }
 
 /* Op failure reported by wait_op: the code is the status name the root-cause message starts with
@@ -1298,10 +1476,9 @@ static void op_dealloc(OperationObject *op)
 
 static PyObject *op_wait_meth(OperationObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("wait", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("wait", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	if (op_wait(op, timeout) < 0)
 		return NULL;
@@ -1555,10 +1732,9 @@ static PyObject *handle_int(HandleObject *h)
 
 static PyObject *handle_wait(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("wait", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("wait", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	if (handle_live(h) < 0)
 		return NULL;
@@ -1664,6 +1840,12 @@ static int group_live(GroupObject *g)
 		return -1;
 	}
 	return 0;
+}
+
+/* A METH_O group method's one index argument, after the liveness check. */
+static int group_u64_arg(GroupObject *g, PyObject *arg, const char *what, uint64_t *out)
+{
+	return group_live(g) < 0 || parse_u64(arg, what, out) < 0 ? -1 : 0;
 }
 
 typedef struct {
@@ -2054,9 +2236,10 @@ static int cuda_order_consumer(uintptr_t consumer, int device, ovstage_cuda_sync
 
 static PyObject *managed_dlpack(ManagedObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "stream", "max_version", "dl_device", "copy" };
+	static signature sig = SIGNATURE("__dlpack__", 1, 0, A_OBJ("stream"), A_OBJ("max_version"), A_OBJ("dl_device"),
+					 A_OBJ("copy"));
 	PyObject *a[4];
-	if (parse_args("__dlpack__", args, nargs, kwnames, names, 4, 1, 0, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	int cuda = is_cuda_device(m->t.device.device_type);
 	if (a[2] && a[2] != Py_None) {
@@ -2230,9 +2413,9 @@ static PyTypeObject ManagedType = {
 
 static PyObject *group_dlpack(GroupObject *g, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "i", "readonly" };
+	static signature sig = SIGNATURE("dlpack", 2, 1, A_OBJ("i"), A_OBJ("readonly"));
 	PyObject *a[2];
-	if (parse_args("dlpack", args, nargs, kwnames, names, 2, 2, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	const DLTensor *t;
 	if (tensor_index(g, a[0], &t) < 0)
@@ -2291,10 +2474,8 @@ static PyObject *group_tensor(GroupObject *g, PyObject *arg)
 
 static PyObject *group_prim_index(GroupObject *g, PyObject *arg)
 {
-	if (group_live(g) < 0)
-		return NULL;
 	uint64_t i;
-	if (parse_u64(arg, "prim index", &i) < 0)
+	if (group_u64_arg(g, arg, "prim index", &i) < 0)
 		return NULL;
 	const ovstage_prim_group_t *p = group_prims(g);
 	if (i >= p->count) {
@@ -2307,10 +2488,8 @@ static PyObject *group_prim_index(GroupObject *g, PyObject *arg)
 
 static PyObject *group_data_row_index(GroupObject *g, PyObject *arg)
 {
-	if (group_live(g) < 0)
-		return NULL;
 	uint64_t i;
-	if (parse_u64(arg, "element index", &i) < 0)
+	if (group_u64_arg(g, arg, "element index", &i) < 0)
 		return NULL;
 	const ovstage_data_t *d = group_data(g);
 	uint64_t n = d->index_map ? d->count : group_prims(g)->count;
@@ -2393,10 +2572,8 @@ static PyObject *group_get_meta(GroupObject *g, void *c)
 
 static PyObject *group_mask_word(GroupObject *g, PyObject *arg)
 {
-	if (group_live(g) < 0)
-		return NULL;
 	uint64_t i;
-	if (parse_u64(arg, "mask word index", &i) < 0)
+	if (group_u64_arg(g, arg, "mask word index", &i) < 0)
 		return NULL;
 	const ovstage_data_t *d = group_data(g);
 	if (!d->mask || i >= (d->count + 63u) / 64u) {
@@ -2512,6 +2689,46 @@ static int get_handle(StageObject *st, PyObject *o, PyTypeObject *type, const ch
 	PyErr_Format(PyExc_TypeError, "%s must be an ovstage.%s (or a raw int handle), got %.80s %R", what, type->tp_name + 8,
 		     Py_TYPE(o)->tp_name, o);
 	return -1;
+}
+
+/* Parses a call by its signature: one out pointer per parameter, typed as the table says. */
+static int parse_call(signature *s, StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+		      void *const *outs, int nout)
+{
+	PyObject *a[OVS_MAX_PARAMS];
+	if (nout != s->n) {
+		PyErr_Format(PyExc_SystemError, "%s(): %d out pointers for %d parameters", s->fn, nout, s->n);
+		return -1;
+	}
+	if ((st && stage_check(st) < 0) || match_args(s, args, nargs, kwnames, a) < 0)
+		return -1;
+	int rc = 0;
+	for (int i = 0; i < s->n && rc == 0; i++) {
+		const param *p = &s->p[i];
+		void *out = outs[i];
+		PyObject *o = a[i];
+		if (p->kind == K_OBJ) {
+			*(PyObject **)out = o;
+			continue;
+		}
+		if (p->kind == K_TIMEOUT) {
+			rc = parse_timeout(o, out);
+			continue;
+		}
+		if (p->kind == K_ATTR && i >= s->nreq)
+			memset(out, 0, sizeof(ovx_string_or_token_t));
+		if (!o || (o == Py_None && i >= s->nreq))
+			continue; /* the default */
+		if (p->kind == K_U64)
+			rc = parse_u64(o, p->name, out);
+		else if (p->kind == K_ATTR)
+			rc = parse_attr(o, p->name, out);
+		else if (p->kind == K_HANDLE)
+			rc = get_handle(st, o, p->type, p->name, out, NULL);
+		else
+			rc = parse_enum(o, p->name, p->lo, p->hi, out);
+	}
+	return rc;
 }
 
 /* A sequence of attribute names (str) / tokens (int) as interned tokens in the arena. A lone str or
@@ -2657,6 +2874,195 @@ typedef struct {
 	PyObject *tensors, *is_array, *semantic, *index_map, *mask, *count, *cuda_event, *cuda_stream;
 } write_args;
 
+/* What build_write learns of a write's CUDA tensors: the stream the stage drains, the event. */
+typedef struct {
+	uintptr_t user_stream; /* cuda_stream= (0: not given) */
+	uintptr_t event;       /* cuda_event=, or the device read groups' ready event */
+	uintptr_t stream;      /* the stream every CUDA tensor was taken on (0 until the first) */
+	int user_event;        /* cuda_event= was given */
+	int any_cuda;
+} cuda_plan;
+
+/* A CUDA tensor of the write: one write has one cuda_sync, so every producer must have been told
+ * the same stream (t->stream: what its __dlpack__ got; 0 for a read group's tensor, which has no
+ * producer stream), and that is the stream the stage drains. A tensor taken earlier on another
+ * stream (DLTensor.from_dlpack / make_dltensor with their own stream=) cannot be ordered by this
+ * write's stream: refused, naming both. A device read group's tensor is ready after its group's
+ * event, which becomes the write's wait event. */
+static int plan_cuda_tensor(cuda_plan *c, const DLTensorObject *t, const char *what)
+{
+	if (!c->stream)
+		c->stream = c->user_stream ? c->user_stream : t->stream;
+	if (t->stream && c->stream && t->stream != c->stream) {
+		PyErr_Format(PyExc_ValueError, "%s: this CUDA tensor was taken on stream %llu but the write "
+			     "is ordered on stream %llu%s; take every tensor of one write on its stream "
+			     "(DLTensor.from_dlpack(obj, stream=...) / make_dltensor(obj, stream=...))",
+			     what, (unsigned long long)t->stream, (unsigned long long)c->stream,
+			     c->user_stream ? " (cuda_stream=)" : " (the first CUDA tensor's)");
+		return -1;
+	}
+	if (t->event && t->event != c->event) {
+		if (c->event && c->user_event) {
+			PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
+				     "its group's CUDA event %p, and cuda_event=%p was given too (one "
+				     "write waits on one event): wait on the group's event in your stream "
+				     "and pass that stream", what, (void *)(uintptr_t)t->event,
+				     (void *)(uintptr_t)c->event);
+			return -1;
+		}
+		if (c->event) {
+			PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
+				     "different CUDA events (%p and %p); write them separately", what,
+				     (void *)(uintptr_t)c->event, (void *)(uintptr_t)t->event);
+			return -1;
+		}
+		c->event = t->event;
+	}
+	c->any_cuda = 1;
+	return 0;
+}
+
+/* The DLPack transport: tensors (one, or a list for per-row arrays) taken in with the write's
+ * stream, out->tensors / tensor_count / cuda_sync set; *bytes grows by their extents. */
+static int write_tensors(const char *label, const write_args *w, arena_block **arena, PyObject *inputs,
+			 ovstage_write_data_t *out, uint64_t *bytes)
+{
+	if (!w->tensors || w->tensors == Py_None) {
+		PyErr_Format(PyExc_TypeError, "%s: tensors is required (an array, a DLPack producer, a DLTensor or a "
+			     "list of them for per-row array transport)", label);
+		return -1;
+	}
+	int per_row = PyList_Check(w->tensors) || PyTuple_Check(w->tensors);
+	Py_ssize_t n = per_row ? PySequence_Fast_GET_SIZE(w->tensors) : 1;
+	if (n > (Py_ssize_t)UINT32_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: too many tensors (%zd)", label, n);
+		return -1;
+	}
+	DLTensor *ts = arena_alloc(arena, sizeof(DLTensor) * (size_t)(n ? n : 1));
+	if (!ts)
+		return -1;
+	cuda_plan c = { 0 };
+	c.user_event = w->cuda_event && w->cuda_event != Py_None;
+	if (parse_cuda_handle(w->cuda_stream, "cuda_stream", s_cuda_stream_attr, &c.user_stream) < 0 ||
+	    parse_cuda_handle(w->cuda_event, "cuda_event", s_cuda_event_attr, &c.event) < 0)
+		return -1;
+	PyObject *stream_arg = c.user_stream ? PyLong_FromUnsignedLongLong(c.user_stream) : NULL;
+	if (c.user_stream && !stream_arg)
+		return -1;
+	int rc = 0;
+	for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+		PyObject *src = per_row ? PySequence_Fast_GET_ITEM(w->tensors, i) : w->tensors;
+		char what[64];
+		if (per_row)
+			snprintf(what, sizeof what, "%s: tensors[%zd]", label, i);
+		else
+			snprintf(what, sizeof what, "%s: tensors", label);
+		DLTensorObject *t = (DLTensorObject *)as_dltensor(src, stream_arg, what);
+		rc = !t || PyList_Append(inputs, (PyObject *)t) < 0 ? -1 : 0;
+		Py_XDECREF(t); /* the inputs list keeps it */
+		if (rc < 0)
+			break;
+		ts[i] = t->t;
+		uint64_t ext = 0, elem = (uint64_t)t->t.dtype.bits * t->t.dtype.lanes;
+		if (elem % 8 == 0 && tensor_extent(&t->t, elem / 8, &ext) == 0)
+			*bytes += ext;
+		if (is_cuda_device(t->t.device.device_type))
+			rc = plan_cuda_tensor(&c, t, what);
+	}
+	Py_XDECREF(stream_arg);
+	if (rc < 0)
+		return -1;
+	out->tensors = ts;
+	out->tensor_count = (uint32_t)n;
+	/* The stage drains the stream the producers were told we read on (1, the legacy default, when
+	 * no producer was asked), and waits on the event. */
+	out->cuda_sync.stream = c.any_cuda ? (c.stream ? c.stream : 1) : c.user_stream;
+	out->cuda_sync.wait_event = c.event;
+	if (c.user_event && PyList_Append(inputs, w->cuda_event) < 0)
+		return -1;
+	if (w->cuda_stream && w->cuda_stream != Py_None && PyList_Append(inputs, w->cuda_stream) < 0)
+		return -1;
+	return 0;
+}
+
+/* The index-map transport: index_map (ints in [0, 2**32-1]) copied into the arena; count defaults
+ * to its length. */
+static int write_index_map(const char *label, PyObject *index_map, int has_count, arena_block **arena,
+			   ovstage_write_data_t *out, uint32_t *count)
+{
+	PyArrayObject *m = int_array(index_map, NPY_INT64, "index_map");
+	if (!m)
+		return -1;
+	npy_intp len = PyArray_SIZE(m);
+	int rc = -1;
+	uint32_t *im = NULL;
+	if (len == 0 || len > (npy_intp)UINT32_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: index_map must have 1 to 2**32-1 entries (has %zd)", label,
+			     (Py_ssize_t)len);
+		goto out;
+	}
+	if (!has_count)
+		*count = (uint32_t)len;
+	if (*count > (uint64_t)len) {
+		PyErr_Format(PyExc_ValueError, "%s: count %u exceeds the %zd index_map entries", label, (unsigned)*count,
+			     (Py_ssize_t)len);
+		goto out;
+	}
+	if (!(im = arena_alloc(arena, sizeof *im * (size_t)len)))
+		goto out;
+	const int64_t *src = PyArray_DATA(m);
+	for (npy_intp i = 0; i < len; i++) {
+		if (src[i] < 0 || src[i] > (int64_t)UINT32_MAX) {
+			PyErr_Format(PyExc_ValueError, "%s: index_map[%zd] = %lld is out of [0, 2**32-1]", label,
+				     (Py_ssize_t)i, (long long)src[i]);
+			goto out;
+		}
+		im[i] = (uint32_t)src[i];
+	}
+	out->index_map = im;
+	rc = 0;
+out:
+	Py_DECREF(m);
+	return rc;
+}
+
+/* The mask transport: a numpy bool array of count entries, or uint64 words (LSB first), as words. */
+static int write_mask(const char *label, PyObject *mask, uint32_t count, arena_block **arena,
+		      ovstage_write_data_t *out)
+{
+	size_t words = ((size_t)count + 63) / 64;
+	uint64_t *mk = arena_alloc(arena, sizeof *mk * words);
+	if (!mk)
+		return -1;
+	int bools = PyArray_Check(mask) && PyArray_TYPE((PyArrayObject *)mask) == NPY_BOOL;
+	PyArrayObject *m = bools ? (PyArrayObject *)PyArray_FROMANY(mask, NPY_BOOL, 1, 1, NPY_ARRAY_CARRAY)
+				 : int_array(mask, NPY_UINT64, "mask (uint64 words, LSB first)");
+	if (!m)
+		return -1;
+	size_t have = (size_t)PyArray_SIZE(m);
+	int rc = -1;
+	if (bools && have < count) {
+		PyErr_Format(PyExc_ValueError, "%s: a boolean mask needs %u entries, has %zu", label, (unsigned)count,
+			     have);
+	} else if (!bools && have < words) {
+		PyErr_Format(PyExc_ValueError, "%s: count %u needs %zu mask words, got %zu", label, (unsigned)count,
+			     words, have);
+	} else if (bools) {
+		const npy_bool *bv = PyArray_DATA(m);
+		for (uint32_t i = 0; i < count; i++)
+			if (bv[i])
+				mk[i / 64] |= 1ull << (i % 64);
+		rc = 0;
+	} else {
+		memcpy(mk, PyArray_DATA(m), sizeof *mk * words);
+		rc = 0;
+	}
+	Py_DECREF(m);
+	if (rc == 0)
+		out->mask = mk;
+	return rc;
+}
+
 /* Fills one ovstage_write_data_t; borrowed memory goes to the arena, keepalives to `inputs`. */
 static int build_write(StageObject *st, const char *label, const write_args *w, arena_block **arena, PyObject *inputs,
 		       ovstage_write_data_t *out, uint64_t *bytes)
@@ -2678,104 +3084,8 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 			return -1;
 		out->semantic = (ovstage_attribute_semantic_t)sem;
 	}
-	if (!w->tensors || w->tensors == Py_None) {
-		PyErr_Format(PyExc_TypeError, "%s: tensors is required (an array, a DLPack producer, a DLTensor or a "
-			     "list of them for per-row array transport)", label);
+	if (write_tensors(label, w, arena, inputs, out, bytes) < 0)
 		return -1;
-	}
-	int per_row = PyList_Check(w->tensors) || PyTuple_Check(w->tensors);
-	Py_ssize_t n = per_row ? PySequence_Fast_GET_SIZE(w->tensors) : 1;
-	if (n > (Py_ssize_t)UINT32_MAX) {
-		PyErr_Format(PyExc_ValueError, "%s: too many tensors (%zd)", label, n);
-		return -1;
-	}
-	DLTensor *ts = arena_alloc(arena, sizeof(DLTensor) * (size_t)(n ? n : 1));
-	if (!ts)
-		return -1;
-	uintptr_t user_stream = 0, event = 0, cuda_stream = 0;
-	if (parse_cuda_handle(w->cuda_stream, "cuda_stream", s_cuda_stream_attr, &user_stream) < 0 ||
-	    parse_cuda_handle(w->cuda_event, "cuda_event", s_cuda_event_attr, &event) < 0)
-		return -1;
-	PyObject *stream_arg = NULL;
-	if (user_stream) {
-		stream_arg = PyLong_FromUnsignedLongLong(user_stream);
-		if (!stream_arg)
-			return -1;
-	}
-	int any_cuda = 0;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *src = per_row ? PySequence_Fast_GET_ITEM(w->tensors, i) : w->tensors;
-		char what[64];
-		if (per_row)
-			snprintf(what, sizeof what, "%s: tensors[%zd]", label, i);
-		else
-			snprintf(what, sizeof what, "%s: tensors", label);
-		DLTensorObject *t = (DLTensorObject *)as_dltensor(src, stream_arg, what);
-		if (!t || PyList_Append(inputs, (PyObject *)t) < 0) {
-			Py_XDECREF(t);
-			Py_XDECREF(stream_arg);
-			return -1;
-		}
-		Py_DECREF(t); /* the inputs list keeps it */
-		ts[i] = t->t;
-		uint64_t ext = 0;
-		if ((uint64_t)t->t.dtype.bits * t->t.dtype.lanes % 8 == 0 &&
-		    tensor_extent(&t->t, (uint64_t)t->t.dtype.bits * t->t.dtype.lanes / 8, &ext) == 0)
-			*bytes += ext;
-		if (is_cuda_device(t->t.device.device_type)) {
-			/* One write has one cuda_sync: every producer must have been told the same stream
-			 * (t->stream: what its __dlpack__ got; 0 for a read group's tensor, which has no
-			 * producer stream), and that is the stream the stage drains. A tensor taken earlier
-			 * on another stream (DLTensor.from_dlpack / make_dltensor with their own stream=)
-			 * cannot be ordered by this write's stream: refused, naming both. */
-			if (!cuda_stream)
-				cuda_stream = user_stream ? user_stream : t->stream;
-			if (t->stream && cuda_stream && t->stream != cuda_stream) {
-				PyErr_Format(PyExc_ValueError, "%s: this CUDA tensor was taken on stream %llu but the write "
-					     "is ordered on stream %llu%s; take every tensor of one write on its stream "
-					     "(DLTensor.from_dlpack(obj, stream=...) / make_dltensor(obj, stream=...))",
-					     what, (unsigned long long)t->stream, (unsigned long long)cuda_stream,
-					     user_stream ? " (cuda_stream=)" : " (the first CUDA tensor's)");
-				Py_XDECREF(stream_arg);
-				return -1;
-			}
-			/* A device read group's tensor is ready after the group's event. */
-			if (t->event && t->event != event) {
-				if (event && (w->cuda_event && w->cuda_event != Py_None)) {
-					PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
-						     "its group's CUDA event %p, and cuda_event=%p was given too (one "
-						     "write waits on one event): wait on the group's event in your stream "
-						     "and pass that stream", what, (void *)(uintptr_t)t->event,
-						     (void *)(uintptr_t)event);
-					Py_XDECREF(stream_arg);
-					return -1;
-				}
-				if (event) {
-					PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
-						     "different CUDA events (%p and %p); write them separately", what,
-						     (void *)(uintptr_t)event, (void *)(uintptr_t)t->event);
-					Py_XDECREF(stream_arg);
-					return -1;
-				}
-				event = t->event;
-			}
-			any_cuda = 1;
-		}
-	}
-	Py_XDECREF(stream_arg);
-	out->tensors = ts;
-	out->tensor_count = (uint32_t)n;
-	/* The stage drains the stream the producers were told we read on (1, the legacy default, when
-	 * no producer was asked), and waits on the event. */
-	if (any_cuda && !cuda_stream)
-		cuda_stream = 1;
-	out->cuda_sync.stream = any_cuda ? cuda_stream : user_stream;
-	out->cuda_sync.wait_event = event;
-	if (w->cuda_event && w->cuda_event != Py_None && PyList_Append(inputs, w->cuda_event) < 0)
-		return -1;
-	if (w->cuda_stream && w->cuda_stream != Py_None && PyList_Append(inputs, w->cuda_stream) < 0)
-		return -1;
-
 	int has_map = w->index_map && w->index_map != Py_None, has_mask = w->mask && w->mask != Py_None;
 	int has_count = w->count && w->count != Py_None;
 	if (has_map && has_mask) {
@@ -2792,83 +3102,15 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 			return -1;
 		}
 	}
-	if (has_map) {
-		PyArrayObject *m = int_array(w->index_map, NPY_INT64, "index_map");
-		if (!m)
-			return -1;
-		npy_intp len = PyArray_SIZE(m);
-		if (len == 0 || len > (npy_intp)UINT32_MAX) {
-			Py_DECREF(m);
-			PyErr_Format(PyExc_ValueError, "%s: index_map must have 1 to 2**32-1 entries (has %zd)", label,
-				     (Py_ssize_t)len);
-			return -1;
-		}
-		if (!has_count)
-			count = (uint32_t)len;
-		if (count > (uint64_t)len) {
-			Py_DECREF(m);
-			PyErr_Format(PyExc_ValueError, "%s: count %u exceeds the %zd index_map entries", label,
-				     (unsigned)count, (Py_ssize_t)len);
-			return -1;
-		}
-		uint32_t *im = arena_alloc(arena, sizeof *im * (size_t)len);
-		if (!im) {
-			Py_DECREF(m);
-			return -1;
-		}
-		const int64_t *src = PyArray_DATA(m);
-		for (npy_intp i = 0; i < len; i++) {
-			if (src[i] < 0 || src[i] > (int64_t)UINT32_MAX) {
-				PyErr_Format(PyExc_ValueError, "%s: index_map[%zd] = %lld is out of [0, 2**32-1]", label,
-					     (Py_ssize_t)i, (long long)src[i]);
-				Py_DECREF(m);
-				return -1;
-			}
-			im[i] = (uint32_t)src[i];
-		}
-		Py_DECREF(m);
-		out->index_map = im;
+	if (has_map && write_index_map(label, w->index_map, has_count, arena, out, &count) < 0)
+		return -1;
+	if (has_mask && !has_count) {
+		PyErr_Format(PyExc_ValueError, "%s: a mask needs an explicit count (the number of logical elements)",
+			     label);
+		return -1;
 	}
-	if (has_mask) {
-		if (!has_count) {
-			PyErr_Format(PyExc_ValueError, "%s: a mask needs an explicit count (the number of logical elements)",
-				     label);
-			return -1;
-		}
-		size_t words = ((size_t)count + 63) / 64;
-		uint64_t *mk = arena_alloc(arena, sizeof *mk * words);
-		if (!mk)
-			return -1;
-		if (PyArray_Check(w->mask) && PyArray_TYPE((PyArrayObject *)w->mask) == NPY_BOOL) {
-			PyArrayObject *b = (PyArrayObject *)PyArray_FROMANY(w->mask, NPY_BOOL, 1, 1, NPY_ARRAY_CARRAY);
-			if (!b)
-				return -1;
-			if (PyArray_SIZE(b) < (npy_intp)count) {
-				PyErr_Format(PyExc_ValueError, "%s: a boolean mask needs %u entries, has %zd", label,
-					     (unsigned)count, (Py_ssize_t)PyArray_SIZE(b));
-				Py_DECREF(b);
-				return -1;
-			}
-			const npy_bool *bv = PyArray_DATA(b);
-			for (uint32_t i = 0; i < count; i++)
-				if (bv[i])
-					mk[i / 64] |= 1ull << (i % 64);
-			Py_DECREF(b);
-		} else {
-			PyArrayObject *m = int_array(w->mask, NPY_UINT64, "mask (uint64 words, LSB first)");
-			if (!m)
-				return -1;
-			if ((size_t)PyArray_SIZE(m) < words) {
-				PyErr_Format(PyExc_ValueError, "%s: count %u needs %zu mask words, got %zd", label,
-					     (unsigned)count, words, (Py_ssize_t)PyArray_SIZE(m));
-				Py_DECREF(m);
-				return -1;
-			}
-			memcpy(mk, PyArray_DATA(m), sizeof *mk * words);
-			Py_DECREF(m);
-		}
-		out->mask = mk;
-	}
+	if (has_mask && write_mask(label, w->mask, count, arena, out) < 0)
+		return -1;
 	out->count = count;
 	return 0;
 }
@@ -2945,6 +3187,89 @@ static void stage_drain(StageObject *st)
 	Py_DECREF(lst);
 }
 
+/* StageConfig's attributes and the configuration keys they set: the standard key, then this
+ * implementation's extension keys (ovstage_ext.h); 'u' uint64, 'b' bool, 's' string. */
+static const struct {
+	const char *attr;
+	char type;
+	int key;
+} g_config_keys[] = {
+	{ "runtime_default_hierarchy_computation_model", 'u', OVSTAGE_CONFIG_RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL },
+	{ "retention", 'u', OVSTAGE_CONFIG_EXT_RETENTION },
+	{ "workers", 'u', OVSTAGE_CONFIG_EXT_WORKER_COUNT },
+	{ "queue_capacity", 'u', OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY },
+	{ "max_unsealed_mb", 'u', OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB },
+	{ "chunk_kb", 'u', OVSTAGE_CONFIG_EXT_CHUNK_KB },
+	{ "gpu_pool_mb", 'u', OVSTAGE_CONFIG_EXT_GPU_POOL_MB },
+	{ "pin_workers", 'b', OVSTAGE_CONFIG_EXT_PIN_WORKERS },
+	{ "disable_gpu", 'b', OVSTAGE_CONFIG_EXT_DISABLE_GPU },
+	{ "cuda_devices", 's', OVSTAGE_CONFIG_EXT_CUDA_DEVICES },
+};
+#define OVS_CONFIG_KEYS (sizeof g_config_keys / sizeof g_config_keys[0])
+
+/* One configuration entry from a StageConfig attribute's value v (not None). A string value
+ * borrows v's UTF-8 buffer: the caller keeps v until ovstage_initialize returns. */
+static int config_entry(size_t k, PyObject *v, ovstage_config_entry_t *e)
+{
+	const char *attr = g_config_keys[k].attr;
+	memset(e, 0, sizeof *e);
+	if (g_config_keys[k].type == 'u') {
+		uint64_t u;
+		if (parse_u64(v, attr, &u) < 0)
+			return -1;
+		*e = ovstage_config_entry_uint64((ovstage_config_uint64_t)g_config_keys[k].key, u);
+		return 0;
+	}
+	if (g_config_keys[k].type == 'b') {
+		bool b;
+		if (parse_bool(v, attr, &b) < 0)
+			return -1;
+		e->key_type = OVSTAGE_CONFIG_KEY_TYPE_BOOL;
+		e->key.bool_key = (ovstage_config_bool_t)g_config_keys[k].key;
+		e->value.bool_value = b;
+		return 0;
+	}
+	if (!PyUnicode_Check(v)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a str or None, got %.80s", attr, Py_TYPE(v)->tp_name);
+		return -1;
+	}
+	Py_ssize_t n;
+	ovx_string_t str = { PyUnicode_AsUTF8AndSize(v, &n), 0 };
+	if (!str.ptr)
+		return -1;
+	str.length = (size_t)n;
+	*e = ovstage_config_entry_string((ovstage_config_string_t)g_config_keys[k].key, str);
+	return 0;
+}
+
+/* The entries a StageConfig sets (its None attributes set nothing); held[0..*nheld) keeps the
+ * values whose strings the entries borrow, for the caller to release after ovstage_initialize. */
+static int config_entries(PyObject *config, ovstage_config_entry_t *entries, size_t *n, PyObject **held,
+			  size_t *nheld)
+{
+	for (size_t k = 0; k < OVS_CONFIG_KEYS; k++) {
+		PyObject *v = PyObject_GetAttrString(config, g_config_keys[k].attr);
+		if (!v) {
+			if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+				goto fail;
+			PyErr_Clear();
+			continue;
+		}
+		if (v != Py_None && config_entry(k, v, &entries[*n]) < 0) {
+			Py_DECREF(v);
+			goto fail;
+		}
+		if (v != Py_None)
+			++*n;
+		held[(*nheld)++] = v;
+	}
+	return 0;
+fail:
+	while (*nheld)
+		Py_DECREF(held[--*nheld]);
+	return -1;
+}
+
 static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "name", "config", NULL };
@@ -2966,36 +3291,15 @@ static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 			return -1;
 	}
 	if (config != Py_None) {
-		/* The standard key, then this implementation's extension keys (ovstage_ext.h). */
-		static const struct {
-			const char *attr;
-			ovstage_config_uint64_t key;
-		} keys[] = { { "runtime_default_hierarchy_computation_model",
-			       OVSTAGE_CONFIG_RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL },
-			     { "retention", OVSTAGE_CONFIG_EXT_RETENTION },
-			     { "workers", OVSTAGE_CONFIG_EXT_WORKER_COUNT },
-			     { "queue_capacity", OVSTAGE_CONFIG_EXT_QUEUE_CAPACITY },
-			     { "max_unsealed_mb", OVSTAGE_CONFIG_EXT_MAX_UNSEALED_MB },
-			     { "chunk_kb", OVSTAGE_CONFIG_EXT_CHUNK_KB } };
-		ovstage_config_entry_t entries[sizeof keys / sizeof keys[0]];
+		ovstage_config_entry_t entries[OVS_CONFIG_KEYS];
+		PyObject *held[OVS_CONFIG_KEYS];
+		size_t nheld = 0;
 		ovstage_config_t cfg = { entries, 0 };
-		for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-			PyObject *v = PyObject_GetAttrString(config, keys[k].attr);
-			if (!v) {
-				if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-					return -1;
-				PyErr_Clear();
-				continue;
-			}
-			uint64_t u = 0;
-			int bad = v != Py_None && parse_u64(v, keys[k].attr, &u) < 0;
-			if (v != Py_None && !bad)
-				entries[cfg.entry_count++] = ovstage_config_entry_uint64(keys[k].key, u);
-			Py_DECREF(v);
-			if (bad)
-				return -1;
-		}
+		if (config_entries(config, entries, &cfg.entry_count, held, &nheld) < 0)
+			return -1;
 		int rc = ovstage_initialize(&cfg);
+		while (nheld)
+			Py_DECREF(held[--nheld]); /* the string values: the engine has parsed them */
 		if (rc != OVSTAGE_OK) {
 			raise_last(rc, "ovstage_initialize");
 			return -1;
@@ -3125,6 +3429,19 @@ static PyObject *stage_get_pd_epoch(StageObject *st, void *c)
 	(void)c;
 	return PyLong_FromUnsignedLongLong(st->pd_epoch);
 }
+/* ovstage_ext_get_instance_cuda_device: the ordinal the instance took from the active-GPU list
+ * (StageConfig.cuda_devices / OVSTAGE_CUDA_DEVICES), or -1. */
+static PyObject *stage_get_cuda_device(StageObject *st, void *c)
+{
+	(void)c;
+	if (stage_check(st) < 0)
+		return NULL;
+	int dev = -1;
+	int rc = ovstage_ext_get_instance_cuda_device(st->inst, &dev);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "cuda_device");
+	return PyLong_FromLong(dev);
+}
 static PyObject *stage_get_live(StageObject *st, void *c)
 {
 	(void)c;
@@ -3133,19 +3450,11 @@ static PyObject *stage_get_live(StageObject *st, void *c)
 
 /* ---- Stage: ops ------------------------------------------------------------------------------ */
 
-#define STAGE_ARGS(fn, ...)                                                                                  \
-	static const char *const names[] = { __VA_ARGS__ };                                                  \
-	enum { NARGS = sizeof names / sizeof names[0] };                                                     \
-	PyObject *a[NARGS];                                                                                  \
-	if (stage_check(st) < 0)                                                                             \
-		return NULL
-
 static PyObject *stage_wait_op(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("wait_op", "op_id", "timeout");
+	static signature sig = SIGNATURE("wait_op", 2, 1, A_U64("op_id"), A_TIMEOUT);
 	uint64_t id, timeout;
-	if (parse_args("wait_op", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    parse_u64(a[0], "op_id", &id) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&id, &timeout)) < 0)
 		return NULL;
 	wait_errors we;
 	int rc = wait_sliced(st, id, timeout, &we);
@@ -3170,10 +3479,8 @@ static OperationObject *find_op(StageObject *st, uint64_t id)
 
 static PyObject *stage_release_op(StageObject *st, PyObject *arg)
 {
-	if (stage_check(st) < 0)
-		return NULL;
 	uint64_t id;
-	if (parse_u64(arg, "op_id", &id) < 0)
+	if (stage_u64_arg(st, arg, "op_id", &id) < 0)
 		return NULL;
 	OperationObject *op = find_op(st, id);
 	if (op) {
@@ -3188,8 +3495,9 @@ static PyObject *stage_release_op(StageObject *st, PyObject *arg)
 
 static PyObject *stage_query(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("query", "filter", "attrs");
-	if (parse_args("query", args, nargs, kwnames, names, NARGS, 2, 0, a) < 0)
+	static signature sig = SIGNATURE("query", 2, 0, A_OBJ("filter"), A_OBJ("attrs"));
+	PyObject *a[2];
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&a[0], &a[1])) < 0)
 		return NULL;
 	arena_block *arena = NULL;
 	PyObject *inputs = PyList_New(0);
@@ -3235,10 +3543,11 @@ static PyObject *stage_query(StageObject *st, PyObject *const *args, Py_ssize_t 
 			int rc = PyList_Append(inputs, attr) | PyList_Append(inputs, vals);
 			int opv = 0;
 			if (rc == 0)
-				rc = parse_attr(attr, "Predicate.attribute", &p[i].attribute);
-			if (rc == 0)
-				rc = parse_enum(op, "Predicate.op", 0, 1000, &opv);
+				rc = parse_enum(op, "Predicate.op", 0, INT_MAX, &opv); /* the engine validates it */
 			p[i].op = (ovstage_filter_op_t)opv;
+			/* an OR separator's attribute is not looked at (Predicate.OR has "") */
+			if (rc == 0 && p[i].op != OVSTAGE_FILTER_OP_EXT_OR)
+				rc = parse_attr(attr, "Predicate.attribute", &p[i].attribute);
 			PyObject *vf = rc == 0 ? PySequence_Fast(vals, "Predicate.values must be a sequence of str") : NULL;
 			Py_DECREF(attr);
 			Py_DECREF(op);
@@ -3286,10 +3595,8 @@ fail:
 
 static PyObject *stage_query_from_path_list(StageObject *st, PyObject *arg)
 {
-	if (stage_check(st) < 0)
-		return NULL;
 	uint64_t list;
-	if (parse_u64(arg, "path_list", &list) < 0)
+	if (stage_u64_arg(st, arg, "path_list", &list) < 0)
 		return NULL;
 	ovstage_query_handle_t h = 0;
 	int rc = ovstage_query_from_path_list(st->inst, list, &h);
@@ -3298,41 +3605,28 @@ static PyObject *stage_query_from_path_list(StageObject *st, PyObject *arg)
 	return new_handle(st, &QueryType, T_QUERY, h, NULL);
 }
 
-/* Sliced fetch with the GIL released. kind: T_QUERY, T_READ, T_MAP, T_ORDQ. */
+typedef struct {
+	int kind;
+	uint64_t h;
+	void *out;
+} fetch_ctx;
+
+static int fetch_slice(StageObject *st, void *ctx, uint64_t slice)
+{
+	fetch_ctx *c = ctx;
+	switch (c->kind) {
+	case T_QUERY: return ovstage_fetch_query_result(st->inst, c->h, slice, c->out);
+	case T_READ: return ovstage_fetch_read_next(st->inst, c->h, slice, c->out);
+	case T_MAP: return ovstage_fetch_map_next(st->inst, c->h, slice, c->out);
+	default: return ovstage_fetch_ordinal(st->inst, c->h, slice, c->out);
+	}
+}
+
+/* A fetch in slices (sliced_wait). kind: T_QUERY, T_READ, T_MAP, T_ORDQ. */
 static int fetch_sliced(StageObject *st, int kind, uint64_t h, uint64_t timeout, void *out)
 {
-	uint64_t left = timeout;
-	for (;;) {
-		uint64_t slice = (timeout == OVSTAGE_TIMEOUT_INFINITE || left > OVS_SLICE_NS) ? OVS_SLICE_NS : left;
-		int rc;
-		ovstage_instance_t *in = st->inst;
-		if (slice == 0) { /* a poll: not worth dropping the GIL */
-			switch (kind) {
-			case T_QUERY: rc = ovstage_fetch_query_result(in, h, 0, out); break;
-			case T_READ: rc = ovstage_fetch_read_next(in, h, 0, out); break;
-			case T_MAP: rc = ovstage_fetch_map_next(in, h, 0, out); break;
-			default: rc = ovstage_fetch_ordinal(in, h, 0, out); break;
-			}
-		} else {
-			BUSY_BEGIN(st)
-			switch (kind) {
-			case T_QUERY: rc = ovstage_fetch_query_result(in, h, slice, out); break;
-			case T_READ: rc = ovstage_fetch_read_next(in, h, slice, out); break;
-			case T_MAP: rc = ovstage_fetch_map_next(in, h, slice, out); break;
-			default: rc = ovstage_fetch_ordinal(in, h, slice, out); break;
-			}
-			BUSY_END
-		}
-		if (rc != OVSTAGE_ERROR_TIMEOUT)
-			return rc;
-		if (timeout != OVSTAGE_TIMEOUT_INFINITE) {
-			left -= slice;
-			if (left == 0)
-				return rc;
-		}
-		if (PyErr_CheckSignals() < 0)
-			return -1;
-	}
+	fetch_ctx c = { kind, h, out };
+	return sliced_wait(st, timeout, 0, fetch_slice, &c);
 }
 
 static PyObject *query_result_impl(StageObject *st, uint64_t h, uint64_t timeout)
@@ -3358,10 +3652,9 @@ static PyObject *query_result_impl(StageObject *st, uint64_t h, uint64_t timeout
 
 static PyObject *stage_fetch_query_result(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_query_result", "query", "timeout");
+	static signature sig = SIGNATURE("fetch_query_result", 2, 1, A_HANDLE("query", &QueryType), A_TIMEOUT);
 	uint64_t h, timeout;
-	if (parse_args("fetch_query_result", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &h, NULL) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&h, &timeout)) < 0)
 		return NULL;
 	return query_result_impl(st, h, timeout);
 }
@@ -3396,16 +3689,18 @@ static PyObject *stage_release_ordinal_query(StageObject *st, PyObject *arg)
 
 static PyObject *stage_read_attributes(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("read_attributes", "query", "attrs", "ordinal_range");
+	static signature sig = SIGNATURE("read_attributes", 3, 3, A_HANDLE("query", &QueryType), A_OBJ("attrs"),
+					 A_OBJ("ordinal_range"));
 	uint64_t q;
+	PyObject *attr_list, *range_obj;
 	ovstage_ordinal_range_t range;
-	if (parse_args("read_attributes", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_range(a[2], &range) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &attr_list, &range_obj)) < 0 ||
+	    parse_range(range_obj, &range) < 0)
 		return NULL;
 	arena_block *arena = NULL;
 	ovx_token_t *attrs;
 	size_t n;
-	if (parse_tokens(st, a[1], "attrs", &arena, &attrs, &n) < 0) {
+	if (parse_tokens(st, attr_list, "attrs", &arena, &attrs, &n) < 0) {
 		arena_free(arena);
 		return NULL;
 	}
@@ -3466,11 +3761,12 @@ static PyObject *read_next_impl(StageObject *st, uint64_t h, uint64_t timeout, H
 
 static PyObject *stage_fetch_read_next(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_read_next", "read", "timeout");
+	static signature sig = SIGNATURE("fetch_read_next", 2, 1, A_OBJ("read"), A_TIMEOUT);
 	uint64_t h, timeout;
+	PyObject *read;
 	HandleObject *ho;
-	if (parse_args("fetch_read_next", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    get_handle(st, a[0], &ReadType, "read", &h, &ho) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&read, &timeout)) < 0 ||
+	    get_handle(st, read, &ReadType, "read", &h, &ho) < 0)
 		return NULL;
 	return read_next_impl(st, h, timeout, ho);
 }
@@ -3490,17 +3786,17 @@ static PyObject *stage_release_group(StageObject *st, PyObject *arg)
 
 static PyObject *stage_write_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("write_attribute", "query", "attribute", "ordinal", "tensors", "is_array", "prim_mode", "semantic",
-		   "index_map", "mask", "count", "cuda_event", "cuda_stream");
+	static signature sig = SIGNATURE("write_attribute", 4, 4, A_HANDLE("query", &QueryType), A_ATTR("attribute"),
+					 A_U64("ordinal"), A_OBJ("tensors"), A_OBJ("is_array"), A_ENUM("prim_mode", 0, 1),
+					 A_OBJ("semantic"), A_OBJ("index_map"), A_OBJ("mask"), A_OBJ("count"),
+					 A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
 	uint64_t q, ordinal;
 	ovx_string_or_token_t attr;
 	int prim_mode = 0;
-	if (parse_args("write_attribute", args, nargs, kwnames, names, NARGS, 4, 4, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_attr(a[1], "attribute", &attr) < 0 ||
-	    parse_u64(a[2], "ordinal", &ordinal) < 0 ||
-	    (a[5] && a[5] != Py_None && parse_enum(a[5], "prim_mode", 0, 1, &prim_mode) < 0))
+	write_args w;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &attr, &ordinal, &w.tensors, &w.is_array, &prim_mode,
+		       &w.semantic, &w.index_map, &w.mask, &w.count, &w.cuda_event, &w.cuda_stream)) < 0)
 		return NULL;
-	write_args w = { a[3], a[4], a[6], a[7], a[8], a[9], a[10], a[11] };
 	arena_block *arena = NULL;
 	PyObject *inputs = PyList_New(0);
 	if (!inputs)
@@ -3525,14 +3821,14 @@ static PyObject *stage_write_attribute(StageObject *st, PyObject *const *args, P
 
 static PyObject *stage_write_attributes(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("write_attributes", "query", "writes", "ordinal", "prim_mode");
+	static signature sig = SIGNATURE("write_attributes", 3, 3, A_HANDLE("query", &QueryType), A_OBJ("writes"),
+					 A_U64("ordinal"), A_ENUM("prim_mode", 0, 1));
 	uint64_t q, ordinal;
+	PyObject *writes;
 	int prim_mode = 0;
-	if (parse_args("write_attributes", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_u64(a[2], "ordinal", &ordinal) < 0 ||
-	    (a[3] && a[3] != Py_None && parse_enum(a[3], "prim_mode", 0, 1, &prim_mode) < 0))
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &writes, &ordinal, &prim_mode)) < 0)
 		return NULL;
-	PyObject *f = PySequence_Fast(a[1], "writes must be a list of WriteDesc");
+	PyObject *f = PySequence_Fast(writes, "writes must be a list of WriteDesc");
 	if (!f)
 		return NULL;
 	Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
@@ -3594,12 +3890,13 @@ fail:
 
 static PyObject *stage_delete_attributes(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("delete_attributes", "query", "attributes", "ordinal");
+	static signature sig = SIGNATURE("delete_attributes", 3, 3, A_HANDLE("query", &QueryType), A_OBJ("attributes"),
+					 A_U64("ordinal"));
 	uint64_t q, ordinal;
-	if (parse_args("delete_attributes", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_u64(a[2], "ordinal", &ordinal) < 0)
+	PyObject *attributes;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &attributes, &ordinal)) < 0)
 		return NULL;
-	PyObject *f = a[1] == Py_None ? PyTuple_New(0) : PySequence_Fast(a[1], "attributes must be a list");
+	PyObject *f = attributes == Py_None ? PyTuple_New(0) : PySequence_Fast(attributes, "attributes must be a list");
 	if (!f)
 		return NULL;
 	Py_ssize_t n = PySequence_Fast_GET_SIZE(f);
@@ -3620,10 +3917,11 @@ fail:
 
 static PyObject *clone_impl(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int blocking)
 {
-	STAGE_ARGS("clone", "source", "targets", "ordinal");
+	static signature sig = SIGNATURE("clone", 3, 3, A_OBJ("source"), A_OBJ("targets"), A_U64("ordinal"));
+	static signature sig_async = SIGNATURE("clone_async", 3, 3, A_OBJ("source"), A_OBJ("targets"), A_U64("ordinal"));
 	uint64_t ordinal;
-	if (parse_args(blocking ? "clone" : "clone_async", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    parse_u64(a[2], "ordinal", &ordinal) < 0)
+	PyObject *a[2];
+	if (parse_call(blocking ? &sig : &sig_async, st, args, nargs, kwnames, OUTS(&a[0], &a[1], &ordinal)) < 0)
 		return NULL;
 	if (!PyUnicode_Check(a[0])) {
 		PyErr_Format(PyExc_TypeError, "source must be a path str, got %.80s", Py_TYPE(a[0])->tp_name);
@@ -3723,14 +4021,12 @@ static PyObject *stage_get_hierarchy_computation_models(StageObject *st, PyObjec
 static PyObject *stage_compute_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs,
 					       PyObject *kwnames)
 {
-	STAGE_ARGS("compute_hierarchy_async", "input_ordinal", "output_ordinal", "model");
+	static signature sig = SIGNATURE("compute_hierarchy_async", 3, 2, A_U64("input_ordinal"), A_U64("output_ordinal"),
+					 A_ENUM("model", OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID,
+						OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT));
 	uint64_t in_ord, out_ord;
 	int model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_DEFAULT_CPU;
-	if (parse_args("compute_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 2, a) < 0 ||
-	    parse_u64(a[0], "input_ordinal", &in_ord) < 0 || parse_u64(a[1], "output_ordinal", &out_ord) < 0 ||
-	    (a[2] && a[2] != Py_None &&
-	     parse_enum(a[2], "model", OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID,
-			OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, &model) < 0))
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&in_ord, &out_ord, &model)) < 0)
 		return NULL;
 	ovstage_enqueue_result_t e;
 	BUSY_BEGIN(st)
@@ -3742,12 +4038,11 @@ static PyObject *stage_compute_hierarchy_async(StageObject *st, PyObject *const 
 /* get_hierarchy_async(path_list, ordinal, relation) -> Hierarchy (the list is copied at the call). */
 static PyObject *stage_get_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("get_hierarchy_async", "path_list", "ordinal", "relation");
+	static signature sig = SIGNATURE("get_hierarchy_async", 3, 3, A_U64("path_list"), A_U64("ordinal"),
+					 A_ENUM("relation", OVSTAGE_HIERARCHY_PARENT, OVSTAGE_HIERARCHY_SIBLINGS));
 	uint64_t list, ordinal;
 	int relation;
-	if (parse_args("get_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    parse_u64(a[0], "path_list", &list) < 0 || parse_u64(a[1], "ordinal", &ordinal) < 0 ||
-	    parse_enum(a[2], "relation", OVSTAGE_HIERARCHY_PARENT, OVSTAGE_HIERARCHY_SIBLINGS, &relation) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&list, &ordinal, &relation)) < 0)
 		return NULL;
 	ovstage_hierarchy_handle_t h = OVSTAGE_INVALID_HIERARCHY_HANDLE;
 	ovstage_enqueue_result_t e;
@@ -3839,24 +4134,24 @@ static PyObject *stage_release_hierarchy(StageObject *st, PyObject *arg)
 
 static PyObject *stage_map_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("map_attribute", "query", "attribute", "ordinal", "prim_mode", "dtype", "semantic", "element_sizes");
+	static signature sig = SIGNATURE("map_attribute", 3, 3, A_HANDLE("query", &QueryType), A_ATTR("attribute"),
+					 A_U64("ordinal"), A_ENUM("prim_mode", 0, 1), A_OBJ("dtype"),
+					 A_ENUM("semantic", 0, 65535), A_OBJ("element_sizes"));
 	uint64_t q, ordinal;
 	ovstage_map_desc_t desc;
 	memset(&desc, 0, sizeof desc);
 	int prim_mode = 0, sem = 0;
-	if (parse_args("map_attribute", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
-	    get_handle(st, a[0], &QueryType, "query", &q, NULL) < 0 || parse_attr(a[1], "attribute", &desc.attribute) < 0 ||
-	    parse_u64(a[2], "ordinal", &ordinal) < 0 ||
-	    (a[3] && a[3] != Py_None && parse_enum(a[3], "prim_mode", 0, 1, &prim_mode) < 0) ||
-	    (a[4] && a[4] != Py_None && parse_dtype(a[4], &desc.dtype) < 0) ||
-	    (a[5] && a[5] != Py_None && parse_enum(a[5], "semantic", 0, 65535, &sem) < 0))
+	PyObject *dtype, *element_sizes;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &desc.attribute, &ordinal, &prim_mode, &dtype, &sem,
+		       &element_sizes)) < 0 ||
+	    (dtype && dtype != Py_None && parse_dtype(dtype, &desc.dtype) < 0))
 		return NULL;
 	desc.prim_mode = (ovstage_prim_mode_t)prim_mode;
 	desc.semantic = (ovstage_attribute_semantic_t)sem;
 	arena_block *arena = NULL;
 	size_t *sizes = NULL, nsizes = 0;
-	if (a[6] && a[6] != Py_None) {
-		PyArrayObject *m = int_array(a[6], NPY_UINT64, "element_sizes");
+	if (element_sizes && element_sizes != Py_None) {
+		PyArrayObject *m = int_array(element_sizes, NPY_UINT64, "element_sizes");
 		if (!m)
 			return NULL;
 		nsizes = (size_t)PyArray_SIZE(m);
@@ -3911,11 +4206,11 @@ static int map_arg(StageObject *st, PyObject *o, HandleObject **out)
 
 static PyObject *stage_fetch_map_next(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_map_next", "map", "timeout");
+	static signature sig = SIGNATURE("fetch_map_next", 2, 1, A_OBJ("map"), A_TIMEOUT);
+	PyObject *map;
 	HandleObject *m;
 	uint64_t timeout;
-	if (parse_args("fetch_map_next", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 || map_arg(st, a[0], &m) < 0 ||
-	    parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&map, &timeout)) < 0 || map_arg(st, map, &m) < 0)
 		return NULL;
 	return map_next_impl(m, timeout);
 }
@@ -3955,9 +4250,11 @@ static PyObject *unmap_group_impl(HandleObject *m, PyObject *go, PyObject *ev, P
 
 static PyObject *stage_unmap_group(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("unmap_group", "map", "group", "cuda_event", "cuda_stream");
+	static signature sig = SIGNATURE("unmap_group", 2, 2, A_OBJ("map"), A_OBJ("group"), A_OBJ("cuda_event"),
+					 A_OBJ("cuda_stream"));
+	PyObject *a[4];
 	HandleObject *m;
-	if (parse_args("unmap_group", args, nargs, kwnames, names, NARGS, 2, 2, a) < 0 || map_arg(st, a[0], &m) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&a[0], &a[1], &a[2], &a[3])) < 0 || map_arg(st, a[0], &m) < 0)
 		return NULL;
 	return unmap_group_impl(m, a[1], a[2], a[3]);
 }
@@ -3977,27 +4274,28 @@ static PyObject *unmap_impl(HandleObject *m, PyObject *ev, PyObject *stream)
 
 static PyObject *stage_unmap_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("unmap_attribute", "map", "cuda_event", "cuda_stream");
+	static signature sig = SIGNATURE("unmap_attribute", 3, 1, A_OBJ("map"), A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
+	PyObject *a[3];
 	HandleObject *m;
-	if (parse_args("unmap_attribute", args, nargs, kwnames, names, NARGS, 3, 1, a) < 0 || map_arg(st, a[0], &m) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&a[0], &a[1], &a[2])) < 0 || map_arg(st, a[0], &m) < 0)
 		return NULL;
 	return unmap_impl(m, a[1], a[2]);
 }
 
 static PyObject *stage_advance_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("advance_write_floor", "ordinal", "scope", "attributes");
+	static signature sig = SIGNATURE("advance_write_floor", 3, 1, A_U64("ordinal"), A_ENUM("scope", 0, 2),
+					 A_OBJ("attributes"));
 	ovstage_write_floor_desc_t d;
 	memset(&d, 0, sizeof d);
 	int scope = 0;
-	if (parse_args("advance_write_floor", args, nargs, kwnames, names, NARGS, 3, 1, a) < 0 ||
-	    parse_u64(a[0], "ordinal", &d.ordinal) < 0 ||
-	    (a[1] && a[1] != Py_None && parse_enum(a[1], "scope", 0, 2, &scope) < 0))
+	PyObject *attributes;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&d.ordinal, &scope, &attributes)) < 0)
 		return NULL;
 	d.scope = (ovstage_scope_t)scope;
 	arena_block *arena = NULL;
 	ovx_token_t *attrs;
-	if (parse_tokens(st, a[2], "attributes", &arena, &attrs, &d.attribute_count) < 0) {
+	if (parse_tokens(st, attributes, "attributes", &arena, &attrs, &d.attribute_count) < 0) {
 		arena_free(arena);
 		return NULL;
 	}
@@ -4031,11 +4329,9 @@ static PyObject *stage_get_oldest_preserved_ordinal(StageObject *st, PyObject *u
 static PyObject *stage_get_attribute_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs,
 						 PyObject *kwnames)
 {
-	STAGE_ARGS("get_attribute_write_floor", "attribute");
+	static signature sig = SIGNATURE("get_attribute_write_floor", 1, 0, A_ATTR("attribute"));
 	ovx_string_or_token_t attr;
-	memset(&attr, 0, sizeof attr);
-	if (parse_args("get_attribute_write_floor", args, nargs, kwnames, names, NARGS, 1, 0, a) < 0 ||
-	    (a[0] && a[0] != Py_None && parse_attr(a[0], "attribute", &attr) < 0))
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&attr)) < 0)
 		return NULL;
 	ovstage_ordinal_query_handle_t h = 0;
 	ovstage_enqueue_result_t e = ovstage_get_attribute_write_floor(st->inst, attr, &h);
@@ -4043,6 +4339,40 @@ static PyObject *stage_get_attribute_write_floor(StageObject *st, PyObject *cons
 	if (!op)
 		return NULL;
 	return new_handle(st, &OrdinalQueryType, T_ORDQ, e.status == OVSTAGE_OK ? h : 0, op);
+}
+
+typedef struct {
+	ovx_string_or_token_t attr;
+	uint64_t ordinal;
+} floor_ctx;
+
+static int floor_slice(StageObject *st, void *ctx, uint64_t slice)
+{
+	floor_ctx *c = ctx;
+	return ovstage_ext_wait_write_floor(st->inst, c->attr, c->ordinal, slice);
+}
+
+/*
+ * wait_write_floor(ordinal, attribute=None, timeout=TIMEOUT_INFINITE) -> bool: ovstage_ext_wait_write_floor
+ * in slices (sliced_wait), ending with INVALID_HANDLE when another thread's destroy() closes the
+ * stage (nothing else would end an infinite wait then). True when the floor reached `ordinal`,
+ * False when the timeout passed first (like threading.Event.wait).
+ */
+static PyObject *stage_wait_write_floor(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	static signature sig = SIGNATURE("wait_write_floor", 3, 1, A_U64("ordinal"), A_ATTR("attribute"), A_TIMEOUT);
+	floor_ctx c;
+	uint64_t timeout;
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&c.ordinal, &c.attr, &timeout)) < 0)
+		return NULL;
+	int rc = sliced_wait(st, timeout, 1, floor_slice, &c);
+	if (rc < 0)
+		return NULL;
+	if (rc == OVSTAGE_ERROR_TIMEOUT)
+		Py_RETURN_FALSE;
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "wait_write_floor");
+	Py_RETURN_TRUE;
 }
 
 static PyObject *ordinal_impl(StageObject *st, uint64_t h, uint64_t timeout)
@@ -4058,10 +4388,9 @@ static PyObject *ordinal_impl(StageObject *st, uint64_t h, uint64_t timeout)
 
 static PyObject *stage_fetch_ordinal(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	STAGE_ARGS("fetch_ordinal", "ordinal_query", "timeout");
+	static signature sig = SIGNATURE("fetch_ordinal", 2, 1, A_HANDLE("ordinal_query", &OrdinalQueryType), A_TIMEOUT);
 	uint64_t h, timeout;
-	if (parse_args("fetch_ordinal", args, nargs, kwnames, names, NARGS, 2, 1, a) < 0 ||
-	    get_handle(st, a[0], &OrdinalQueryType, "ordinal_query", &h, NULL) < 0 || parse_timeout(a[1], &timeout) < 0)
+	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&h, &timeout)) < 0)
 		return NULL;
 	return ordinal_impl(st, h, timeout);
 }
@@ -4334,10 +4663,8 @@ static PyObject *stage_pd_create_path_list_from_strings(StageObject *st, PyObjec
 
 static PyObject *pd_list_ref(StageObject *st, PyObject *arg, int add)
 {
-	if (stage_check(st) < 0)
-		return NULL;
 	uint64_t l;
-	if (parse_u64(arg, "path_list", &l) < 0)
+	if (stage_u64_arg(st, arg, "path_list", &l) < 0)
 		return NULL;
 	ovx_api_result_t res = add ? path_dictionary_add_path_list_reference(st->pd, l)
 				   : path_dictionary_release_path_list_reference(st->pd, l);
@@ -4392,11 +4719,9 @@ static PyObject *stage_pd_get_paths(StageObject *st, PyObject *arg)
 
 static PyObject *read_fetch_next(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("fetch_next", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("fetch_next", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
 	return read_next_impl(h->stage, h->handle, timeout, h);
 }
@@ -4412,11 +4737,9 @@ static PyTypeObject GroupIterType;
 
 static PyObject *groups_iter_new(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("groups", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("groups", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
 	GroupIterObject *it = PyObject_New(GroupIterObject, &GroupIterType);
 	if (!it)
@@ -4480,63 +4803,49 @@ static PyTypeObject GroupIterType = {
 
 static PyObject *map_fetch_next(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("fetch_next", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("fetch_next", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	return map_next_impl(h, timeout);
 }
 
 static PyObject *map_unmap_group(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "group", "cuda_event", "cuda_stream" };
+	static signature sig = SIGNATURE("unmap_group", 3, 1, A_OBJ("group"), A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
 	PyObject *a[3];
-	if (parse_args("unmap_group", args, nargs, kwnames, names, 3, 3, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	return unmap_group_impl(h, a[0], a[1], a[2]);
 }
 
 static PyObject *map_unmap(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "cuda_event", "cuda_stream" };
+	static signature sig = SIGNATURE("unmap", 2, 0, A_OBJ("cuda_event"), A_OBJ("cuda_stream"));
 	PyObject *a[2];
-	if (parse_args("unmap", args, nargs, kwnames, names, 2, 2, 0, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	return unmap_impl(h, a[0], a[1]);
 }
 
-static PyObject *ordq_fetch(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* OrdinalQuery.fetch(timeout=TIMEOUT_INFINITE) and Query.result(timeout=TIMEOUT_INFINITE). */
+static PyObject *handle_fetch(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature fetch = SIGNATURE("fetch", 1, 0, A_TIMEOUT), result = SIGNATURE("result", 1, 0, A_TIMEOUT);
+	int query = h->tkind == T_QUERY;
 	uint64_t timeout;
-	if (parse_args("fetch", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(query ? &result : &fetch, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
-	return ordinal_impl(h->stage, h->handle, timeout);
-}
-
-static PyObject *query_result(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
-	uint64_t timeout;
-	if (parse_args("result", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
-		return NULL;
-	return query_result_impl(h->stage, h->handle, timeout);
+	return query ? query_result_impl(h->stage, h->handle, timeout) : ordinal_impl(h->stage, h->handle, timeout);
 }
 
 /* Hierarchy.result(timeout=TIMEOUT_INFINITE): waits for the lookup's op (if not yet waited), then
  * fetches the result (the fetch itself does not block). */
 static PyObject *hier_result(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("result", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("result", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
-	    handle_live(h) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0 || handle_live(h) < 0)
 		return NULL;
 	if (h->op != Py_None && !((OperationObject *)h->op)->done && op_wait((OperationObject *)h->op, timeout) < 0)
 		return NULL;
@@ -4553,7 +4862,7 @@ static PyObject *hier_result(HandleObject *h, PyObject *const *args, Py_ssize_t 
 static PyMethodDef query_methods[] = {
 	HANDLE_COMMON_METHODS,
 	{ "release", (PyCFunction)handle_release, METH_NOARGS, "release() -> Operation (release_query)" },
-	{ "result", (PyCFunction)(void (*)(void))query_result, METH_FASTCALL | METH_KEYWORDS,
+	{ "result", (PyCFunction)(void (*)(void))handle_fetch, METH_FASTCALL | METH_KEYWORDS,
 	  "result(timeout=TIMEOUT_INFINITE) -> QueryResult" },
 	{ NULL },
 };
@@ -4583,7 +4892,7 @@ static PyMethodDef map_methods[] = {
 static PyMethodDef ordq_methods[] = {
 	HANDLE_COMMON_METHODS,
 	{ "release", (PyCFunction)handle_release, METH_NOARGS, "release() -> Operation (release_ordinal_query)" },
-	{ "fetch", (PyCFunction)(void (*)(void))ordq_fetch, METH_FASTCALL | METH_KEYWORDS,
+	{ "fetch", (PyCFunction)(void (*)(void))handle_fetch, METH_FASTCALL | METH_KEYWORDS,
 	  "fetch(timeout=TIMEOUT_INFINITE) -> int" },
 	{ NULL },
 };
@@ -4691,6 +5000,11 @@ static PyMethodDef stage_methods[] = {
 	{ "fetch_ordinal", FASTKW(stage_fetch_ordinal), "fetch_ordinal(ordinal_query, timeout=TIMEOUT_INFINITE) -> int" },
 	{ "release_ordinal_query", (PyCFunction)stage_release_ordinal_query, METH_O,
 	  "release_ordinal_query(ordinal_query) -> Operation" },
+	{ "wait_write_floor", FASTKW(stage_wait_write_floor),
+	  "wait_write_floor(ordinal, attribute=None, timeout=TIMEOUT_INFINITE) -> bool (an extension:\n"
+	  "ovstage_ext_wait_write_floor)\n\nBlocks, with the GIL released, until the write floor of `attribute` (None: the\n"
+	  "global floor) reaches `ordinal`; True when it did, False when `timeout` (ns; 0 polls) passed first.\n"
+	  "Ctrl-C raises KeyboardInterrupt; destroy() from another thread ends it with OvstageError(INVALID_HANDLE)." },
 	{ "memory_stats", (PyCFunction)stage_memory_stats, METH_NOARGS,
 	  "memory_stats() -> dict: ovstage_ext_get_memory_stats (an extension of this implementation)" },
 	{ "_pd_intern_tokens", (PyCFunction)stage_pd_intern_tokens, METH_O, NULL },
@@ -4711,6 +5025,9 @@ static PyGetSetDef stage_getset[] = {
 	{ "destroyed", (getter)stage_get_destroyed, NULL, "True once the instance itself is gone", NULL },
 	{ "name", (getter)stage_get_name, NULL, "the debug name", NULL },
 	{ "live_objects", (getter)stage_get_live, NULL, "ops, handles and groups the binding tracks", NULL },
+	{ "cuda_device", (getter)stage_get_cuda_device, NULL,
+	  "the CUDA device this instance took from the active-GPU list (StageConfig.cuda_devices /\n"
+	  "OVSTAGE_CUDA_DEVICES), where the columns its maps create live; -1 for none (an extension)", NULL },
 	{ "_pd_epoch", (getter)stage_get_pd_epoch, NULL,
 	  "the generation of the shared path dictionary the stage was created in (equal: one dictionary)", NULL },
 	{ NULL },
@@ -4763,9 +5080,9 @@ static void log_trampoline(ovstage_log_severity_t sev, double ts, ovx_string_t m
 static PyObject *mod_set_log_callback(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
-	static const char *const names[] = { "callback", "severity", "channel_filter" };
+	static signature sig = SIGNATURE("set_log_callback", 3, 1, A_OBJ("callback"), A_OBJ("severity"), A_OBJ("channel_filter"));
 	PyObject *a[3];
-	if (parse_args("set_log_callback", args, nargs, kwnames, names, 3, 3, 1, a) < 0)
+	if (match_args(&sig, args, nargs, kwnames, a) < 0)
 		return NULL;
 	int sev = OVSTAGE_LOG_WARNING;
 	if (a[1] && a[1] != Py_None) {
@@ -4824,10 +5141,9 @@ static PyObject *mod_set_log_callback(PyObject *mod, PyObject *const *args, Py_s
 static PyObject *mod_flush_log(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
-	static const char *const names[] = { "timeout" };
-	PyObject *a[1];
+	static signature sig = SIGNATURE("flush_log", 1, 0, A_TIMEOUT);
 	uint64_t timeout;
-	if (parse_args("flush_log", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0)
+	if (parse_call(&sig, NULL, args, nargs, kwnames, OUTS(&timeout)) < 0)
 		return NULL;
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
@@ -4843,6 +5159,20 @@ static PyObject *mod_library_version(PyObject *mod, PyObject *unused)
 	(void)mod;
 	(void)unused;
 	return Py_BuildValue("(iii)", OVSTAGE_VERSION_MAJOR, OVSTAGE_VERSION_MINOR, OVSTAGE_VERSION_PATCH);
+}
+
+/* gpu_status() -> (device_count, reason): ovstage_ext_get_gpu_status (decides CPU-only mode if no
+ * stage has yet). */
+static PyObject *mod_gpu_status(PyObject *mod, PyObject *unused)
+{
+	(void)mod;
+	(void)unused;
+	int n = 0;
+	const char *reason = NULL;
+	int rc = ovstage_ext_get_gpu_status(&n, &reason);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "gpu_status");
+	return Py_BuildValue("(is)", n, reason ? reason : "");
 }
 
 static PyObject *mod_process_ref(PyObject *mod, PyObject *arg)
@@ -4892,6 +5222,8 @@ static PyMethodDef module_methods[] = {
 	{ "set_log_callback", FASTKW(mod_set_log_callback), NULL },
 	{ "flush_log", FASTKW(mod_flush_log), NULL },
 	{ "library_version", (PyCFunction)mod_library_version, METH_NOARGS, "library_version() -> (0, 2, 1)" },
+	{ "gpu_status", (PyCFunction)mod_gpu_status, METH_NOARGS,
+	  "gpu_status() -> (device_count, reason): ovstage_ext_get_gpu_status (an extension)" },
 	{ "_process_ref", (PyCFunction)mod_process_ref, METH_O, NULL },
 	{ "_register", (PyCFunction)mod_register, METH_VARARGS, NULL },
 	{ NULL },

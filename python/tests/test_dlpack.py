@@ -231,6 +231,31 @@ def test_make_dltensor_full_fold_and_validation():
         ovstage.make_dltensor(np.zeros(3), dtype="nonsense-dtype")
 
 
+def test_make_dltensor_dtype_with_shape_reinterprets_the_bytes(stage, prims):
+    """0.2.1's form: a flat array of 3N float32 (16N float64) with dtype lanes 3 (16) and shape [N]."""
+    float3, mat = DLDataType(2, 32, 3), DLDataType(2, 64, 16)
+    t = ovstage.make_dltensor(np.arange(6, dtype=np.float32), dtype=float3, shape=[2])
+    assert t.shape == (2,) and t.strides == (1,) and t.dtype == float3
+    # the C field names, as 0.2.1's ctypes DLTensor has them
+    assert t.shape_tuple == (2,) and t.ndim == 1 and t.byte_offset == 0 and t.data == t.data_ptr != 0
+    m = ovstage.make_dltensor(np.tile(np.eye(4).ravel(), 3), dtype=mat, shape=[3])
+    assert m.shape == (3,) and m.dtype == mat
+    # the same as the fold where both apply
+    assert ovstage.make_dltensor(np.zeros((4, 3), np.float32), dtype=float3, shape=[4]).shape == (4,)
+    with pytest.raises(ValueError, match="spans 36 bytes, the source only 24"):
+        ovstage.make_dltensor(np.arange(6, dtype=np.float32), dtype=float3, shape=[3])
+    with pytest.raises(ValueError, match="base type"):
+        ovstage.make_dltensor(np.arange(6, dtype=np.float32), dtype=mat, shape=[1])
+    p = prims(2)
+    stage.write_attribute(p.query, "tint", 1, t, is_array=False, semantic=ovstage.AttributeSemantic.COLOR).wait()
+    stage.advance_write_floor(1).wait()
+    with stage.read_attributes(p.query, ["tint"], 1) as read:
+        g = read.fetch_next()
+        assert g.tensor(0).dtype == float3
+        np.testing.assert_array_equal(g.array(0), np.arange(6, dtype=np.float32))
+        g.release()
+
+
 def test_dltensor_to_numpy_and_numpy_to_dldatatype():
     a = np.arange(5, dtype=np.int16)
     v = ovstage.dltensor_to_numpy(a)

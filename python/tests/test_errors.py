@@ -184,3 +184,47 @@ def test_wait_timeout(stage, prims):
     assert code == ErrorCode.TIMEOUT and lowest == floor.op_id
     m.unmap().wait()
     floor.wait()
+
+
+def test_argument_parsing_rules(stage, prims):
+    """The one table-driven parser every fastcall method goes through (_native.c parse_call)."""
+    p = prims(1)
+    w = stage.write_attribute
+    with pytest.raises(TypeError, match=r"write_attribute\(\) takes at most 4 positional arguments \(5 given\)"):
+        w(p.query, "v", 1, f32(1), False)
+    with pytest.raises(TypeError, match=r"write_attribute\(\) missing required argument 'tensors'"):
+        w(p.query, "v", 1, is_array=False)
+    with pytest.raises(TypeError, match=r"is_array=True or False is required"):
+        w(p.query, "v", 1, f32(1))
+    with pytest.raises(TypeError, match=r"got multiple values for argument 'ordinal'"):
+        w(p.query, "v", 1, f32(1), ordinal=2, is_array=False)
+    with pytest.raises(TypeError, match=r"fetch_ordinal\(\) missing required argument 'ordinal_query'"):
+        stage.fetch_ordinal(timeout=0)
+    # keywords need not be interned strings: a name built at run time is matched by value
+    key = "".join(["is_", "array"])
+    assert w(p.query, "v", 1, f32(1), **{key: False}).wait() is None
+    # an optional parameter given as None takes its default; a required one is refused
+    w(p.query, "v", 2, f32(1), is_array=False, prim_mode=None, semantic=None).wait()
+    with pytest.raises(TypeError, match="ordinal must be an int, got None"):
+        w(p.query, "v", None, f32(1), is_array=False)
+    with pytest.raises(TypeError, match="relation must be an int"):
+        stage.get_hierarchy_async(p.plist, 1, None)
+    with pytest.raises(TypeError, match=r"query must be an ovstage.Query \(or a raw int handle\)"):
+        w("q", "v", 1, f32(1), is_array=False)
+    # timeouts: None is infinite, negatives and floats are refused, on handles and on the stage
+    with stage.get_attribute_write_floor("v") as oq:
+        assert oq.fetch(None) == oq.fetch(timeout=0) == stage.fetch_ordinal(oq, None)
+        with pytest.raises(ValueError, match="timeout"):
+            oq.fetch(-1)
+        with pytest.raises(TypeError, match="timeout"):
+            oq.fetch(timeout=0.5)
+        with pytest.raises(TypeError, match=r"fetch\(\) got an unexpected keyword argument 'time'"):
+            oq.fetch(time=0)
+    with stage.query(None) as q:
+        with pytest.raises(TypeError, match=r"result\(\) takes at most 1 positional arguments"):
+            q.result(1, 2)
+    # the stage is checked before the arguments
+    stage.destroy()
+    with pytest.raises(OvstageError) as e:
+        w(1, 2)
+    assert e.value.code == ErrorCode.INVALID_HANDLE

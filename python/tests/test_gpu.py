@@ -231,7 +231,7 @@ def test_device_group_export_orders_a_nonblocking_cupy_stream(stage, prims):
             spy = ConsumerSpy(g.dlpack(0))
             with cs:
                 y = cp.from_dlpack(spy)
-                part = y.sum()  # runs on cs, after the event
+                part = y.sum(dtype=cp.float64)  # runs on cs, after the event (float64: an exact total)
             cs.synchronize()  # the consumer's GPU work is done before the group goes back
             assert spy.streams and spy.streams[0] == cs.ptr, spy.streams
             total += float(part)
@@ -329,3 +329,83 @@ def test_stream_conflicts_are_refused_with_real_streams(stage, prims):
         _skip_no_backend()
     stage.advance_write_floor(1).wait()
     assert _read_values(stage, p.query, "g", 1) == [1.0, 1.0, 1.0]
+
+
+def _cuda(values, dtype=np.float32):
+    """A CUDA tensor of `values` from torch, or from cupy where torch has no CUDA (skips without either)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.from_numpy(np.ascontiguousarray(values, dtype)).to("cuda")
+    except ImportError:
+        pass
+    cp = _cupy()
+    return cp.asarray(np.ascontiguousarray(values, dtype))
+
+
+def _refused_as_not_supported(op, text):
+    """What a device column refuses (docs/gpu.md) is NOT_SUPPORTED: refused at the call, the
+    Operation's status is NOT_SUPPORTED and wait() raises it; found when the op runs, wait() raises
+    OP_FAILED, the code the binding gives every failure of a running op (the C API hands back its
+    message, not its status: docs/python.md), with the engine's NOT_SUPPORTED message."""
+    with pytest.raises(OvstageError) as e:
+        op.wait()
+    if op.status != ErrorCode.OK:
+        assert op.status == e.value.code == ErrorCode.NOT_SUPPORTED, e.value
+    else:
+        assert e.value.code == ErrorCode.OP_FAILED, e.value
+    assert text in e.value.message, e.value.message
+
+
+def test_device_columns_refuse_arrays_clone_value_filters_and_hierarchy(stage, prims):
+    from ovstage import AttributeSemantic, Filter, FilterOp, Predicate
+
+    p = prims(3)
+    M = AttributeSemantic.MATRIX
+    op = stage.write_attribute(p.query, "d", 1, _cuda([1.0, 2.0, 3.0]), is_array=False)
+    if not _write_or_backend_missing(op):
+        _skip_no_backend()
+    # transform columns for compute_hierarchy: the local matrices on the device, the world rows on the CPU
+    stage.write_attribute(p.query, "omni:xform", 1, _cuda(np.tile(np.eye(4), (3, 1, 1)), np.float64),
+                          is_array=False, semantic=M).wait()
+    stage.write_attribute(p.query, "omni:fabric:worldMatrix", 1, np.zeros((3, 4, 4)), is_array=False,
+                          semantic=M).wait()
+    stage.advance_write_floor(1).wait()
+    with stage.read_attributes(p.query, ["d"], 1) as read:
+        assert [g.tensor(0).device[0] for g in read.groups()] == [ovstage.DLDeviceType.kDLCUDA]
+
+    rows = [_cuda([1.0]), _cuda([2.0, 3.0]), _cuda([4.0])]
+    _refused_as_not_supported(stage.write_attribute(p.query, "ragged", 2, rows, is_array=True),
+                              "array columns cannot live on a CUDA device")
+    _refused_as_not_supported(stage.clone_async("/P0", ["/Copy"], 2),
+                              "clone of stages with device columns is not supported")
+    q = stage.query(Filter([Predicate("d", FilterOp.GT, [0])]))
+    _refused_as_not_supported(q.op, "a filter that reads values cannot use a column on CUDA device")
+    _refused_as_not_supported(stage.compute_hierarchy_async(1, 1),
+                              "compute_hierarchy: column omni:xform lives on CUDA device")
+    # nothing changed: the column keeps its values and its device
+    stage.advance_write_floor(2).wait()
+    assert _read_values(stage, p.query, "d", 2) == [1.0, 2.0, 3.0]
+
+
+def test_residency_follows_the_first_write(stage, prims):
+    """A column lives where its first write was (docs/gpu.md): a CUDA write makes a device column, and
+    a host write into it is copied to the device; a host write makes a CPU column, and a CUDA write
+    into it is staged to the host."""
+    p = prims(2)
+    cuda, cpu = ovstage.DLDeviceType.kDLCUDA, ovstage.DLDeviceType.kDLCPU
+    op = stage.write_attribute(p.query, "dev", 1, _cuda([1.0, 2.0]), is_array=False)
+    if not _write_or_backend_missing(op):
+        _skip_no_backend()
+    stage.write_attribute(p.query, "host", 1, np.array([5.0, 6.0], np.float32), is_array=False).wait()
+    stage.advance_write_floor(1).wait()
+    stage.write_attribute(p.query, "dev", 2, np.array([3.0, 4.0], np.float32), is_array=False).wait()
+    stage.write_attribute(p.query, "host", 2, _cuda([7.0, 8.0]), is_array=False).wait()
+    stage.advance_write_floor(2).wait()
+    for attr, device, want in (("dev", cuda, [3.0, 4.0]), ("host", cpu, [7.0, 8.0])):
+        with stage.read_attributes(p.query, [attr], 2) as read:
+            for g in read.groups():
+                assert g.tensor(0).device[0] == device, attr
+                assert (g.cuda_sync[1] != 0) == (device == cuda), (attr, g.cuda_sync)
+        assert _read_values(stage, p.query, attr, 2) == want
