@@ -32,6 +32,12 @@ for s in $steps; do
                   timeout 200 $b --only $sec >"$out/stage-$v-$sec-$i.md" 2>&1
                   echo "$v $sec $i: $(grep -E '^\| \((a|b|c)\) per|^\| latest read|^\| tiny' "$out/stage-$v-$sec-$i.md" | awk -F'|' '{printf "%s=%s; ", substr($2,1,28), $3}')"
                 done; done; done ;;
+    jobs-ab) # bench/jobs of old-src/ against this tree, interleaved, three runs each (fib 34)
+              (cd old-src && cmake -S . -B build-old -DCMAKE_BUILD_TYPE=Release -DOVSTAGE_BUILD_TESTS=OFF >/dev/null &&
+               cmake --build build-old -j16 --target ovstage_bench_jobs >/dev/null) || echo "jobs-ab: old build failed"
+              for i in 1 2 3; do for v in old new; do
+                b=build-gpu/bench/jobs/ovstage_bench_jobs; [ $v = old ] && b=old-src/build-old/bench/jobs/ovstage_bench_jobs
+                timeout 150 $b --fib 34 --markdown >"$out/jobs-$v-$i.md" 2>&1; echo "jobs $v $i rc=$?"; done; done ;;
     demo) for dev in cpu cuda; do for p in 2 4; do
             timeout 120 build-gpu/examples/ovstage_demo_sim --device $dev --envs 4096 --producers $p --steps 4000 --quiet \
               >"$out/demo-$dev-$p.txt" 2>&1; echo "demo $dev envs 4096 producers $p rc=$?"

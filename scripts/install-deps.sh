@@ -46,3 +46,10 @@ if ! "$venv/bin/python" -c "import numpy, pytest" 2>/dev/null; then
 else
 	echo "install-deps: $venv has numpy and pytest"
 fi
+# warp (NVIDIA's warp-lang, CPU arrays): the suite's lane-fold test with warp's own vec3f arrays.
+# Best effort: where no wheel exists for this platform that one test says so and is skipped.
+if ! "$venv/bin/python" -c "import warp" 2>/dev/null; then
+	echo "install-deps: adding warp-lang to $venv"
+	"$venv/bin/python" -m pip install -q --disable-pip-version-check warp-lang ||
+		echo "install-deps: warp-lang could not be installed (the warp test will be skipped)"
+fi

@@ -39,6 +39,10 @@ def cuda_array():
     try:
         import warp as wp
 
+        # its start-up banner would interleave with the example's output: quiet (warp < 1.10) or
+        # warnings only (the log level of later versions)
+        wp.config.quiet = True
+        wp.config.log_level = 30
         wp.init()
         if wp.is_cuda_available():
             return "warp", wp.array([5.0, 6.0, 7.0], dtype=wp.float32, device="cuda")

@@ -409,3 +409,26 @@ def test_residency_follows_the_first_write(stage, prims):
                 assert g.tensor(0).device[0] == device, attr
                 assert (g.cuda_sync[1] != 0) == (device == cuda), (attr, g.cuda_sync)
         assert _read_values(stage, p.query, attr, 2) == want
+
+
+def test_map_of_a_device_column_filled_on_a_nonblocking_stream(stage, prims):
+    # A map of a device column hands out a device buffer (allocated in stream order: the export
+    # orders the consumer stream after the group's event); unmap(cuda_stream=) names the fill, and
+    # the seal waits for it (a whole-column map: its buffer becomes the version's).
+    cp = _cupy()
+    n = 4096
+    p = prims(n)
+    _device_column(stage, p, "dm", cp.zeros(n, dtype=cp.float32))
+    cs = cp.cuda.Stream(non_blocking=True)
+    m = stage.map_attribute(p.query, "dm", 2)
+    g = m.fetch_next()
+    assert g.tensor(0).device[0] == ovstage.DLDeviceType.kDLCUDA
+    assert g.cuda_sync[1] != 0, "a device map group carries its buffer's event"
+    with cs:
+        y = cp.from_dlpack(g.dlpack(0))
+        y[:] = cp.arange(n, dtype=cp.float32) + 7.0
+    del y
+    m.unmap_group(g).wait()
+    m.unmap(cuda_stream=cs).wait()
+    stage.advance_write_floor(2).wait()
+    assert _read_values(stage, p.query, "dm", 2) == [float(i) + 7.0 for i in range(n)]
