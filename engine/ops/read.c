@@ -141,39 +141,55 @@ static ovs_group *add_new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool
 	return g;
 }
 
+/* Whether a[0..k) is one ascending block a[0], a[0] + 1, ... (NULL: the identity, a block from 0). */
+static bool is_block(const uint32_t *a, uint32_t k)
+{
+	for (uint32_t i = 1; a && i < k; i++)
+		if (a[i] != a[0] + i)
+			return false;
+	return true;
+}
+
 /* Fills a value group over elements E (query positions) with rows R (relative to the run's first
- * row), viewing the run of v that holds them. */
+ * row), viewing the run of v that holds them. When the rows form one ascending block (the common
+ * case of a query selecting consecutive rows: one prim of many, a slice of a column) the tensor is a
+ * sub-view starting at the block's first row, shape = the block, and no data index map (what
+ * programs written for 0.2.1 expect); only the general case carries data.index_map. The sub-view is
+ * pointer arithmetic on the run's address: never a dereference, also for a column on a device.
+ * Likewise prims: an ascending block of query positions is an offset, anything else an index map. */
 static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_run *run, uint32_t *E, uint32_t *R,
 			uint32_t k, size_t qn)
 {
-	bool identity = k == qn && run->row0 == 0;
-	for (uint32_t i = 0; identity && E && i < k; i++)
-		identity = E[i] == i && R[i] == i; /* E == NULL: the caller knows it is the identity */
+	(void)qn;
 	ovs_version_ref(v);
 	g->v = v;
+	bool rows_block = is_block(R, k), elems_block = is_block(E, k);
+	uint32_t row0 = R && k ? R[0] : 0;
+	void *data = rows_block ? (char *)run->data + (size_t)row0 * c->row_bytes : run->data;
 	/* on the device where the column's storage lives */
-	ovs_tensor_1d(&g->tensor, run->data, c->schema.device, c->schema.dtype, &g->shape, &g->stride);
+	ovs_tensor_1d(&g->tensor, data, c->schema.device, c->schema.dtype, &g->shape, &g->stride);
 	g->stride = 1;
 	g->g.data.tensors = &g->tensor;
 	g->g.data.tensor_count = 1;
 	g->g.data.mask = NULL; /* cuda_sync: set by new_group */
-	if (identity) {
-		/* The query's prims are rows 0..k-1 in order: no maps. */
-		g->shape = k;
-		g->g.prims.offset = 0;
-		g->g.prims.count = k;
+	g->g.prims.count = k;
+	if (elems_block) {
+		g->g.prims.offset = E && k ? E[0] : 0;
 		g->g.prims.index_map = NULL;
+		free(E);
+	} else {
+		g->g.prims.offset = 0;
+		g->prim_index = E;
+		g->g.prims.index_map = E;
+	}
+	if (rows_block) {
+		g->shape = k;
 		g->g.data.count = 0;
 		g->g.data.index_map = NULL;
-		free(E);
 		free(R);
 	} else {
 		g->shape = run->nrows;
-		g->prim_index = E;
 		g->data_index = R;
-		g->g.prims.offset = 0;
-		g->g.prims.count = k;
-		g->g.prims.index_map = E;
 		g->g.data.count = k;
 		g->g.data.index_map = R;
 	}
@@ -241,9 +257,8 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	g->row_tensors = calloc(k, sizeof *g->row_tensors);
 	if (!g->row_tensors)
 		return false;
-	bool identity = k == qn;
-	for (uint32_t i = 0; identity && i < k; i++)
-		identity = E[i] == i;
+	(void)qn;
+	bool block = is_block(E, k); /* the query positions are one ascending block: an offset */
 	ovs_version_ref(v);
 	g->v = v;
 	g->stride = 1;
@@ -259,9 +274,9 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	g->g.data.count = 0;
 	g->g.data.index_map = NULL; /* per-row transport: tensor i is logical element i */
 	g->g.data.mask = NULL;
-	g->g.prims.offset = 0;
+	g->g.prims.offset = block && k ? E[0] : 0;
 	g->g.prims.count = k;
-	if (identity) {
+	if (block) {
 		g->g.prims.index_map = NULL;
 		free(E);
 	} else {
