@@ -11,8 +11,10 @@
  *    floor is accepted only if nothing was written above the floor (then "as of N" = "as of the
  *    floor"); otherwise WRITE_FLOOR_VIOLATION. If the version as of N has left retention:
  *    OUT_OF_RANGE.
- *  - range read [a, b]: the keys that changed at an ordinal in [a, b], with their values as of b;
- *    deleted keys come as is_delete groups. a at or below the retention frontier: OUT_OF_RANGE.
+ *  - range read [a, b]: the keys whose last change (a write or a delete) as of b is at an ordinal in
+ *    [a, b], from the per-row last-change ordinals the versions keep (whatever a is), with their
+ *    values as of b; deleted keys come as is_delete groups. When b's version left retention: as
+ *    0.2.1, OUT_OF_RANGE for a selected key that changed after b (range_groups).
  *  - a column that does not exist, or has no data at N: zero groups.
  */
 #include <stdlib.h>
@@ -293,9 +295,8 @@ static inline bool bit_get(const uint64_t *bm, uint32_t r)
 }
 
 /* The checks of a read of column c decided by its floor (loaded by the caller, before any
- * snapshot it pins) and its retention frontier alone: WRITE_FLOOR_VIOLATION for an end above the
- * floor with writes admitted above it, OUT_OF_RANGE for a range start at or below the frontier.
- * *dropped = the frontier. Used at the call (ready queries) and in the op. */
+ * snapshot it pins) alone: WRITE_FLOOR_VIOLATION for an end above the floor with writes admitted
+ * above it. *dropped = the retention frontier. Used at the call (ready queries) and in the op. */
 static ovstage_api_status_t check_bounds(ovs_stage *st, ovs_column *c, const ovstage_ordinal_range_t *rg,
 					 uint64_t floor, uint64_t *dropped, char *err, size_t errlen)
 {
@@ -309,14 +310,9 @@ static ovstage_api_status_t check_bounds(ovs_stage *st, ovs_column *c, const ovs
 	}
 	/* acquire: pairs with the sealer's release when a version leaves retention. */
 	*dropped = atomic_load_explicit(&c->dropped_through, memory_order_acquire);
-	/* dropped == 0: nothing was reclaimed, so every start (0 included) is still covered. */
-	if (rg->has_start_ordinal && *dropped && rg->start_ordinal <= *dropped) {
-		ovs_err_format(err, errlen, "\"%s\": range start %llu is not above the retention frontier (history "
-			       "through ordinal %llu was reclaimed; oldest preserved is %llu)",
-			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,
-			       (unsigned long long)*dropped, (unsigned long long)*dropped + 1);
-		return OVSTAGE_ERROR_OUT_OF_RANGE;
-	}
+	/* A range start below the retention frontier is not refused: range reads are answered from the
+	 * rows' last-change ordinals (range_groups), and fail only for a selected row whose change
+	 * membership or payload as of the end is no longer known. */
 	return OVSTAGE_OK;
 }
 
@@ -374,10 +370,8 @@ static ovstage_api_status_t check_pinned(ovs_stage *st, ovs_column *c, const ovs
 		*v = p->v[0];
 		return OVSTAGE_OK;
 	}
-	/* A range read whose start is above the frontier (check_bounds) and that pinned nothing has no
-	 * version in [start, end] (one would be retained and pinned): nothing changed, zero groups, even
-	 * though the state as of the end left retention (fuzz_api finding). */
-	if (dropped && !rg->has_start_ordinal) {
+	/* (Range reads go through read_range.) The state as of the end left retention. */
+	if (dropped) {
 		ovs_err_format(err, errlen, "\"%s\": the state as of ordinal %llu is no longer retained (oldest "
 			       "preserved is %llu)", ovs_attr_name(st, c->name), (unsigned long long)rg->end_ordinal,
 			       (unsigned long long)dropped + 1);
@@ -526,42 +520,75 @@ static bool latest_groups(ovs_read *r, ovs_column *c, ovs_version *v)
 	return emit_groups(r, c, v, &el, qn);
 }
 
-/* Sets in chg (words words, a bit per row below rows) the rows changed at an ordinal >= start: those
- * of the pinned versions from the newest back to start. */
-static void mark_changed(const read_pins *p, ovstage_ordinal_t start, uint32_t rows, uint64_t *chg, size_t words)
+/* A range read [a, b] answered from the rows' last-change ordinals (ovs_version_last_change): a
+ * row is selected when it last changed (a value written or deleted) at an ordinal in [a, b] as of b.
+ *  - While the version as of b is reachable, that is exact for every a (nothing older is needed):
+ *    values as of b, the deleted rows in an is_delete group.
+ *  - Otherwise (b is older than every retained version) as 0.2.1 answers: payloads of the newest
+ *    version; a row that did not change after b is decided exactly by its last change in the
+ *    newest version; a selected row that changed again after b fails OUT_OF_RANGE (its payload as
+ *    of b is gone). For a row that changed after b, whether it also changed in [a, b] comes from the
+ *    oldest version still reachable, u (built on the version at D = u's base ordinal; nothing in
+ *    the column changed in (D, u)): its last change there if that is <= b; not selected if it last
+ *    changed at u itself and a > D (or u is the column's first version); else unknown, and the read
+ *    fails OUT_OF_RANGE naming the prim rather than guess. */
+static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, ovs_version *asof, ovs_version *lat,
+					 ovs_version *old, char *err, size_t errlen)
 {
-	for (size_t pi = 0; pi < p->n && p->v[pi]->ordinal >= start; pi++) {
-		const ovs_version *u = p->v[pi];
-		if (u->all_changed) {
-			for (size_t w = 0; w < words; w++)
-				chg[w] = ~(uint64_t)0;
-			return;
-		}
-		for (uint32_t j = 0; j < u->nchanged; j++)
-			if (u->changed[j] < rows)
-				chg[u->changed[j] / 64] |= (uint64_t)1 << (u->changed[j] % 64);
-	}
-}
-
-/* A range read [a, b]: the query's elements whose rows changed at an ordinal in [a, b], with their
- * values as of b (the newest pinned version); the deleted ones in an is_delete group. */
-static bool range_groups(ovs_read *r, ovs_column *c, const read_pins *p)
-{
-	ovs_version *v = p->v[0];
 	size_t qn = r->q->count;
+	uint64_t a = r->range.start_ordinal, b = r->range.end_ordinal;
+	ovs_version *v = asof ? asof : lat; /* the version whose payloads the groups view */
 	const ovs_rowmap *map = read_rowmap(r, c);
-	size_t words = ((size_t)v->rows + 63) / 64;
-	uint64_t *chg = calloc(words ? words : 1, sizeof *chg);
 	read_elems el;
-	if (!chg || !elems_alloc(&el, qn, true)) {
-		free(chg);
-		return false;
-	}
-	mark_changed(p, r->range.start_ordinal, v->rows, chg, words);
+	if (!elems_alloc(&el, qn, true))
+		goto oom;
 	for (size_t i = 0; i < qn; i++) {
 		uint32_t row = read_row_of(r, c, map, i);
-		if (row >= v->rows || !bit_get(chg, row))
+		if (row >= v->rows)
+			continue; /* no row in the version: created after it (or never) */
+		uint64_t lc = ovs_version_last_change(v, row);
+		if (!lc)
+			continue; /* never changed */
+		if (!asof && lc > b) {
+			/* changed after b: did it also change in [a, b]? */
+			bool selected, known = true;
+			uint64_t lo = row < old->rows ? ovs_version_last_change(old, row) : 0;
+			uint64_t D = old->base_ordinal;
+			if (row >= old->rows || !lo)
+				selected = false; /* created after old, which is newer than b */
+			else if (lo <= b)
+				selected = lo >= a;
+			else if (lo == old->ordinal && (!D || a > D))
+				selected = false; /* its previous change is at or below D < a */
+			else
+				selected = known = false;
+			if (!known || selected) {
+				ovx_string_t path = ovs_pd_path_string(r->st->pd, r->q->paths[i]);
+				if (known)
+					ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed in [%llu, %llu] "
+						       "and again at ordinal %llu, after the range end: its payload as of %llu "
+						       "is no longer retained (oldest preserved is %llu)",
+						       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "",
+						       i, (unsigned long long)a, (unsigned long long)b, (unsigned long long)lc,
+						       (unsigned long long)b, (unsigned long long)old->ordinal);
+				else
+					ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed at ordinal "
+						       "%llu, after the range end %llu, and whether it also changed in "
+						       "[%llu, %llu] is no longer retained (history through ordinal %llu was "
+						       "reclaimed; oldest preserved is %llu)",
+						       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "",
+						       i, (unsigned long long)lc, (unsigned long long)b, (unsigned long long)a,
+						       (unsigned long long)b, (unsigned long long)D,
+						       (unsigned long long)old->ordinal);
+				free(el.E);
+				free(el.R);
+				free(el.DE);
+				return OVSTAGE_ERROR_OUT_OF_RANGE;
+			}
 			continue;
+		}
+		if (lc < a)
+			continue; /* last changed before the range */
 		if (ovs_version_present(v, row)) {
 			el.E[el.k] = (uint32_t)i;
 			el.R[el.k++] = row;
@@ -569,8 +596,29 @@ static bool range_groups(ovs_read *r, ovs_column *c, const read_pins *p)
 			el.DE[el.kd++] = (uint32_t)i;
 		}
 	}
-	free(chg);
-	return emit_groups(r, c, v, &el, qn);
+	if (emit_groups(r, c, v, &el, qn))
+		return OVSTAGE_OK;
+oom:
+	ovs_err_format(err, errlen, "out of memory building read groups");
+	return OVSTAGE_ERROR_OUT_OF_MEMORY;
+}
+
+/* A range read of one column: the bounds, then the versions it needs (ovs_pin_range). */
+static ovstage_api_status_t read_range(ovs_read *r, ovs_column *c, uint64_t floor, char *err, size_t errlen)
+{
+	uint64_t dropped;
+	ovstage_api_status_t s = check_bounds(r->st, c, &r->range, floor, &dropped, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_version *asof, *lat, *old;
+	bool had_any;
+	ovs_pin_range(&r->st->store.grace, c, r->range.end_ordinal, &asof, &lat, &old, &had_any);
+	if (asof || lat)
+		s = range_groups(r, c, asof, lat, old, err, errlen);
+	ovs_unpin(asof);
+	ovs_unpin(lat);
+	ovs_unpin(old);
+	return s;
 }
 
 /* Reads one column into groups: pins its history, checks the bounds against what it pinned, then
@@ -579,13 +627,15 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 {
 	/* Floor first (acquire), then the snapshot: the seal publishes the snapshot before the floor. */
 	uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+	if (r->range.has_start_ordinal)
+		return read_range(r, c, floor, err, errlen);
 	read_pins p;
 	ovstage_api_status_t s = pin_versions(r->st, c, &r->range, &p, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
 	ovs_version *v;
 	s = check_pinned(r->st, c, &r->range, floor, &p, &v, err, errlen);
-	if (s == OVSTAGE_OK && v && !(r->range.has_start_ordinal ? range_groups(r, c, &p) : latest_groups(r, c, v))) {
+	if (s == OVSTAGE_OK && v && !latest_groups(r, c, v)) {
 		ovs_err_format(err, errlen, "out of memory building read groups");
 		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}

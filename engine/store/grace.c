@@ -161,6 +161,31 @@ size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool 
 	return n;
 }
 
+void ovs_pin_range(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, ovs_version **asof, ovs_version **latest,
+		   ovs_version **oldest, bool *had_any)
+{
+	*asof = *latest = *oldest = NULL;
+	unsigned p = ovs_grace_enter(g);
+	ovs_version *top = ovs_snapshot_version(ovs_grace_snapshot_acq(g), c), *v = top, *last = NULL;
+	*had_any = top != NULL;
+	/* acquire on `older`: as in ovs_pin_history. */
+	while (v && v->ordinal > end) {
+		last = v;
+		v = atomic_load_explicit(&v->older, memory_order_acquire);
+	}
+	if (v) {
+		ovs_version_ref(v);
+		*asof = v;
+	} else if (last) {
+		/* the state as of end is not reachable: the newest and the oldest reachable versions */
+		ovs_version_ref(top);
+		*latest = top;
+		ovs_version_ref(last);
+		*oldest = last;
+	}
+	ovs_grace_leave(g, p);
+}
+
 void ovs_unpin(ovs_version *v)
 {
 	if (v)

@@ -240,6 +240,221 @@ START_TEST(test_range_block_is_a_subview)
 }
 END_TEST
 
+/* ---- item 1: range reads beyond the retention window ----------------------------------------- */
+
+/* NVIDIA's producer-consumer with default settings (retention 2): ticks 1..3, a catch-up [1, 3],
+ * ticks 4..6 (5 deletes S2 whole), a catch-up [4, 6] lagging three sealed ordinals. */
+START_TEST(test_producer_consumer_lagging_consumer)
+{
+	fixture f;
+	setup_n(&f, 4);
+	static const int sub[6][2] = { { 0, 1 }, { 1, 2 }, { 2, 0 }, { 3, 0 }, { -1, -1 }, { 1, 3 } };
+	result r;
+	for (int tick = 1; tick <= 6; tick++) {
+		if (tick == 5)
+			tst_wait_ok(f.st, ovstage_delete_attributes(f.st, f.one[2], NULL, 0, 5));
+		else
+			for (int k = 0; k < 2; k++)
+				write_one(&f, (size_t)sub[tick - 1][k], (uint64_t)tick, 10.f * (float)tick + (float)sub[tick - 1][k]);
+		seal(&f, (uint64_t)tick);
+		if (tick == 3) {
+			read_q(&f, f.all, span(1, 3), &r);
+			ck_assert_int_eq(r.call, OVSTAGE_OK);
+			ck_assert_int_eq(r.nfailed, 0);
+			ck_assert_int_eq(r.values, 1);
+			ck_assert_int_eq(r.tombstones, 0);
+			ck_assert_uint_eq(r.ordinal, 3);
+			ck_assert(r.present[0] && r.present[1] && r.present[2] && !r.present[3]);
+			ck_assert_float_eq(r.val[0], 30.f);
+			ck_assert_float_eq(r.val[1], 21.f);
+			ck_assert_float_eq(r.val[2], 32.f);
+		}
+	}
+	/* ordinal 4's version left retention (5 and 6 are kept): answered from the last changes */
+	read_q(&f, f.all, span(4, 6), &r);
+	ck_assert_msg(r.call == OVSTAGE_OK && r.nfailed == 0, "[4, 6]: %d %zu %s", r.call, r.nfailed, r.msg);
+	ck_assert_int_eq(r.values, 1);
+	ck_assert_int_eq(r.tombstones, 1);
+	ck_assert_uint_eq(r.ordinal, 6);
+	ck_assert(r.present[0] && r.present[1] && !r.present[2] && r.present[3]);
+	ck_assert(r.deleted[2]);
+	ck_assert_float_eq(r.val[0], 40.f);
+	ck_assert_float_eq(r.val[1], 61.f);
+	ck_assert_float_eq(r.val[3], 63.f);
+	/* a consumer that saw nothing: [1, 6] is every change, values as of 6 */
+	read_q(&f, f.all, span(1, 6), &r);
+	ck_assert_msg(r.call == OVSTAGE_OK && r.nfailed == 0, "[1, 6]: %s", r.msg);
+	ck_assert(r.present[0] && r.present[1] && r.deleted[2] && r.present[3]);
+	/* from 0 as well */
+	read_q(&f, f.all, span(0, 6), &r);
+	ck_assert_msg(r.call == OVSTAGE_OK && r.nfailed == 0, "[0, 6]: %s", r.msg);
+	ck_assert(r.present[0] && r.present[1] && r.deleted[2] && r.present[3]);
+	/* [6, 6]: S1 and S3 only */
+	read_q(&f, f.all, span(6, 6), &r);
+	ck_assert(!r.present[0] && r.present[1] && !r.deleted[2] && r.present[3]);
+	teardown(&f);
+}
+END_TEST
+
+/* The range's end older than every retained version: answered as 0.2.1 does (payloads of the
+ * newest version, OUT_OF_RANGE for a selected row that changed after the end), and exact wherever
+ * the retained versions decide membership. Retention 2; versions at 1..6:
+ *   P0 changed at 1 only; P1 at 2 only; P2 at 3 and 6; P3 at 5 only; P4 at 1 and 6. */
+START_TEST(test_range_end_older_than_retention)
+{
+	fixture f;
+	setup_n(&f, 5);
+	write_one(&f, 0, 1, 1.f);
+	write_one(&f, 4, 1, 41.f);
+	seal(&f, 1);
+	write_one(&f, 1, 2, 12.f);
+	seal(&f, 2);
+	write_one(&f, 2, 3, 23.f);
+	seal(&f, 3);
+	seal(&f, 4);
+	write_one(&f, 3, 5, 35.f);
+	seal(&f, 5);
+	write_one(&f, 2, 6, 26.f);
+	write_one(&f, 4, 6, 46.f);
+	seal(&f, 6);
+	result r;
+	/* P0, P1 over [2, 3]: P1 changed at 2 and not since, P0 before the range */
+	const char *p01[] = { "/W/P0", "/W/P1" };
+	ovstage_query_handle_t q01 = tst_query_of(f.st, f.pd, p01, 2, NULL);
+	read_q(&f, q01, span(2, 3), &r);
+	ck_assert_msg(r.call == OVSTAGE_OK && r.nfailed == 0, "[2, 3] over P0, P1: %d %s", r.call, r.msg);
+	ck_assert(!r.present[0] && r.present[1]);
+	ck_assert_float_eq(r.val[1], 12.f);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q01));
+	/* P4 changed at 1 and 6: not in [2, 3] (the oldest retained version, 5, says its last change
+	 * before 6 was 1): zero groups, as 0.2.1 */
+	read_q(&f, f.one[4], span(2, 3), &r);
+	ck_assert_msg(r.call == OVSTAGE_OK && r.nfailed == 0, "[2, 3] over P4: %s", r.msg);
+	ck_assert_int_eq(r.values + r.tombstones, 0);
+	/* P2 changed at 3 and again at 6: its payload as of 3 is gone: OUT_OF_RANGE, as 0.2.1 */
+	read_q(&f, f.one[2], span(2, 3), &r);
+	ck_assert_int_eq(r.call, OVSTAGE_OK);
+	ck_assert_int_eq(r.nfailed, 1);
+	ck_assert_int_eq(r.fetch, OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_msg(strstr(r.msg, "/W/P2") && strstr(r.msg, "again at ordinal 6"), "%s", r.msg);
+	/* P3 changed at 5, the oldest retained version: whether it changed in [2, 3] is not known any
+	 * more: OUT_OF_RANGE naming it (0.2.1 would exclude it) */
+	read_q(&f, f.one[3], span(2, 3), &r);
+	ck_assert_int_eq(r.nfailed, 1);
+	ck_assert_int_eq(r.fetch, OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_msg(strstr(r.msg, "/W/P3") && strstr(r.msg, "no longer retained"), "%s", r.msg);
+	/* the whole query: fails, and nothing is handed out */
+	read_q(&f, f.all, span(2, 3), &r);
+	ck_assert_int_eq(r.fetch, OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_int_eq(r.values + r.tombstones, 0);
+	teardown(&f);
+}
+END_TEST
+
+/* Full writes (uniform last-change chunks), a column that grows past them, sparse writes into many
+ * chunks, deletes: membership from the last-change table equals a model's, over ranges whose end
+ * is retained, with 3000 rows (three chunks of the table). */
+START_TEST(test_last_change_matches_model)
+{
+	enum { N = 3000 };
+	ovstage_instance_t *st;
+	ovstage_instance_desc_t d = { "lc_model" };
+	ck_assert_int_eq(ovstage_create_instance(&d, &st), OVSTAGE_OK);
+	path_dictionary_instance_t *pd = ovstage_get_path_dictionary(st);
+	static char names[N][16];
+	static const char *pp[N];
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof names[i], "/M/R%d", i);
+		pp[i] = names[i];
+	}
+	ovstage_query_handle_t half = tst_query_of(st, pd, pp, N / 2 + 7, NULL), all = tst_query_of(st, pd, pp, N, NULL);
+	ovx_token_t t = tst_tok(pd, "m");
+	static float vals[N];
+	static uint64_t model[N]; /* last change per row */
+	static bool deleted[N];
+	uint64_t seed = 12345;
+	for (uint64_t ord = 1; ord <= 12; ord++) {
+		if (ord == 1 || ord == 4) { /* full write of the first half + 7, then of everything */
+			ovstage_query_handle_t q = ord == 1 ? half : all;
+			int n = ord == 1 ? N / 2 + 7 : N;
+			for (int i = 0; i < n; i++) {
+				vals[i] = (float)(ord * 10000 + (uint64_t)i);
+				model[i] = ord;
+				deleted[i] = false;
+			}
+			tst_tensor tt;
+			ovstage_write_data_t w = tst_wdata(&tt, vals, n, kDLFloat, 32, 1);
+			tst_wait_ok(st, ovstage_write_attribute(st, q, tst_attr(t), ord, w, OVSTAGE_PRIM_MODE_UPSERT));
+		} else { /* scattered rows of the existing ones: a mask over the whole query */
+			int nrows = ord < 4 ? N / 2 + 7 : N;
+			static uint64_t mask[(N + 63) / 64];
+			memset(mask, 0, sizeof mask);
+			for (int k = 0; k < 40; k++) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				int i = (int)((seed >> 33) % (uint64_t)nrows);
+				mask[i / 64] |= 1ull << (i % 64);
+				model[i] = ord;
+			}
+			for (int i = 0; i < N; i++)
+				vals[i] = (float)(ord * 10000 + (uint64_t)i);
+			if (ord % 3 == 0) { /* delete the selected rows instead */
+				for (int i = 0; i < N; i++)
+					if (mask[i / 64] >> (i % 64) & 1) {
+						ovstage_query_handle_t q1 = tst_query_of(st, pd, &pp[i], 1, NULL);
+						tst_wait_ok(st, ovstage_delete_attributes(st, q1, (ovx_string_or_token_t[]){ tst_attr(t) }, 1, ord));
+						tst_wait_ok(st, ovstage_release_query(st, q1));
+						deleted[i] = true;
+					}
+			} else {
+				for (int i = 0; i < N; i++)
+					if (mask[i / 64] >> (i % 64) & 1)
+						deleted[i] = false;
+				tst_tensor tt;
+				ovstage_write_data_t w = tst_wdata(&tt, vals, N, kDLFloat, 32, 1);
+				w.mask = mask;
+				w.count = N;
+				tst_wait_ok(st, ovstage_write_attribute(st, all, tst_attr(t), ord, w, OVSTAGE_PRIM_MODE_UPSERT));
+			}
+		}
+		ovstage_write_floor_desc_t fd = { ord, OVSTAGE_SCOPE_ALL, NULL, 0 };
+		tst_wait_ok(st, ovstage_advance_write_floor(st, &fd));
+		/* every start against the model, end = ord (retained) */
+		for (uint64_t a = 0; a <= ord; a += (ord > 6 ? 3 : 1)) {
+			ovstage_read_handle_t rh;
+			ovstage_ordinal_range_t rg = { a, ord, true };
+			ovstage_enqueue_result_t e = ovstage_read_attributes(st, all, &t, 1, rg, &rh);
+			tst_wait_ok(st, e);
+			static bool seen[N];
+			memset(seen, 0, sizeof seen);
+			ovstage_read_group_t g;
+			while (ovstage_fetch_read_next(st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+				for (uint32_t i = 0; i < g.prims.count; i++) {
+					uint32_t p = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+					ck_assert(!seen[p]);
+					seen[p] = true;
+					ck_assert_msg(g.is_delete == deleted[p], "row %u at [%llu, %llu]", p,
+						      (unsigned long long)a, (unsigned long long)ord);
+					if (!g.is_delete) {
+						uint32_t row = g.data.index_map ? g.data.index_map[i] : i;
+						float want = (float)(model[p] * 10000 + p);
+						ck_assert_float_eq(((const float *)g.data.tensors[0].data)[row], want);
+					}
+				}
+				ck_assert_int_eq(ovstage_release_group(st, &g), OVSTAGE_OK);
+			}
+			for (int p = 0; p < N; p++)
+				ck_assert_msg(seen[p] == (model[p] && model[p] >= a), "row %d last changed at %llu, range [%llu, %llu]: %s",
+					      p, (unsigned long long)model[p], (unsigned long long)a, (unsigned long long)ord,
+					      seen[p] ? "selected" : "not selected");
+			tst_wait_ok(st, ovstage_release_read(st, rh));
+		}
+	}
+	tst_wait_ok(st, ovstage_release_query(st, half));
+	tst_wait_ok(st, ovstage_release_query(st, all));
+	ck_assert_int_eq(ovstage_destroy_instance(st), OVSTAGE_OK);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("read_compat");
@@ -247,6 +462,9 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_block_selection_is_a_subview);
 	tcase_add_test(tc, test_range_block_is_a_subview);
+	tcase_add_test(tc, test_producer_consumer_lagging_consumer);
+	tcase_add_test(tc, test_range_end_older_than_retention);
+	tcase_add_test(tc, test_last_change_matches_model);
 	suite_add_tcase(s, tc);
 	return s;
 }
