@@ -455,6 +455,152 @@ START_TEST(test_last_change_matches_model)
 }
 END_TEST
 
+/* ---- item 6: execution-time failures report 0.2.1's documented status ------------------------ */
+
+/* Waits for e: wait_op's status, the failed ids it listed (1 expected) and the first message. */
+static ovstage_api_status_t wait_status(fixture *f, ovstage_enqueue_result_t e, size_t *nfailed, char *msg, size_t len)
+{
+	ck_assert_msg(e.status == OVSTAGE_OK, "rejected at the call: %d %s", e.status, tst_last_error());
+	ovstage_op_wait_result_t w;
+	ovstage_api_status_t s = ovstage_wait_op(f->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w);
+	*nfailed = w.error_op_id_count;
+	msg[0] = 0;
+	if (w.error_op_id_count) {
+		ovx_string_t m = ovstage_get_last_op_error(f->st, w.error_op_ids[0]);
+		snprintf(msg, len, "%.*s", (int)m.length, m.ptr ? m.ptr : "");
+	}
+	ck_assert_int_eq(ovstage_release_op(f->st, e.op_index), OVSTAGE_OK);
+	return s;
+}
+
+START_TEST(test_insert_onto_existing_prim_status)
+{
+	fixture f;
+	setup_n(&f, 2);
+	write_one(&f, 0, 1, 1.f);
+	float v = 2.f;
+	tst_tensor tt;
+	ovstage_write_data_t w = tst_wdata(&tt, &v, 1, kDLFloat, 32, 1);
+	size_t n;
+	char msg[600];
+	/* the query is resolved, but whether the prim exists is decided by the op: PRIM_NOT_FOUND from wait_op */
+	ovstage_api_status_t s = wait_status(&f, ovstage_write_attribute(f.st, f.one[0], tst_attr(f.t), 2, w,
+									 OVSTAGE_PRIM_MODE_INSERT), &n, msg, sizeof msg);
+	ck_assert_int_eq(s, OVSTAGE_ERROR_PRIM_NOT_FOUND);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_msg(strstr(msg, "already exists"), "%s", msg);
+	/* nothing changed: the value at 1 stays */
+	seal(&f, 2);
+	result r;
+	read_q(&f, f.one[0], latest(2), &r);
+	ck_assert_float_eq(r.val[0], 1.f);
+	/* a map with INSERT onto it: the map op reports PRIM_NOT_FOUND, so does fetch_map_next; the
+	 * unmap_attribute that depends on it reports OK with the map op listed first (root cause) */
+	ovstage_map_desc_t md;
+	memset(&md, 0, sizeof md);
+	md.attribute = tst_attr(f.t);
+	md.prim_mode = OVSTAGE_PRIM_MODE_INSERT;
+	ovstage_map_handle_t mh;
+	ovstage_enqueue_result_t me = ovstage_map_attribute(f.st, f.one[0], &md, 3, NULL, 0, &mh);
+	ovstage_map_group_t mg;
+	ck_assert_int_eq(ovstage_fetch_map_next(f.st, mh, OVSTAGE_TIMEOUT_INFINITE, &mg), OVSTAGE_ERROR_PRIM_NOT_FOUND);
+	ovstage_cuda_sync_t nosync = { 0, 0 };
+	s = wait_status(&f, ovstage_unmap_attribute(f.st, mh, nosync), &n, msg, sizeof msg);
+	ck_assert_int_eq(s, OVSTAGE_OK);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_msg(strstr(msg, "already exists"), "unmap root cause: [%s]", msg);
+	ck_assert_int_eq(wait_status(&f, me, &n, msg, sizeof msg), OVSTAGE_ERROR_PRIM_NOT_FOUND);
+	ck_assert_uint_eq(n, 1);
+	/* a new prim with INSERT: OK */
+	s = wait_status(&f, ovstage_write_attribute(f.st, f.one[1], tst_attr(f.t), 3, w, OVSTAGE_PRIM_MODE_INSERT), &n, msg,
+			sizeof msg);
+	ck_assert_int_eq(s, OVSTAGE_OK);
+	ck_assert_uint_eq(n, 0);
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_clone_statuses)
+{
+	fixture f;
+	setup_n(&f, 2);
+	write_one(&f, 0, 1, 1.f);
+	write_one(&f, 1, 1, 2.f);
+	size_t n;
+	char msg[600];
+	ovx_string_t missing = { "/W/Nope", 7 }, src = { "/W/P0", 5 }, existing = { "/W/P1", 5 };
+	ovx_string_t fresh = { "/W/Q", 4 };
+	ck_assert_int_eq(wait_status(&f, ovstage_clone(f.st, missing, &fresh, 1, 2), &n, msg, sizeof msg),
+			 OVSTAGE_ERROR_NOT_FOUND);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(wait_status(&f, ovstage_clone(f.st, src, &existing, 1, 2), &n, msg, sizeof msg),
+			 OVSTAGE_ERROR_PRIM_NOT_FOUND);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(wait_status(&f, ovstage_clone(f.st, src, &fresh, 1, 2), &n, msg, sizeof msg), OVSTAGE_OK);
+	ck_assert_uint_eq(n, 0);
+	teardown(&f);
+}
+END_TEST
+
+/* A read through a query still resolving (a filter query) is checked by its op: an unsealed range
+ * reports WRITE_FLOOR_VIOLATION from wait_op and fetch_read_next; a range whose payload is gone,
+ * OUT_OF_RANGE. A read whose query failed reports OK + ids from wait_op (its own failure is that of
+ * the op it depended on) and OP_FAILED from the fetch, as 0.2.1. */
+START_TEST(test_deferred_read_statuses)
+{
+	fixture f;
+	setup_n(&f, 2);
+	write_one(&f, 0, 1, 1.f);
+	seal(&f, 1);
+	write_one(&f, 0, 2, 2.f); /* unsealed */
+	ovstage_predicate_t pr = { tst_attr(f.t), OVSTAGE_FILTER_OP_HAS, NULL, 0 };
+	ovstage_filter_t flt = { &pr, 1 };
+	ovstage_query_handle_t qh;
+	size_t n;
+	char msg[600];
+	ovstage_enqueue_result_t qe = ovstage_query(f.st, &flt, NULL, 0, &qh);
+	ck_assert_int_eq(qe.status, OVSTAGE_OK);
+	ovstage_read_handle_t rh;
+	ovstage_enqueue_result_t e = ovstage_read_attributes(f.st, qh, &f.t, 1, span(1, 2), &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ck_assert_int_eq(wait_status(&f, e, &n, msg, sizeof msg), OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	ck_assert_uint_eq(n, 1);
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g),
+			 OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+	tst_wait_ok(f.st, qe);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, qh));
+	/* the same read through the ready query is refused at the call, as 0.2.1 */
+	e = ovstage_read_attributes(f.st, f.one[0], &f.t, 1, span(1, 2), &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_out_of_range_status)
+{
+	fixture f;
+	setup_n(&f, 1);
+	for (uint64_t o = 1; o <= 4; o++) {
+		write_one(&f, 0, o, (float)o);
+		seal(&f, o);
+	}
+	/* [1, 2]: changed at 2 and again at 3, 4: its payload as of 2 is gone */
+	ovstage_read_handle_t rh;
+	size_t n;
+	char msg[600];
+	ovstage_enqueue_result_t e = ovstage_read_attributes(f.st, f.one[0], &f.t, 1, span(1, 2), &rh);
+	ck_assert_int_eq(wait_status(&f, e, &n, msg, sizeof msg), OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_msg(strstr(msg, "read_attributes") && strstr(msg, "/W/P0"), "%s", msg);
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, 0, &g), OVSTAGE_ERROR_OUT_OF_RANGE);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+	teardown(&f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("read_compat");
@@ -465,6 +611,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_producer_consumer_lagging_consumer);
 	tcase_add_test(tc, test_range_end_older_than_retention);
 	tcase_add_test(tc, test_last_change_matches_model);
+	tcase_add_test(tc, test_insert_onto_existing_prim_status);
+	tcase_add_test(tc, test_clone_statuses);
+	tcase_add_test(tc, test_deferred_read_statuses);
+	tcase_add_test(tc, test_out_of_range_status);
 	suite_add_tcase(s, tc);
 	return s;
 }
