@@ -30,7 +30,7 @@ static void setup_n(fixture *f, size_t n)
 	ovstage_instance_desc_t d = { "check_read_compat" };
 	ck_assert_int_eq(ovstage_create_instance(&d, &f->st), OVSTAGE_OK);
 	f->pd = ovstage_get_path_dictionary(f->st);
-	char names[32][16];
+	char names[32][24];
 	const char *pp[32];
 	for (size_t i = 0; i < n; i++) {
 		snprintf(names[i], sizeof names[i], "/W/P%zu", i);
