@@ -17,9 +17,8 @@
 
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-ovs_gpu *ovs_gpu_get(void *owner, ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
+ovs_gpu *ovs_gpu_get(ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
 {
-	(void)owner;
 	/* acquire: pairs with the release store below; the context's fields are then initialised. */
 	ovs_gpu *g = atomic_load_explicit(slot, memory_order_acquire);
 	if (g)
@@ -116,13 +115,14 @@ static void push_item(gpu_item *it)
 	atomic_fetch_add_explicit(&it->g->pending, 1, memory_order_relaxed); /* relaxed: a count; destroy
 	                                                                        * syncs through g_poll_lock */
 	atomic_fetch_add_explicit(&g_outstanding, 1, memory_order_relaxed);  /* relaxed: a hint for sleepers */
+	jobs_sched *sched = it->sched; /* read before the push: a poller may resolve and free it at once */
 	gpu_item *head = atomic_load_explicit(&g_inbox, memory_order_relaxed);
 	do
 		it->next = head;
 	/* release: the poller that takes the stack sees the item's fields. */
 	while (!atomic_compare_exchange_weak_explicit(&g_inbox, &head, it, memory_order_release, memory_order_relaxed));
-	if (it->sched)
-		jobs_kick(it->sched); /* sleeping workers poll soon */
+	if (sched)
+		jobs_kick(sched); /* sleeping workers poll soon */
 }
 
 static void resolve(gpu_item *it, cudaError_t r)

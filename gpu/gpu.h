@@ -62,9 +62,9 @@ int ovs_gpu_device_count(void);
 const struct ovs_memops *ovs_gpu_memops(void);
 
 /* The stage's context for device `dev` (created at first use: stream, pool access), or NULL with a
- * message when it cannot be made. `owner` identifies the stage (its store); `sched` receives the
- * completion poll hook. */
-ovs_gpu *ovs_gpu_get(void *owner, ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen);
+ * message when it cannot be made. `slot` is the stage's pointer for the device; `sched` is where its
+ * completions resolve receipts. */
+ovs_gpu *ovs_gpu_get(ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen);
 /* Destroys a context after draining its stream and its completions (stage destroy). */
 void ovs_gpu_destroy(ovs_gpu *g);
 /* The execution context of work issued on g's engine stream by worker w. */

@@ -32,9 +32,8 @@ const struct ovs_memops *ovs_gpu_memops(void)
 	return NULL;
 }
 
-ovs_gpu *ovs_gpu_get(void *owner, ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
+ovs_gpu *ovs_gpu_get(ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
 {
-	(void)owner;
 	(void)slot;
 	(void)sched;
 	ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", dev, ovs_gpu_reason());

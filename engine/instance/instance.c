@@ -10,6 +10,7 @@
 
 #include "api.h"
 #include "errors.h"
+#include "floor_wait.h"
 #include "hierarchy.h"
 #include "ops.h"
 #include "path_dict_shared.h"
@@ -195,6 +196,19 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t
 	out->pooled_bytes = ovs_pool_bytes(&st->store.pool);
 	out->buffers = n > 0 ? (uint64_t)n : 0;
 	return OVSTAGE_OK;
+}
+
+OVSTAGE_API ovstage_api_status_t ovstage_ext_wait_write_floor(ovstage_instance_t *instance,
+							      ovx_string_or_token_t attribute,
+							      ovstage_ordinal_t ordinal, ovstage_timeout_ns_t timeout)
+{
+	ovs_err_clear();
+	if (!instance)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL");
+	ovs_stage *st = ovs_stage_of(instance->context);
+	if (!st || instance->vtable != &g_vtable)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance was not created by ovstage_create_instance");
+	return ovs_wait_write_floor(st, attribute, ordinal, timeout);
 }
 
 OVSTAGE_API ovstage_api_status_t ovstage_get_usd_stage_id(ovstage_instance_t *instance, uint64_t *out_usd_stage_id)

@@ -396,6 +396,15 @@ static ovstage_api_status_t check_columns(hc_op *o, ovs_column *const cols[OVS_H
 	for (int k = 0; k < OVS_HF_COLS; k++) {
 		if (!cols[k])
 			continue;
+		/* acquire: has_schema publishes the schema's device. The compute reads and writes rows on
+		 * the host: transform columns on a CUDA device are for the GPU models (not built yet). */
+		if (cols[k] && atomic_load_explicit(&cols[k]->has_schema, memory_order_acquire) &&
+		    cols[k]->schema.device.device_type == kDLCUDA) {
+			ovs_err_format(err, errlen, "compute_hierarchy: column %s lives on CUDA device %d; CPU_INCREMENTAL "
+				       "needs the transform columns on the CPU", g_col_names[k],
+				       (int)cols[k]->schema.device.device_id);
+			return OVSTAGE_ERROR_NOT_SUPPORTED;
+		}
 		if (!schema_fits(cols[k], k, err, errlen))
 			return OVSTAGE_ERROR_INVALID_ARGUMENT;
 		ovstage_ordinal_t want = k == OVS_HF_WORLD ? o->output : o->input;

@@ -1203,8 +1203,8 @@ static ovstage_api_status_t check_managed_batch(const ovstage_attribute_write_t 
 static ovstage_api_status_t check_device_tensors(const ovstage_write_data_t *wd, char *err, size_t errlen)
 {
 	for (uint32_t i = 0; i < wd->tensor_count; i++) {
-		const DLTensor *t = wd->managed_tensors ? &wd->managed_tensors[i]->dl_tensor
-						       : wd->tensors ? &wd->tensors[i] : NULL;
+		const DLTensor *t = wd->managed_tensors ? (wd->managed_tensors[i] ? &wd->managed_tensors[i]->dl_tensor : NULL)
+						       : wd->tensors ? &wd->tensors[i] : NULL; /* NULL: the layout refuses it */
 		if (!t || t->device.device_type != kDLCUDA || !t->data)
 			continue;
 		char what[48];

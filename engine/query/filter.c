@@ -19,11 +19,15 @@
  */
 #include "filter.h"
 
+#include <ovstage/ovstage_ext.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "errors.h"
+#include "exec.h"
+#include "filter_value.h"
 #include "ops.h"
 
 /* ---- compiled predicates ----------------------------------------------------------------------- */
@@ -38,7 +42,9 @@ typedef enum fkind {
 	F_PARENT_IN,         /* usd-parent IN */
 	F_CHILDREN_CONTAINS, /* usd-children CONTAINS */
 	F_TYPE_IN,           /* usd-prim-type IN */
-	F_SCHEMAS_CONTAINS   /* usd-schemas CONTAINS (any of the values) */
+	F_SCHEMAS_CONTAINS,  /* usd-schemas CONTAINS (any of the values) */
+	F_VALUE,             /* a value comparison on a scalar column (filter_value.h; an extension) */
+	F_OR                 /* OVSTAGE_FILTER_OP_EXT_OR: separates AND groups (an extension) */
 } fkind;
 
 typedef struct fpred {
@@ -49,8 +55,9 @@ typedef struct fpred {
 	char **pfx;          /* F_PATH_PREFIX: copies of the prefixes */
 	size_t *pfxlen;      /* their lengths */
 	size_t npfx;         /* entries */
+	ovs_fvalue val;      /* F_VALUE: the comparison */
 	/* execution state */
-	ovs_column *col;     /* F_HAS_COL / F_TYPE_IN: the column, NULL if it does not exist */
+	ovs_column *col;     /* F_HAS_COL / F_TYPE_IN / F_VALUE: the column, NULL if it does not exist */
 	ovs_version *v;      /* its latest sealed version (pinned), NULL = no sealed data */
 	uint64_t *parents;   /* F_CHILDREN_CONTAINS: parents of the value paths that exist, sorted */
 	size_t nparents;     /* entries */
@@ -89,6 +96,8 @@ static builtin classify(const char *name)
 static const char *op_name(ovstage_filter_op_t op)
 {
 	static const char *const n[] = { "HAS", "IN", "CONTAINS", "PREFIX", "LT", "LE", "GT", "GE" };
+	if (op == OVSTAGE_FILTER_OP_EXT_OR)
+		return "OR";
 	return (unsigned)op < sizeof n / sizeof n[0] ? n[op] : "?";
 }
 
@@ -100,6 +109,7 @@ static void fpred_fini(fpred *p)
 	free(p->pfx);
 	free(p->pfxlen);
 	free(p->parents);
+	ovs_fvalue_fini(&p->val);
 	if (p->v)
 		ovs_version_unref(p->v);
 	memset(p, 0, sizeof *p);
@@ -156,20 +166,24 @@ static bool path_syntax_ok(const char *s, size_t n)
 
 #define SUPPORTED_MATRIX                                                                                     \
 	"supported: HAS on any attribute; usd-path IN / PREFIX; usd-parent IN; usd-children CONTAINS; "       \
-	"usd-prim-type IN"
+	"usd-prim-type IN; IN / LT / LE / GT / GE on an attribute's scalar column; OR between groups"
 
 /* Validates predicate i and compiles it into *p (zeroed by the caller). Sets the last error. */
 static ovstage_api_status_t compile(ovs_stage *st, const ovstage_predicate_t *pr, size_t i, fpred *p)
 {
 	char what[64];
 	snprintf(what, sizeof what, "filter.predicates[%zu].attribute", i);
+	if (pr->op == OVSTAGE_FILTER_OP_EXT_OR) { /* a group separator: its attribute is not looked at */
+		p->kind = F_OR;
+		return OVSTAGE_OK;
+	}
 	ovx_token_t t;
 	ovstage_api_status_t s = ovs_resolve_attr(st, pr->attribute, false, &t, what);
 	if (s != OVSTAGE_OK)
 		return s;
 	p->attr = t;
 	const char *name = ovs_attr_name(st, t);
-	if ((unsigned)pr->op > (unsigned)OVSTAGE_FILTER_OP_GE)
+	if ((unsigned)pr->op > (unsigned)OVSTAGE_FILTER_OP_GE && pr->op != OVSTAGE_FILTER_OP_EXT_OR)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
 				   "filter.predicates[%zu].op = %d is not an ovstage_filter_op_t value", i, (int)pr->op);
 	if (pr->value_count && !pr->values)
@@ -186,10 +200,15 @@ static ovstage_api_status_t compile(ovs_stage *st, const ovstage_predicate_t *pr
 		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
 				   "filter.predicates[%zu]: attribute \"usd-active\" (op %s) is not supported (it is "
 				   "slated for removal)", i, opn);
+	if (b == B_NONE && (pr->op == OVSTAGE_FILTER_OP_IN || pr->op >= OVSTAGE_FILTER_OP_LT)) {
+		p->kind = F_VALUE; /* a value comparison on an attribute's own column (an extension) */
+		return ovs_fvalue_compile(pr, i, name, &p->val);
+	}
 	if (pr->op >= OVSTAGE_FILTER_OP_LT)
 		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
-				   "filter.predicates[%zu]: %s on \"%s\" is not supported: ordering comparisons "
-				   "(LT/LE/GT/GE) are not implemented (" SUPPORTED_MATRIX ")", i, opn, name);
+				   "filter.predicates[%zu]: %s on \"%s\" is not supported: ordering comparisons apply "
+				   "to attributes' own scalar columns, not to derived built-ins (" SUPPORTED_MATRIX ")",
+				   i, opn, name);
 	bool path_values = false, type_values = false;
 	switch (pr->op) {
 	case OVSTAGE_FILTER_OP_HAS:
@@ -365,6 +384,13 @@ static bool eval(const fctx *cx, const fpred *p, ovx_primpath_t id, ovx_string_t
 		memcpy(&tk, ovs_version_row_ptr(p->v, p->col->row_bytes, row), sizeof tk);
 		return in_set(p->ids, p->nids, tk);
 	}
+	case F_VALUE: {
+		uint32_t row = sealed_row(p->col, p->v, id);
+		return row != UINT32_MAX &&
+		       ovs_fvalue_test(&p->val, &p->col->schema, ovs_version_row_ptr(p->v, p->col->row_bytes, row));
+	}
+	case F_OR:
+		return false; /* not evaluated: matches() splits the groups at it */
 	case F_SCHEMAS_CONTAINS: {
 		uint32_t row = sealed_row(p->col, p->v, id);
 		if (row == UINT32_MAX || !p->v->blobs || !p->v->blobs[row])
@@ -380,6 +406,104 @@ static bool eval(const fctx *cx, const fpred *p, ovx_primpath_t id, ovx_string_t
 	}
 	}
 	return false;
+}
+
+/* Whether prim id matches: the OR of the AND groups that F_OR predicates separate (one group when
+ * there is none). A group stops at its first false predicate. */
+static bool matches(const fctx *cx, const fop *o, ovx_primpath_t id, ovx_string_t *str)
+{
+	bool group = true;
+	for (size_t i = 0; i < o->np; i++) {
+		if (o->p[i].kind == F_OR) {
+			if (group)
+				return true;
+			group = true;
+		} else if (group) {
+			group = eval(cx, &o->p[i], id, str);
+		}
+	}
+	return group;
+}
+
+/* ---- the scan: every existing prim against the filter, in blocks of path ids on the workers ---- */
+
+#define SCAN_BLOCK 65536u /* path ids per block (a block's matches are one array) */
+
+typedef struct scan_ctx {
+	const fctx *cx;          /* predicates' shared state */
+	const fop *o;            /* the filter */
+	size_t n;                /* path ids 1..n are candidates */
+	fent **blk;              /* per block: its matches (malloc'd), in id order */
+	size_t *cnt;             /* per block: entries */
+	_Atomic bool oom;        /* a block ran out of memory */
+} scan_ctx;
+
+static void scan_block(scan_ctx *sc, size_t b)
+{
+	size_t lo = b * SCAN_BLOCK + 1, hi = lo + SCAN_BLOCK - 1 < sc->n ? lo + SCAN_BLOCK - 1 : sc->n;
+	size_t k = 0, cap = 0;
+	fent *ents = NULL;
+	ovs_stage *st = sc->cx->st;
+	for (ovx_primpath_t id = lo; id <= hi; id++) {
+		if (!ovs_prim_exists(&st->store, id))
+			continue;
+		ovx_string_t str = { NULL, 0 };
+		if (!matches(sc->cx, sc->o, id, &str))
+			continue;
+		if (k == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			fent *ne = realloc(ents, nc * sizeof *ne);
+			if (!ne) {
+				/* relaxed: read after the parallel for's join */
+				atomic_store_explicit(&sc->oom, true, memory_order_relaxed);
+				break;
+			}
+			ents = ne;
+			cap = nc;
+		}
+		if (!str.ptr)
+			str = ovs_pd_path_string(st->pd, id);
+		ents[k++] = (fent){ str.ptr, str.length, id };
+	}
+	sc->blk[b] = ents;
+	sc->cnt[b] = k;
+}
+
+static void scan_range(void *p, size_t lo, size_t hi)
+{
+	for (size_t b = lo / SCAN_BLOCK; b * SCAN_BLOCK < hi; b++)
+		scan_block(p, b);
+}
+
+/* The matched prims in *out (malloc'd) and their count, or false when out of memory. Blocks run on
+ * the workers (predicates only read pinned versions and lock-free tables); the join orders their
+ * stores before the merge. */
+static bool scan(jobs_worker *w, const fctx *cx, const fop *o, size_t n, fent **out, size_t *nout)
+{
+	size_t nb = n / SCAN_BLOCK + 1;
+	scan_ctx sc = { cx, o, n, calloc(nb, sizeof(fent *)), calloc(nb, sizeof(size_t)), false };
+	bool ok = sc.blk && sc.cnt;
+	if (ok) {
+		ovs_exec x = ovs_exec_cpu(w);
+		ovs_parallel_for(&x, nb * SCAN_BLOCK, SCAN_BLOCK, SCAN_BLOCK, scan_range, &sc);
+		ok = !atomic_load_explicit(&sc.oom, memory_order_relaxed);
+	}
+	size_t total = 0;
+	for (size_t b = 0; ok && b < nb; b++)
+		total += sc.cnt[b];
+	fent *all = ok ? malloc((total ? total : 1) * sizeof *all) : NULL;
+	size_t k = 0;
+	for (size_t b = 0; sc.blk && b < nb; b++) {
+		if (all && sc.cnt[b])
+			memcpy(all + k, sc.blk[b], sc.cnt[b] * sizeof *all);
+		k += sc.cnt ? sc.cnt[b] : 0;
+		free(sc.blk[b]);
+	}
+	free(sc.blk);
+	free(sc.cnt);
+	*out = all;
+	*nout = all ? total : 0;
+	return all != NULL;
 }
 
 /* Pins the latest sealed version of every predicate's column, all from one snapshot. */
@@ -404,7 +528,6 @@ static bool pin_predicates(ovs_stage *st, fop *o)
 
 static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 {
-	(void)w;
 	fop *o = arg;
 	ovs_stage *st = o->st;
 	ovs_query *q = o->q;
@@ -424,7 +547,7 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 	/* Columns, then their latest sealed versions, all from one snapshot. */
 	for (size_t i = 0; i < o->np; i++) {
 		fpred *p = &o->p[i];
-		if (p->kind == F_HAS_COL || p->kind == F_TYPE_IN || p->kind == F_SCHEMAS_CONTAINS)
+		if (p->kind == F_HAS_COL || p->kind == F_TYPE_IN || p->kind == F_SCHEMAS_CONTAINS || p->kind == F_VALUE)
 			p->col = ovs_column_find(&st->store, p->attr);
 		need_children |= p->kind == F_HAS_CHILDREN;
 	}
@@ -435,7 +558,7 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 	}
 	for (size_t i = 0; i < o->np; i++) {
 		fpred *p = &o->p[i];
-		if ((p->kind != F_TYPE_IN && p->kind != F_SCHEMAS_CONTAINS) || !p->v)
+		if ((p->kind != F_TYPE_IN && p->kind != F_SCHEMAS_CONTAINS && p->kind != F_VALUE) || !p->v)
 			continue;
 		/* acquire: the schema was published (release) before any version of the column. */
 		if (!atomic_load_explicit(&p->col->has_schema, memory_order_acquire))
@@ -446,6 +569,13 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 				       "device %d in this version", (int)sc->device.device_id);
 			s = OVSTAGE_ERROR_NOT_SUPPORTED;
 			goto done;
+		}
+		if (p->kind == F_VALUE) {
+			if (!ovs_fvalue_schema_ok(sc, ovs_attr_name(st, p->attr), err, sizeof err)) {
+				s = OVSTAGE_ERROR_NOT_SUPPORTED;
+				goto done;
+			}
+			continue;
 		}
 		if (p->kind == F_SCHEMAS_CONTAINS) {
 			/* usd-schemas: token-id arrays (ragged uint64 rows) */
@@ -496,33 +626,11 @@ static void filter_job(jobs_worker *w, void *arg, jobs_run *run)
 		}
 	}
 
-	/* Candidates: every existing prim; AND of the predicates. */
+	/* Candidates: every existing prim; the OR of AND groups of the predicates. */
 	fctx cx = { st, has_child };
-	size_t k = 0, cap = 0;
-	for (ovx_primpath_t id = 1; id <= n; id++) {
-		if (!ovs_prim_exists(&st->store, id))
-			continue;
-		ovx_string_t str = { NULL, 0 };
-		bool ok = true;
-		for (size_t i = 0; ok && i < o->np; i++)
-			ok = eval(&cx, &o->p[i], id, &str);
-		if (!ok)
-			continue;
-		if (k == cap) {
-			size_t nc = cap ? cap * 2 : 64;
-			fent *ne = realloc(ents, nc * sizeof *ne);
-			if (!ne)
-				goto oom;
-			ents = ne;
-			cap = nc;
-		}
-		if (!str.ptr)
-			str = ovs_pd_path_string(st->pd, id);
-		ents[k].s = str.ptr;
-		ents[k].len = str.length;
-		ents[k].id = id;
-		k++;
-	}
+	size_t k = 0;
+	if (!scan(w, &cx, o, n, &ents, &k))
+		goto oom;
 	if (k > UINT32_MAX) {
 		ovs_err_format(err, sizeof err, "the filter matched %zu prims (at most 2^32-1)", k);
 		s = OVSTAGE_ERROR_NOT_SUPPORTED;
@@ -599,6 +707,11 @@ ovstage_enqueue_result_t ovs_filter_submit(ovs_stage *st, const ovstage_filter_t
 	for (size_t i = 0; i < np && s == OVSTAGE_OK; i++) {
 		s = compile(st, &filter->predicates[i], i, &o->p[i]);
 		o->np = i + 1;
+		/* an OR separator needs a predicate on each side */
+		if (s == OVSTAGE_OK && o->p[i].kind == F_OR && (i == 0 || i + 1 == np || o->p[i - 1].kind == F_OR))
+			s = ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+					"filter.predicates[%zu]: OR (OVSTAGE_FILTER_OP_EXT_OR) needs a predicate before and "
+					"after it (an empty group)", i);
 	}
 	ovs_query *q = s == OVSTAGE_OK ? ovs_query_new(st) : NULL;
 	if (s == OVSTAGE_OK && q && attr_count) {

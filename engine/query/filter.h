@@ -4,6 +4,8 @@
  *
  * Semantics (spec 2.9; decisions of ours are marked *):
  *  - The filter is the AND of its predicates; a NULL filter (or zero predicates) matches every prim.
+ *    *Extension: a predicate with op OVSTAGE_FILTER_OP_EXT_OR separates AND groups (the filter is then
+ *    the OR of the groups; a separator needs a predicate on each side, else INVALID_ARGUMENT).
  *  - Candidates: every prim that exists when the op runs (the stage's prim table: created by a
  *    write's execution, removed by a whole-prim delete's execution). *Existence is structural and is
  *    not floor-gated: a prim created by a write that is not sealed yet is a candidate, like the
@@ -20,8 +22,12 @@
  *      usd-children CONTAINS {paths}  the value path exists and is a child of the prim
  *      usd-prim-type IN {names}  the fixed uint64 column "usd-prim-type" holds the type's token id
  *      usd-schemas CONTAINS {names}  the array column "usd-schemas" (token-id rows) contains any of them
- *    usd-active anywhere, LT/LE/GT/GE, and value tests on other attributes: NOT_SUPPORTED. An empty
- *    value set matches nothing.
+ *      *IN / LT / LE / GT / GE on any other attribute: its latest sealed scalar value compared with
+ *        the values (numbers or true/false; filter_value.h). An extension: 0.2.1 answers NOT_SUPPORTED.
+ *    usd-active anywhere, LT/LE/GT/GE on built-ins, CONTAINS / PREFIX on other attributes:
+ *    NOT_SUPPORTED. An empty value set matches nothing.
+ *  - *The scan over candidate prims runs in blocks of 65,536 path ids on the workers (fork-join); the
+ *    result order does not depend on it (below).
  *  - Path values (IN on usd-path/usd-parent, CONTAINS on usd-children) must be valid absolute paths
  *    (path_dictionary.h syntax); they are interned at the call. Type names are interned as tokens at
  *    the call (*an empty type name matches nothing). PREFIX values are arbitrary bytes.

@@ -30,6 +30,8 @@ void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_
 	ovs_grace_init(&s->grace);
 	for (int d = 0; d < OVS_STORE_GPUS; d++)
 		atomic_init(&s->gpu[d], NULL);
+	atomic_init(&s->floor_seq, 0);
+	atomic_init(&s->floor_waiters, 0);
 }
 
 ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name)

@@ -5,11 +5,6 @@
 #include "gpu.h"
 #include "store.h"
 
-bool ovs_device_is_gpu(DLDevice dev)
-{
-	return dev.device_type == kDLCUDA;
-}
-
 bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, char *err, size_t errlen)
 {
 	if (dev.device_type != kDLCUDA) {
@@ -21,7 +16,7 @@ bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, ch
 			       (int)dev.device_id, OVS_STORE_GPUS - 1);
 		return false;
 	}
-	ovs_gpu *g = ovs_gpu_get(st, &st->gpu[dev.device_id], st->sched, dev.device_id, err, errlen);
+	ovs_gpu *g = ovs_gpu_get(&st->gpu[dev.device_id], st->sched, dev.device_id, err, errlen);
 	if (!g)
 		return false;
 	ovs_gpu_exec(g, x, w);

@@ -19,8 +19,6 @@ typedef struct ovs_store ovs_store;
 /* *x = the context for work on `dev` by worker w (NULL: the calling thread). False with a message
  * (INVALID_ARGUMENT-worthy: naming the device) when dev cannot be used. */
 bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, char *err, size_t errlen);
-/* Whether dev is a CUDA device this stage can use now (no context is created). */
-bool ovs_device_is_gpu(DLDevice dev);
 /* Destroys the stage's device contexts (store fini, after every buffer is released). */
 void ovs_store_devices_fini(ovs_store *st);
 

@@ -9,6 +9,7 @@
 #include "column.h"
 #include "delta.h"
 #include "version.h"
+#include "park.h"
 
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 {
@@ -207,6 +208,7 @@ static ovstage_api_status_t publish(ovs_store *st, ovs_column **cols, size_t nco
 	}
 	if (advance_stage_floor && m > atomic_load_explicit(&st->all_floor, memory_order_relaxed))
 		atomic_store_explicit(&st->all_floor, m, memory_order_release);
+	ovs_floor_notify(st); /* threads waiting for a floor look again */
 	/* Retire the old snapshot and the cut versions: new readers use the other counter from the
 	 * flip on and cannot reach them. */
 	ovs_limbo *gy = &st->limbo;
@@ -265,4 +267,15 @@ void ovs_seal_fini(ovs_store *st)
 	free(st->limbo.v);
 	free(st->limbo.c);
 	free_snapshot(ovs_grace_snapshot_owner(&st->grace));
+}
+
+void ovs_floor_notify(ovs_store *st)
+{
+	/* seq_cst (both): a Dekker pair with ovstage_ext_wait_write_floor, which increments floor_waiters
+	 * (seq_cst) before it reads floor_seq and the floors. Either this load sees the waiter, or the
+	 * waiter's read of floor_seq comes after this bump in the single total order — and then also its
+	 * reads of the floors, stored before the bump — so it never sleeps on a floor already reached. */
+	atomic_fetch_add_explicit(&st->floor_seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&st->floor_waiters, memory_order_seq_cst))
+		jobs_futex_wake(&st->floor_seq, INT32_MAX);
 }

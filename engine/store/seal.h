@@ -31,4 +31,8 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn);
 /* Frees the limbo and the current snapshot (destroy). */
 void ovs_seal_fini(ovs_store *st);
 
+/* Wakes threads waiting for a floor (ovstage_ext_wait_write_floor) after a publication moved floors:
+ * bumps the store's floor_seq, and makes the futex call only when someone waits. */
+void ovs_floor_notify(ovs_store *st);
+
 #endif /* OVSTAGE_ENGINE_SEAL_H */

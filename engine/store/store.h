@@ -45,6 +45,10 @@ struct ovs_store {
 	ovs_grace grace;                /* the latest snapshot and its grace period (own cache lines) */
 	ovs_limbo limbo;                /* the previous publication's retirees (seal-owned) */
 
+	/* --- floor-advance notification (ovstage_ext_wait_write_floor) --- */
+	_Atomic uint32_t floor_seq;     /* bumped after every publication's floors moved (futex word) */
+	_Atomic uint32_t floor_waiters; /* threads in ovstage_ext_wait_write_floor (no wake when 0) */
+
 	/* --- device columns (device.h) --- */
 	jobs_sched *sched;              /* where device work's completions resolve receipts */
 	struct ovs_gpu *_Atomic gpu[OVS_STORE_GPUS]; /* the stage's context per CUDA ordinal (first use) */

@@ -74,6 +74,30 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_get_memory_stats(ovstage_instance_t
 							      ovstage_ext_memory_stats_t *out);
 
 /*
+ * Floor-advance notification (an extension): blocks until the write floor of `attribute` reaches
+ * `ordinal` (the value get_attribute_write_floor would then report), or — with an empty attribute
+ * (token 0 and no string) — until the global floor (the minimum over the stage's columns) does.
+ * Woken by the seal that publishes the floor: no polling. `timeout` as for fetch calls (0 polls,
+ * OVSTAGE_TIMEOUT_INFINITE waits). OVSTAGE_OK when reached, OVSTAGE_ERROR_TIMEOUT when not (yet),
+ * INVALID_ARGUMENT for a NULL or foreign instance or a bad attribute name. A column that does not
+ * exist yet follows the stage floor, as get_attribute_write_floor does.
+ */
+OVSTAGE_API ovstage_api_status_t ovstage_ext_wait_write_floor(ovstage_instance_t *instance,
+							      ovx_string_or_token_t attribute,
+							      ovstage_ordinal_t ordinal, ovstage_timeout_ns_t timeout);
+
+/*
+ * Query filters (extensions; ovstage 0.2.1 answers NOT_SUPPORTED for these):
+ *  - IN, LT, LE, GT, GE on an attribute's own column compare its latest sealed value with the
+ *    predicate's values, given as strings ("3", "-1.5", "0x10", "true"): the column must be a scalar
+ *    number or bool column (one value per row); IN takes any number of values, the others one.
+ *  - A predicate whose op is OVSTAGE_FILTER_OP_EXT_OR separates AND groups: the filter matches a prim
+ *    when every predicate of at least one group holds ({A, B, OR, C} = (A and B) or C). Its
+ *    attribute and values are not looked at; it needs a predicate on each side.
+ */
+#define OVSTAGE_FILTER_OP_EXT_OR ((ovstage_filter_op_t)0x4f56)
+
+/*
  * Whether this process can keep columns on CUDA devices: *device_count = the CUDA devices it may use
  * (0 in CPU-only mode, without a driver or device, or in a build without the CUDA backend), and
  * *reason (if not NULL) a static string saying why not ("" when devices exist). Decides CPU-only

@@ -37,11 +37,13 @@ from __future__ import annotations
 import atexit as _atexit
 import enum as _enum
 import threading as _threading
+import weakref as _weakref
 from typing import NamedTuple as _NamedTuple, Optional as _Optional, Sequence as _Sequence
 
 from . import _native
 from ._native import (  # noqa: F401  (re-exported)
     DLTensor,
+    Hierarchy,
     ManagedDLTensor,
     Map,
     MapGroup,
@@ -258,6 +260,41 @@ class QueryResult(_NamedTuple):
     all_handle: int
 
 
+class HierarchyItem(_NamedTuple):
+    """The lookup result of one input prim: ``status`` (ErrorCode: OK, or NOT_FOUND for a prim that
+    does not exist) and its related ``paths`` (path strings; CHILDREN / SIBLINGS in path-id order)."""
+
+    status: int
+    paths: tuple
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ErrorCode.OK
+
+
+class HierarchyResult(_NamedTuple):
+    """A get_hierarchy result: the ``ordinal`` it was asked at and one HierarchyItem per input prim,
+    in input order."""
+
+    ordinal: int
+    items: list
+
+    @property
+    def input_count(self) -> int:
+        return len(self.items)
+
+    def item_paths(self, i: int) -> tuple:
+        return self.items[i].paths
+
+
+class HierarchyComputationModelDesc(_NamedTuple):
+    """One hierarchy computation model: id (HierarchyComputationModel), short name, description."""
+
+    model_id: int
+    name: str
+    description: str
+
+
 class OrdinalRange:
     """Which ordinals a read selects: latest at ``end_ordinal``, or the change range
     [start_ordinal, end_ordinal] when ``start_ordinal`` is given."""
@@ -379,16 +416,42 @@ def _check_u64(v, what: str) -> int:
 
 
 for _name, _obj in (("OvstageError", OvstageError), ("OvxError", OvxError), ("QueryResult", QueryResult),
-                    ("AttributeMeta", AttributeMeta), ("DLDataType", DLDataType)):
+                    ("AttributeMeta", AttributeMeta), ("DLDataType", DLDataType),
+                    ("HierarchyItem", HierarchyItem), ("HierarchyResult", HierarchyResult),
+                    ("HierarchyComputationModelDesc", HierarchyComputationModelDesc)):
     _native._register(_name, _obj)
 
 
 # ---- Stage ------------------------------------------------------------------------------------
 
 
+# Every Stage of this process (weakly): a PathDictionary whose own stage is destroyed keeps working
+# through another live stage of the same dictionary epoch (the dictionary is shared).
+_stages = _weakref.WeakSet()
+
+
 class Stage(_native.StageBase):
     """A stage instance. ``Stage(name=None, config=None)``; a context manager that destroys the
     stage on exit (and on collection). Every method is documented on the method itself."""
+
+    def __init__(self, name: _Optional[str] = None, config: _Optional[StageConfig] = None):
+        super().__init__(name, config)
+        _stages.add(self)
+
+    def compute_hierarchy(self, input_ordinal: int, output_ordinal: int,
+                          model: int = HierarchyComputationModel.DEFAULT_CPU) -> None:
+        """Recomputes the world matrices (the omni:fabric:worldMatrix rows that exist; the column is
+        never created) from omni:xform / omni:resetXformStack at ``input_ordinal`` and publishes them
+        at ``output_ordinal``, which must be sealed already (write N, seal N, compute(N, N), read).
+        Blocking; raises OvstageError when the compute fails (GPU models: NOT_SUPPORTED here)."""
+        self.compute_hierarchy_async(input_ordinal, output_ordinal, model).wait()
+
+    def get_hierarchy(self, path_list: int, ordinal: int, relation: int) -> HierarchyResult:
+        """PARENT / CHILDREN / SIBLINGS (HierarchyRelation) of each prim of ``path_list`` (blocking:
+        the lookup, its result and the handle's release). A prim that does not exist gives an item
+        with status NOT_FOUND."""
+        with self.get_hierarchy_async(path_list, ordinal, relation) as h:
+            return h.result()
 
     def get_path_dictionary(self) -> "PathDictionary":
         """The stage's path dictionary (tokens, prim paths, path lists)."""
@@ -430,7 +493,7 @@ class PathList(int):
 
     def __del__(self):
         try:
-            if not self._released and not self._pd._stage.closed:
+            if not self._released and not self._pd._backing().closed:
                 self._released = True
                 self._pd._release_list(int(self))
         except Exception:
@@ -442,9 +505,17 @@ class PathList(int):
 
 class PathDictionary:
     """Interns strings into tokens, prim paths into path handles, and ordered path sets into path
-    lists. ``PathDictionary(stage)`` uses that stage's dictionary; ``PathDictionary()`` owns a
-    private backing Stage (closed with the dictionary). Handles are valid only with the stage whose
-    dictionary made them (this implementation has one dictionary per stage)."""
+    lists. There is one dictionary, shared by every live stage of the process (made with the first,
+    destroyed with the last), so its tokens, paths and lists mean the same in every stage.
+    ``PathDictionary(stage)`` reaches it through that stage; ``PathDictionary()`` owns a private
+    backing Stage (closed with the dictionary) that keeps the dictionary alive meanwhile::
+
+        with ovstage.PathDictionary() as pd, ovstage.Stage("sim") as stage:
+            plist = pd.create_path_list_from_strings(["/World/A"])
+            q = stage.query_from_path_list(plist)
+
+    When its stage is destroyed, the dictionary is used through another live stage that has
+    shared it since (OvstageError(INVALID_HANDLE) when there is none: the handles are void)."""
 
     def __init__(self, stage: _Optional[Stage] = None):
         if stage is None:
@@ -459,6 +530,16 @@ class PathDictionary:
     @property
     def stage(self) -> Stage:
         return self._stage
+
+    def _backing(self):
+        st = self._stage
+        if not st.closed:
+            return st
+        epoch = st._pd_epoch
+        for other in list(_stages):
+            if not other.closed and other._pd_epoch == epoch:
+                return other
+        return st  # destroyed: its calls raise OvstageError(INVALID_HANDLE)
 
     def close(self) -> None:
         if self._owns:
@@ -478,28 +559,28 @@ class PathDictionary:
         return s
 
     def intern_token(self, s: str) -> int:
-        return self._stage._pd_intern_tokens([self._str(s, "token string")])[0]
+        return self._backing()._pd_intern_tokens([self._str(s, "token string")])[0]
 
     def intern_tokens(self, strings: _Sequence[str]) -> list:
-        return self._stage._pd_intern_tokens(strings)
+        return self._backing()._pd_intern_tokens(strings)
 
     def token_to_string(self, token: int) -> str:
-        return self._stage._pd_token_strings([token])[0]
+        return self._backing()._pd_token_strings([token])[0]
 
     def intern_path(self, s: str) -> int:
-        return self._stage._pd_intern_paths([self._str(s, "path string")])[0]
+        return self._backing()._pd_intern_paths([self._str(s, "path string")])[0]
 
     def path_to_string(self, path: int) -> str:
-        return self._stage._pd_path_strings([path])[0]
+        return self._backing()._pd_path_strings([path])[0]
 
     def create_path_list(self, paths: _Sequence[int]) -> PathList:
-        return PathList(self._stage._pd_create_path_list(paths), self)
+        return PathList(self._backing()._pd_create_path_list(paths), self)
 
     def create_path_list_from_strings(self, strings: _Sequence[str]) -> PathList:
-        return PathList(self._stage._pd_create_path_list_from_strings(strings), self)
+        return PathList(self._backing()._pd_create_path_list_from_strings(strings), self)
 
     def add_path_list_reference(self, path_list: int) -> None:
-        self._stage._pd_add_path_list_reference(path_list)
+        self._backing()._pd_add_path_list_reference(path_list)
 
     def destroy_path_list(self, path_list: int) -> None:
         """Drops one reference of a path list."""
@@ -509,16 +590,16 @@ class PathDictionary:
             self._release_list(path_list)
 
     def _release_list(self, path_list: int) -> None:
-        self._stage._pd_release_path_list(path_list)
+        self._backing()._pd_release_path_list(path_list)
 
     def path_list_count(self, path_list: int) -> int:
-        return self._stage._pd_path_list_count(path_list)
+        return self._backing()._pd_path_list_count(path_list)
 
     def get_paths(self, path_list: int) -> list:
-        return self._stage._pd_get_paths(path_list)
+        return self._backing()._pd_get_paths(path_list)
 
     def get_path_strings(self, path_list: int) -> list:
-        return self._stage._pd_path_strings(self._stage._pd_get_paths(path_list))
+        return self._backing()._pd_path_strings(self._backing()._pd_get_paths(path_list))
 
 
 # ---- DLPack helpers ---------------------------------------------------------------------------
@@ -619,7 +700,8 @@ def _shutdown_log() -> None:
 from . import instancing, population  # noqa: E402,F401
 
 __all__ = [
-    "Stage", "StageConfig", "Query", "Read", "Map", "OrdinalQuery", "PathDictionary", "PathList", "OvxError",
+    "Stage", "StageConfig", "Query", "Read", "Map", "OrdinalQuery", "Hierarchy", "HierarchyItem",
+    "HierarchyResult", "HierarchyComputationModelDesc", "PathDictionary", "PathList", "OvxError",
     "OvstageError", "ErrorCode", "FilterOp", "PrimMode", "AttributeSemantic", "HierarchyRelation",
     "HierarchyComputationModel", "Scope", "PopulationDomain", "OrdinalRange", "Predicate", "Filter", "Operation",
     "WriteDesc", "ReadGroup", "MapGroup", "AttributeMeta", "QueryResult", "DLTensor", "ManagedDLTensor",

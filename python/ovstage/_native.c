@@ -28,6 +28,8 @@
 #include <numpy/arrayobject.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +47,7 @@
 static PyObject *g_error_class;     /* ovstage.OvstageError, registered from Python */
 static PyObject *g_ovx_error_class; /* ovstage.OvxError */
 static PyObject *g_query_result_class, *g_attribute_meta_class, *g_dldatatype_class;
+static PyObject *g_hier_item_class, *g_hier_result_class, *g_hier_model_class;
 static PyObject *g_log_callback; /* current Python log callback, or NULL */
 static PyObject *s_dlpack, *s_dlpack_device, *s_max_version, *s_stream, *s_version_tuple;
 static PyObject *s_attribute, *s_tensors, *s_is_array, *s_index_map, *s_mask, *s_count, *s_cuda_event,
@@ -368,7 +371,7 @@ typedef struct Tracked {
 	TRACKED_HEAD;
 } Tracked;
 
-enum { T_OP, T_QUERY, T_READ, T_MAP, T_ORDQ, T_RGROUP };
+enum { T_OP, T_QUERY, T_READ, T_MAP, T_ORDQ, T_RGROUP, T_HIER };
 
 typedef struct StageObject {
 	PyObject_HEAD PyObject *weakreflist;
@@ -381,7 +384,21 @@ typedef struct StageObject {
 	int busy;        /* calls in flight with the GIL released */
 	int initialized; /* holds an ovstage_initialize reference */
 	PyObject *name;
+	uint64_t pd_epoch; /* the path dictionary generation it was created in (see g_pd_epoch) */
 } StageObject;
+
+/*
+ * The path dictionary is shared by all live instances: made with the first, destroyed with the
+ * last. The binding counts the instances it holds and numbers the dictionary's generations: when
+ * its count drops to zero the dictionary may be gone, so the next instance starts a new epoch.
+ * Two stages of one epoch have shared one dictionary all along (PathDictionary falls back to such
+ * a stage when its own is destroyed); instances made outside the binding only keep a dictionary
+ * alive longer, so the numbering is conservative. Creates and destroys are serialised by
+ * g_instances_lock (taken with the GIL released) so that a count and the engine agree.
+ */
+static pthread_mutex_t g_instances_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_instances;          /* guarded by g_instances_lock */
+static _Atomic uint64_t g_pd_epoch = 1; /* written under g_instances_lock */
 
 static void track(StageObject *st, Tracked *t, int kind)
 {
@@ -444,6 +461,8 @@ typedef struct {
 	int64_t *own;      /* shape and strides of an overridden layout (2 * ndim), or NULL */
 	PyObject *owner;   /* what keeps the data alive when `managed` is NULL (a source DLTensor, a Pin) */
 	uintptr_t stream;  /* the consumer stream handed to a CUDA producer (0 for CPU) */
+	uintptr_t event;   /* a CUDA event the data are ready after (a device read group's), or 0 */
+	PyObject *stream_obj; /* the stream object `stream` came from (kept alive with the tensor), or NULL */
 } DLTensorObject;
 
 static PyTypeObject DLTensorType;
@@ -463,6 +482,7 @@ static void dltensor_dealloc(DLTensorObject *self)
 	}
 	PyMem_Free(self->own);
 	Py_XDECREF(self->owner);
+	Py_XDECREF(self->stream_obj);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -490,6 +510,8 @@ static PyObject *dltensor_from_capsule(PyObject *cap, uintptr_t stream)
 	o->flags = 0;
 	o->versioned = 0;
 	o->stream = stream;
+	o->event = 0;
+	o->stream_obj = NULL;
 	if (name && strcmp(name, "dltensor_versioned") == 0) {
 		DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, name);
 		if (!m)
@@ -567,32 +589,43 @@ static PyObject *ingest_dlpack(PyObject *obj, PyObject *stream_arg, const char *
 	}
 	uintptr_t stream = 0;
 	int cuda = is_cuda_device(dev_type);
+	if (cuda) {
+		/* The DLPack consumer rule: name the stream we will read on (an int; None would mean the
+		 * legacy default too, but we say it). 0 is ambiguous in the protocol and is the ABI's
+		 * "none": both become 1, the legacy default stream. -1 ("no synchronisation") is refused:
+		 * the stage must be able to order its copy after the producer's work. */
+		if (stream_arg && PyLong_Check(stream_arg) && !PyBool_Check(stream_arg)) {
+			int ovf = 0;
+			long long v = PyLong_AsLongLongAndOverflow(stream_arg, &ovf);
+			if (!ovf && v < 0) {
+				Py_DECREF(meth);
+				PyErr_Format(PyExc_ValueError, "%s: stream must be a CUDA stream handle (1 = legacy default, 2 "
+					     "= per-thread default, or a cudaStream_t), got %R", what, stream_arg);
+				return NULL;
+			}
+		}
+		if (parse_cuda_handle(stream_arg, "stream", s_cuda_stream_attr, &stream) < 0) {
+			Py_DECREF(meth);
+			return NULL;
+		}
+		if (stream == 0)
+			stream = 1;
+	} /* a CPU producer is called without stream= (the protocol's rule); a write's cuda_stream still
+	   * goes to its cuda_sync */
 	PyObject *kw = PyDict_New();
 	if (!kw) {
 		Py_DECREF(meth);
 		return NULL;
 	}
 	if (cuda) {
-		PyObject *sv = stream_arg;
-		if (!sv || sv == Py_None || (PyLong_Check(sv) && PyLong_AsLong(sv) == 0)) {
-			sv = PyLong_FromLong(1); /* the legacy default stream: never 0 (ambiguous) */
-		} else {
-			Py_INCREF(sv);
-		}
-		if (!sv) {
-			Py_DECREF(kw);
-			Py_DECREF(meth);
-			return NULL;
-		}
-		uint64_t sh = 0;
-		if (parse_u64(sv, "stream", &sh) < 0 || PyDict_SetItem(kw, s_stream, sv) < 0) {
-			Py_DECREF(sv);
+		PyObject *sv = PyLong_FromUnsignedLongLong((unsigned long long)stream);
+		if (!sv || PyDict_SetItem(kw, s_stream, sv) < 0) {
+			Py_XDECREF(sv);
 			Py_DECREF(kw);
 			Py_DECREF(meth);
 			return NULL;
 		}
 		Py_DECREF(sv);
-		stream = (uintptr_t)sh;
 	}
 	PyObject *cap = NULL;
 	if (PyDict_SetItem(kw, s_max_version, s_version_tuple) == 0) {
@@ -614,6 +647,10 @@ static PyObject *ingest_dlpack(PyObject *obj, PyObject *stream_arg, const char *
 		return NULL;
 	PyObject *t = dltensor_from_capsule(cap, stream);
 	Py_DECREF(cap);
+	if (t && cuda && stream_arg && stream_arg != Py_None && !PyLong_Check(stream_arg)) {
+		Py_INCREF(stream_arg); /* a stream object: alive as long as the tensor that names it */
+		((DLTensorObject *)t)->stream_obj = stream_arg;
+	}
 	return t;
 }
 
@@ -679,12 +716,30 @@ static PyObject *dltensor_readonly(DLTensorObject *self, void *c)
 	return PyBool_FromLong((self->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
 }
 
+/* A CUDA DLTensor passed where a stream is named is not taken again: the stream must be the one it
+ * was taken on (None: anything). */
+static int same_stream(DLTensorObject *t, PyObject *stream, const char *what)
+{
+	if (!stream || stream == Py_None || !is_cuda_device(t->t.device.device_type))
+		return 0; /* a CPU tensor has no stream (as a CPU producer is given none) */
+	uintptr_t want = 0;
+	if (parse_cuda_handle(stream, "stream", s_cuda_stream_attr, &want) < 0)
+		return -1;
+	if (want == t->stream)
+		return 0;
+	PyErr_Format(PyExc_ValueError, "%s: the DLTensor was taken on stream %llu, not stream=%R (a DLTensor is "
+		     "not taken again)", what, (unsigned long long)t->stream, stream);
+	return -1;
+}
+
 static PyObject *dltensor_from_dlpack(PyObject *cls, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)cls;
 	static const char *const names[] = { "obj", "stream" };
 	PyObject *a[2];
 	if (parse_args("from_dlpack", args, nargs, kwnames, names, 2, 2, 1, a) < 0)
+		return NULL;
+	if (Py_TYPE(a[0]) == &DLTensorType && same_stream((DLTensorObject *)a[0], a[1], "from_dlpack") < 0)
 		return NULL;
 	return as_dltensor(a[0], a[1], "from_dlpack");
 }
@@ -858,13 +913,18 @@ static int tensor_extent(const DLTensor *t, uint64_t elem, uint64_t *out)
 static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	(void)mod;
-	static const char *const names[] = { "array", "dtype", "shape", "ndim", "strides", "device_type", "device_id" };
-	PyObject *a[7];
-	if (parse_args("make_dltensor", args, nargs, kwnames, names, 7, 1, 1, a) < 0)
+	static const char *const names[] = { "array", "dtype", "shape", "ndim", "strides", "device_type", "device_id",
+					     "stream" };
+	PyObject *a[8];
+	if (parse_args("make_dltensor", args, nargs, kwnames, names, 8, 1, 1, a) < 0)
 		return NULL;
-	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], NULL, "make_dltensor");
+	DLTensorObject *src = (DLTensorObject *)as_dltensor(a[0], a[7], "make_dltensor");
 	if (!src)
 		return NULL;
+	if (Py_TYPE(a[0]) == &DLTensorType && same_stream(src, a[7], "make_dltensor") < 0) {
+		Py_DECREF(src);
+		return NULL;
+	}
 	DLTensor t = src->t;
 	int64_t shp[OVS_MAX_NDIM], str[OVS_MAX_NDIM];
 	int nd = t.ndim;
@@ -1004,6 +1064,8 @@ static PyObject *make_dltensor(PyObject *mod, PyObject *const *args, Py_ssize_t 
 	o->versioned = 0;
 	o->flags = src->flags;
 	o->stream = src->stream;
+	o->event = src->event;
+	o->stream_obj = NULL; /* src (the owner) keeps it */
 	o->owner = (PyObject *)src; /* keeps the capsule (and the producer's data) */
 	o->own = PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(nd ? nd : 1));
 	if (!o->own) {
@@ -1326,7 +1388,7 @@ typedef struct {
 	Py_ssize_t exports; /* Map: live array / DLPack views of its groups */
 } HandleObject;
 
-static PyTypeObject QueryType, ReadType, MapType, OrdinalQueryType;
+static PyTypeObject QueryType, ReadType, MapType, OrdinalQueryType, HierarchyType;
 
 static const char *kind_name(int k)
 {
@@ -1336,6 +1398,7 @@ static const char *kind_name(int k)
 	case T_MAP: return "Map";
 	case T_ORDQ: return "OrdinalQuery";
 	case T_RGROUP: return "ReadGroup";
+	case T_HIER: return "Hierarchy";
 	default: return "Operation";
 	}
 }
@@ -1371,6 +1434,7 @@ static ovstage_enqueue_result_t handle_enqueue_release(HandleObject *h, ovstage_
 	case T_QUERY: return ovstage_release_query(in, h->handle);
 	case T_READ: return ovstage_release_read(in, h->handle);
 	case T_MAP: return ovstage_unmap_attribute(in, h->handle, sync);
+	case T_HIER: return ovstage_release_hierarchy(in, h->handle);
 	default: return ovstage_release_ordinal_query(in, h->handle);
 	}
 }
@@ -1381,6 +1445,7 @@ static const char *release_label(int kind)
 	case T_QUERY: return "release_query";
 	case T_READ: return "release_read";
 	case T_MAP: return "unmap_attribute";
+	case T_HIER: return "release_hierarchy";
 	default: return "release_ordinal_query";
 	}
 }
@@ -1439,8 +1504,15 @@ static void warn_unreleased(PyObject *self, const char *what, unsigned long long
 	PyObject *et, *ev, *tb;
 	PyErr_Fetch(&et, &ev, &tb);
 	if (PyErr_WarnFormat(PyExc_ResourceWarning, 1, "unreleased ovstage %s %llu collected; releasing it", what,
-			     id) < 0)
-		PyErr_WriteUnraisable(self);
+			     id) < 0) {
+		/* Warnings are errors (-W error): report it as unraisable, with a description as the
+		 * context, not `self`: this runs in its dealloc, and a hook that keeps the object it is
+		 * given (pytest's does) would keep freed memory. */
+		(void)self;
+		PyObject *ctx = PyUnicode_FromFormat("the finalizer of an unreleased ovstage %s %llu", what, id);
+		PyErr_WriteUnraisable(ctx);
+		Py_XDECREF(ctx);
+	}
 	PyErr_Restore(et, ev, tb);
 }
 
@@ -1842,60 +1914,141 @@ static void export_capsule_destructor(PyObject *cap)
 	PyErr_Clear();
 }
 
-/* CUDA ordering of a consumer stream after a group's cuda_sync, through the driver API (loaded on
- * first use; there is no CUDA at build time). */
+/*
+ * CUDA ordering of a consumer stream after a group's cuda_sync (docs/gpu.md "Reads"), through the
+ * CUDA driver API, loaded on first use (libcuda.so.1: there is no CUDA at build time, and the driver
+ * is what every CUDA program has). Nothing here blocks the host: cuStreamWaitEvent only enqueues
+ * the dependency. The consumer's stream belongs to the device the data are on (the DLPack rule),
+ * and the handles 1 / 2 (CU_STREAM_LEGACY / CU_STREAM_PER_THREAD, the same values as DLPack's)
+ * mean that device's primary context, which torch, CuPy and the stage use: that context is made
+ * current around the calls (retained, pushed, popped, released), so the calling thread needs no
+ * CUDA state of its own and keeps the one it has.
+ */
+typedef int (*cu_init_fn)(unsigned);
+typedef int (*cu_device_get_fn)(int *, int);
+typedef int (*cu_ctx_retain_fn)(void **, int);
+typedef int (*cu_ctx_release_fn)(int);
+typedef int (*cu_ctx_push_fn)(void *);
+typedef int (*cu_ctx_pop_fn)(void **);
 typedef int (*cu_wait_fn)(void *, void *, unsigned);
 typedef int (*cu_event_create_fn)(void **, unsigned);
 typedef int (*cu_event_record_fn)(void *, void *);
 typedef int (*cu_event_destroy_fn)(void *);
+typedef int (*cu_error_name_fn)(int, const char **);
 static struct {
-	int loaded;
+	int loaded; /* 1: looked up (under the GIL); then `ok` says whether every symbol was found */
+	int ok;
+	int init_rc;
+	cu_init_fn init;
+	cu_device_get_fn device_get;
+	cu_ctx_retain_fn retain;
+	cu_ctx_release_fn release;
+	cu_ctx_push_fn push;
+	cu_ctx_pop_fn pop;
 	cu_wait_fn wait;
 	cu_event_create_fn create;
 	cu_event_record_fn record;
 	cu_event_destroy_fn destroy;
+	cu_error_name_fn error_name;
 } g_cu;
 
-static int cuda_order_consumer(uintptr_t consumer, ovstage_cuda_sync_t sync)
+static void *cu_sym(void *lib, const char *a, const char *b)
+{
+	void *p = dlsym(lib, a);
+	return p || !b ? p : dlsym(lib, b);
+}
+
+#define CU_LOAD(field, a, b)                                                                                  \
+	do {                                                                                                 \
+		void *p_ = cu_sym(lib, a, b);                                                                \
+		memcpy(&g_cu.field, &p_, sizeof p_); /* ISO C has no object-to-function pointer cast */     \
+		g_cu.ok &= p_ != NULL;                                                                       \
+	} while (0)
+
+static int cu_load(void)
+{
+	if (g_cu.loaded)
+		return g_cu.ok;
+	g_cu.loaded = 1;
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		return 0;
+	g_cu.ok = 1;
+	CU_LOAD(init, "cuInit", NULL);
+	CU_LOAD(device_get, "cuDeviceGet", NULL);
+	CU_LOAD(retain, "cuDevicePrimaryCtxRetain", NULL);
+	CU_LOAD(release, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease");
+	CU_LOAD(push, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+	CU_LOAD(pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+	CU_LOAD(wait, "cuStreamWaitEvent", NULL);
+	CU_LOAD(create, "cuEventCreate", NULL);
+	CU_LOAD(record, "cuEventRecord", NULL);
+	CU_LOAD(destroy, "cuEventDestroy_v2", "cuEventDestroy");
+	CU_LOAD(error_name, "cuGetErrorName", NULL);
+	if (g_cu.ok)
+		g_cu.init_rc = g_cu.init(0); /* idempotent; a failure is reported at use */
+	return g_cu.ok;
+}
+
+static PyObject *cu_fail(const char *what, int rc)
+{
+	const char *name = NULL;
+	if (g_cu.error_name)
+		g_cu.error_name(rc, &name);
+	PyErr_Format(PyExc_BufferError, "ordering the consumer stream after the group's data: %s failed (%s, CUresult %d)",
+		     what, name ? name : "unknown", rc);
+	return NULL;
+}
+
+static int cuda_order_consumer(uintptr_t consumer, int device, ovstage_cuda_sync_t sync)
 {
 	if (!sync.stream && !sync.wait_event)
-		return 0;
-	if (!g_cu.loaded) {
-		void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-		if (lib) { /* memcpy: ISO C has no object-to-function pointer conversion */
-			void *p;
-			p = dlsym(lib, "cuStreamWaitEvent");
-			memcpy(&g_cu.wait, &p, sizeof p);
-			p = dlsym(lib, "cuEventCreate");
-			memcpy(&g_cu.create, &p, sizeof p);
-			p = dlsym(lib, "cuEventRecord");
-			memcpy(&g_cu.record, &p, sizeof p);
-			p = dlsym(lib, "cuEventDestroy_v2");
-			memcpy(&g_cu.destroy, &p, sizeof p);
-		}
-		g_cu.loaded = 1;
-	}
-	if (!g_cu.wait || !g_cu.create || !g_cu.record || !g_cu.destroy) {
-		PyErr_SetString(PyExc_BufferError, "the group's CUDA data needs ordering but the CUDA driver "
-				"(libcuda.so.1) cannot be loaded");
+		return 0; /* nothing outstanding */
+	if (!cu_load()) {
+		PyErr_SetString(PyExc_BufferError, "the group's CUDA data need ordering after their CUDA event, but the "
+				"CUDA driver (libcuda.so.1 with cuStreamWaitEvent and the primary-context calls) cannot "
+				"be loaded");
 		return -1;
 	}
-	void *cs = (void *)consumer; /* 1 = CU_STREAM_LEGACY, 2 = CU_STREAM_PER_THREAD: the same values */
-	int rc = 0;
-	if (sync.wait_event)
-		rc = g_cu.wait(cs, (void *)sync.wait_event, 0);
-	if (!rc && sync.stream) {
+	if (g_cu.init_rc) {
+		cu_fail("cuInit", g_cu.init_rc);
+		return -1;
+	}
+	int dev = 0, rc;
+	void *ctx = NULL, *popped = NULL;
+	if ((rc = g_cu.device_get(&dev, device)) != 0) {
+		cu_fail("cuDeviceGet", rc);
+		return -1;
+	}
+	if ((rc = g_cu.retain(&ctx, dev)) != 0) {
+		cu_fail("cuDevicePrimaryCtxRetain", rc);
+		return -1;
+	}
+	if ((rc = g_cu.push(ctx)) != 0) {
+		g_cu.release(dev);
+		cu_fail("cuCtxPushCurrent", rc);
+		return -1;
+	}
+	void *cs = (void *)consumer;
+	const char *what = NULL;
+	if (sync.wait_event && (rc = g_cu.wait(cs, (void *)sync.wait_event, 0)) != 0)
+		what = "cuStreamWaitEvent";
+	if (!rc && sync.stream) { /* a stream to drain: an event recorded on it now, waited on */
 		void *ev = NULL;
-		rc = g_cu.create(&ev, 2 /* CU_EVENT_DISABLE_TIMING */);
-		if (!rc) {
-			rc = g_cu.record(ev, (void *)sync.stream);
-			if (!rc)
-				rc = g_cu.wait(cs, ev, 0);
-			g_cu.destroy(ev);
+		if ((rc = g_cu.create(&ev, 2 /* CU_EVENT_DISABLE_TIMING */)) != 0) {
+			what = "cuEventCreate";
+		} else {
+			if ((rc = g_cu.record(ev, (void *)sync.stream)) != 0)
+				what = "cuEventRecord";
+			else if ((rc = g_cu.wait(cs, ev, 0)) != 0)
+				what = "cuStreamWaitEvent";
+			g_cu.destroy(ev); /* destroying a pending event is allowed: its resources go when it fires */
 		}
 	}
+	g_cu.pop(&popped);
+	g_cu.release(dev);
 	if (rc) {
-		PyErr_Format(PyExc_BufferError, "ordering the consumer stream after the group's data failed (CUresult %d)", rc);
+		cu_fail(what, rc);
 		return -1;
 	}
 	return 0;
@@ -1924,18 +2077,34 @@ static PyObject *managed_dlpack(ManagedObject *m, PyObject *const *args, Py_ssiz
 		return NULL;
 	}
 	if (cuda) {
-		long s = 1; /* None: the legacy default stream */
+		/* The producer side of the protocol: stream None = the legacy default (1), 1 / 2 / a
+		 * cudaStream_t = order that stream after the data, -1 = the consumer synchronises itself,
+		 * 0 and other negatives are refused. */
+		long long sv = 1;
 		if (a[0] && a[0] != Py_None) {
-			s = PyLong_AsLong(a[0]);
-			if (s == -1 && PyErr_Occurred())
+			int ovf = 0;
+			if (!PyLong_Check(a[0]) || PyBool_Check(a[0])) {
+				PyErr_Format(PyExc_TypeError, "__dlpack__: stream must be an int or None, got %.80s %R",
+					     Py_TYPE(a[0])->tp_name, a[0]);
 				return NULL;
-			if (s == 0) {
-				PyErr_SetString(PyExc_ValueError, "stream=0 is ambiguous in the DLPack protocol; pass 1 (legacy "
-						"default), 2 (per-thread) or a stream handle");
+			}
+			sv = PyLong_AsLongLongAndOverflow(a[0], &ovf);
+			if (sv == -1 && PyErr_Occurred())
+				return NULL;
+			if (ovf > 0) { /* above LLONG_MAX: still a 64-bit handle */
+				unsigned long long u = PyLong_AsUnsignedLongLong(a[0]);
+				if (u == (unsigned long long)-1 && PyErr_Occurred())
+					return NULL;
+				sv = (long long)u;
+			}
+			if (ovf < 0 || sv == 0 || sv < -1) {
+				PyErr_Format(PyExc_ValueError, "__dlpack__: stream=%R is not a consumer stream (0 is ambiguous "
+					     "in the DLPack protocol; pass 1 (legacy default), 2 (per-thread default), a "
+					     "stream handle, or -1 to synchronise yourself)", a[0]);
 				return NULL;
 			}
 		}
-		if (s != -1 && cuda_order_consumer((uintptr_t)s, m->sync) < 0)
+		if (sv != -1 && cuda_order_consumer((uintptr_t)(unsigned long long)sv, (int)m->t.device.device_id, m->sync) < 0)
 			return NULL;
 	} else if (a[0] && a[0] != Py_None && !(PyLong_Check(a[0]) && PyLong_AsLong(a[0]) == -1)) {
 		PyErr_Clear();
@@ -2109,6 +2278,9 @@ static PyObject *group_tensor(GroupObject *g, PyObject *arg)
 	o->versioned = 0;
 	o->flags = g->is_map ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
 	o->stream = 0;
+	/* A device group's data are ready after its wait_event: a write of this tensor waits on it. */
+	o->event = (uintptr_t)group_data(g)->cuda_sync.wait_event;
+	o->stream_obj = NULL;
 	o->own = NULL;
 	o->t = *t;
 	o->owner = pin_new(g);
@@ -2553,22 +2725,52 @@ static int build_write(StageObject *st, const char *label, const write_args *w, 
 		    tensor_extent(&t->t, (uint64_t)t->t.dtype.bits * t->t.dtype.lanes / 8, &ext) == 0)
 			*bytes += ext;
 		if (is_cuda_device(t->t.device.device_type)) {
-			if (cuda_stream && t->stream && t->stream != cuda_stream && !user_stream) {
-				PyErr_Format(PyExc_ValueError, "%s: the CUDA tensors were taken on different streams "
-					     "(%llu and %llu); pass cuda_stream=", what, (unsigned long long)cuda_stream,
-					     (unsigned long long)t->stream);
+			/* One write has one cuda_sync: every producer must have been told the same stream
+			 * (t->stream: what its __dlpack__ got; 0 for a read group's tensor, which has no
+			 * producer stream), and that is the stream the stage drains. A tensor taken earlier
+			 * on another stream (DLTensor.from_dlpack / make_dltensor with their own stream=)
+			 * cannot be ordered by this write's stream: refused, naming both. */
+			if (!cuda_stream)
+				cuda_stream = user_stream ? user_stream : t->stream;
+			if (t->stream && cuda_stream && t->stream != cuda_stream) {
+				PyErr_Format(PyExc_ValueError, "%s: this CUDA tensor was taken on stream %llu but the write "
+					     "is ordered on stream %llu%s; take every tensor of one write on its stream "
+					     "(DLTensor.from_dlpack(obj, stream=...) / make_dltensor(obj, stream=...))",
+					     what, (unsigned long long)t->stream, (unsigned long long)cuda_stream,
+					     user_stream ? " (cuda_stream=)" : " (the first CUDA tensor's)");
 				Py_XDECREF(stream_arg);
 				return -1;
 			}
-			if (!cuda_stream)
-				cuda_stream = user_stream ? user_stream : (t->stream ? t->stream : 1);
+			/* A device read group's tensor is ready after the group's event. */
+			if (t->event && t->event != event) {
+				if (event && (w->cuda_event && w->cuda_event != Py_None)) {
+					PyErr_Format(PyExc_ValueError, "%s: this tensor of a device read group is ready after "
+						     "its group's CUDA event %#llx, and cuda_event=%#llx was given too (one "
+						     "write waits on one event): wait on the group's event in your stream "
+						     "and pass that stream", what, (unsigned long long)t->event,
+						     (unsigned long long)event);
+					Py_XDECREF(stream_arg);
+					return -1;
+				}
+				if (event) {
+					PyErr_Format(PyExc_ValueError, "%s: the tensors come from device read groups with "
+						     "different CUDA events (%#llx and %#llx); write them separately", what,
+						     (unsigned long long)event, (unsigned long long)t->event);
+					Py_XDECREF(stream_arg);
+					return -1;
+				}
+				event = t->event;
+			}
 			any_cuda = 1;
 		}
 	}
 	Py_XDECREF(stream_arg);
 	out->tensors = ts;
 	out->tensor_count = (uint32_t)n;
-	/* The stage drains the stream the producers were told we read on, and waits on the event. */
+	/* The stage drains the stream the producers were told we read on (1, the legacy default, when
+	 * no producer was asked), and waits on the event. */
+	if (any_cuda && !cuda_stream)
+		cuda_stream = 1;
 	out->cuda_sync.stream = any_cuda ? cuda_stream : user_stream;
 	out->cuda_sync.wait_event = event;
 	if (w->cuda_event && w->cuda_event != Py_None && PyList_Append(inputs, w->cuda_event) < 0)
@@ -2685,7 +2887,11 @@ static void stage_maybe_finalize(StageObject *st)
 	st->pd = NULL;
 	int rc;
 	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&g_instances_lock);
 	rc = ovstage_destroy_instance(in);
+	if (rc == OVSTAGE_OK && --g_instances == 0)
+		atomic_fetch_add(&g_pd_epoch, 1);
+	pthread_mutex_unlock(&g_instances_lock);
 	if (rc == OVSTAGE_OK && st->initialized)
 		ovstage_shutdown();
 	Py_END_ALLOW_THREADS
@@ -2715,7 +2921,7 @@ static void stage_drain(StageObject *st)
 			PyErr_Clear();
 			break;
 		}
-	static const int order[] = { T_RGROUP, T_MAP, T_READ, T_ORDQ, T_QUERY, T_OP };
+	static const int order[] = { T_RGROUP, T_MAP, T_READ, T_HIER, T_ORDQ, T_QUERY, T_OP };
 	for (size_t p = 0; p < sizeof order / sizeof order[0]; p++) {
 		for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); i++) {
 			Tracked *t = (Tracked *)PyList_GET_ITEM(lst, i);
@@ -2801,8 +3007,15 @@ static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 	ovstage_instance_desc_t desc = { cname };
 	ovstage_instance_t *in = NULL;
 	int rc;
+	uint64_t epoch = 0;
 	Py_BEGIN_ALLOW_THREADS
+	pthread_mutex_lock(&g_instances_lock);
 	rc = ovstage_create_instance(&desc, &in);
+	if (rc == OVSTAGE_OK && in) {
+		g_instances++;
+		epoch = atomic_load(&g_pd_epoch);
+	}
+	pthread_mutex_unlock(&g_instances_lock);
 	Py_END_ALLOW_THREADS
 	if (rc != OVSTAGE_OK || !in) {
 		raise_last(rc ? rc : OVSTAGE_ERROR_INTERNAL, "ovstage_create_instance");
@@ -2814,6 +3027,7 @@ static int stage_init(StageObject *st, PyObject *args, PyObject *kw)
 	}
 	st->inst = in;
 	st->pd = ovstage_get_path_dictionary(in);
+	st->pd_epoch = epoch;
 	st->closed = 0;
 	Py_INCREF(name);
 	Py_XSETREF(st->name, name);
@@ -2907,6 +3121,11 @@ static PyObject *stage_get_name(StageObject *st, void *c)
 	PyObject *n = st->name ? st->name : Py_None;
 	Py_INCREF(n);
 	return n;
+}
+static PyObject *stage_get_pd_epoch(StageObject *st, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(st->pd_epoch);
 }
 static PyObject *stage_get_live(StageObject *st, void *c)
 {
@@ -3464,6 +3683,160 @@ static PyObject *stage_clone(StageObject *st, PyObject *const *args, Py_ssize_t 
 static PyObject *stage_clone_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
 	return clone_impl(st, args, nargs, kwnames, 0);
+}
+
+/* ---- Hierarchy (spec 2.13): models, compute, lookups ----------------------------------------- */
+
+static PyObject *str_view(ovx_string_t v)
+{
+	return PyUnicode_DecodeUTF8(v.ptr ? v.ptr : "", v.ptr ? (Py_ssize_t)v.length : 0, "replace");
+}
+
+static PyObject *stage_get_hierarchy_computation_models(StageObject *st, PyObject *unused)
+{
+	(void)unused;
+	if (stage_check(st) < 0)
+		return NULL;
+	const ovstage_hierarchy_computation_model_desc_t *m = NULL;
+	size_t n = 0;
+	int rc = ovstage_get_hierarchy_computation_models(st->inst, &m, &n);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "get_hierarchy_computation_models");
+	PyObject *lst = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; lst && i < n; i++) {
+		PyObject *name = str_view(m[i].name), *desc = str_view(m[i].description), *e = NULL;
+		if (name && desc)
+			e = g_hier_model_class ? PyObject_CallFunction(g_hier_model_class, "iOO", (int)m[i].model_id, name, desc)
+					       : Py_BuildValue("(iOO)", (int)m[i].model_id, name, desc);
+		Py_XDECREF(name);
+		Py_XDECREF(desc);
+		if (!e) {
+			Py_CLEAR(lst);
+			break;
+		}
+		PyList_SET_ITEM(lst, (Py_ssize_t)i, e);
+	}
+	return lst;
+}
+
+/* compute_hierarchy_async(input_ordinal, output_ordinal, model=DEFAULT_CPU) -> Operation. The model
+ * is range-checked here (an out-of-range int would otherwise reach the C enum); INVALID (0) goes to
+ * the engine, which rejects it with its own message. */
+static PyObject *stage_compute_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs,
+					       PyObject *kwnames)
+{
+	STAGE_ARGS("compute_hierarchy_async", "input_ordinal", "output_ordinal", "model");
+	uint64_t in_ord, out_ord;
+	int model = OVSTAGE_HIERARCHY_COMPUTATION_MODEL_DEFAULT_CPU;
+	if (parse_args("compute_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 2, a) < 0 ||
+	    parse_u64(a[0], "input_ordinal", &in_ord) < 0 || parse_u64(a[1], "output_ordinal", &out_ord) < 0 ||
+	    (a[2] && a[2] != Py_None &&
+	     parse_enum(a[2], "model", OVSTAGE_HIERARCHY_COMPUTATION_MODEL_INVALID,
+			OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, &model) < 0))
+		return NULL;
+	ovstage_enqueue_result_t e;
+	BUSY_BEGIN(st)
+	e = ovstage_compute_hierarchy(st->inst, (ovstage_hierarchy_computation_model_id_t)model, in_ord, out_ord);
+	BUSY_END
+	return new_operation(st, "compute_hierarchy", e, NULL, NULL);
+}
+
+/* get_hierarchy_async(path_list, ordinal, relation) -> Hierarchy (the list is copied at the call). */
+static PyObject *stage_get_hierarchy_async(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	STAGE_ARGS("get_hierarchy_async", "path_list", "ordinal", "relation");
+	uint64_t list, ordinal;
+	int relation;
+	if (parse_args("get_hierarchy_async", args, nargs, kwnames, names, NARGS, 3, 3, a) < 0 ||
+	    parse_u64(a[0], "path_list", &list) < 0 || parse_u64(a[1], "ordinal", &ordinal) < 0 ||
+	    parse_enum(a[2], "relation", OVSTAGE_HIERARCHY_PARENT, OVSTAGE_HIERARCHY_SIBLINGS, &relation) < 0)
+		return NULL;
+	ovstage_hierarchy_handle_t h = OVSTAGE_INVALID_HIERARCHY_HANDLE;
+	ovstage_enqueue_result_t e;
+	BUSY_BEGIN(st)
+	e = ovstage_get_hierarchy(st->inst, list, ordinal, (ovstage_hierarchy_relation_t)relation, &h);
+	BUSY_END
+	PyObject *op = new_operation(st, "get_hierarchy", e, NULL, NULL);
+	if (!op)
+		return NULL; /* new_operation waited for an accepted op; the handle is lost with the stage */
+	return new_handle(st, &HierarchyType, T_HIER, e.status == OVSTAGE_OK ? h : 0, op);
+}
+
+/* Copies a fetched result into HierarchyResult(ordinal, [HierarchyItem(status, (path, ...)), ...]). */
+static PyObject *hierarchy_result_copy(const ovstage_hierarchy_result_t *r)
+{
+	PyObject *items = PyList_New((Py_ssize_t)r->input_count);
+	for (size_t i = 0; items && i < r->input_count; i++) {
+		const ovstage_hierarchy_item_t *it = &r->items[i];
+		if (it->path_offset > r->path_count || it->path_count > r->path_count - it->path_offset) {
+			Py_CLEAR(items);
+			raise_code(OVSTAGE_ERROR_INTERNAL, "hierarchy result item %zu: paths [%zu, +%zu) outside the %zu paths",
+				   i, it->path_offset, it->path_count, r->path_count);
+			break;
+		}
+		PyObject *paths = PyTuple_New((Py_ssize_t)it->path_count);
+		for (size_t k = 0; paths && k < it->path_count; k++) {
+			const ovx_string_or_token_t *p = &r->paths[it->path_offset + k];
+			/* The engine gives the path text (token 0); a token entry is shown as its number. */
+			PyObject *s = p->token ? PyUnicode_FromFormat("%llu", (unsigned long long)p->token) : str_view(p->string);
+			if (!s) {
+				Py_CLEAR(paths);
+				break;
+			}
+			PyTuple_SET_ITEM(paths, (Py_ssize_t)k, s);
+		}
+		PyObject *item = NULL;
+		if (paths)
+			item = g_hier_item_class ? PyObject_CallFunction(g_hier_item_class, "iO", (int)it->status, paths)
+						 : Py_BuildValue("(iO)", (int)it->status, paths);
+		Py_XDECREF(paths);
+		if (!item) {
+			Py_CLEAR(items);
+			break;
+		}
+		PyList_SET_ITEM(items, (Py_ssize_t)i, item);
+	}
+	if (!items)
+		return NULL;
+	PyObject *res = g_hier_result_class
+				? PyObject_CallFunction(g_hier_result_class, "KN", (unsigned long long)r->ordinal, items)
+				: Py_BuildValue("(KN)", (unsigned long long)r->ordinal, items);
+	return res;
+}
+
+/* Non-blocking fetch, copy, release of the payload. */
+static PyObject *hierarchy_fetch_impl(StageObject *st, uint64_t h)
+{
+	ovstage_hierarchy_result_t r;
+	memset(&r, 0, sizeof r);
+	int rc = ovstage_fetch_hierarchy_result(st->inst, h, &r);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "fetch_hierarchy_result");
+	PyObject *res = hierarchy_result_copy(&r);
+	PyObject *et, *ev, *tb;
+	PyErr_Fetch(&et, &ev, &tb);
+	int rrc = ovstage_release_hierarchy_result(st->inst, &r);
+	PyErr_Restore(et, ev, tb);
+	if (res && rrc != OVSTAGE_OK) {
+		Py_DECREF(res);
+		return raise_last(rrc, "release_hierarchy_result");
+	}
+	return res;
+}
+
+static PyObject *stage_fetch_hierarchy_result(StageObject *st, PyObject *arg)
+{
+	if (stage_check(st) < 0)
+		return NULL;
+	uint64_t h;
+	if (get_handle(st, arg, &HierarchyType, "hierarchy", &h, NULL) < 0)
+		return NULL;
+	return hierarchy_fetch_impl(st, h);
+}
+
+static PyObject *stage_release_hierarchy(StageObject *st, PyObject *arg)
+{
+	return release_handle_arg(st, arg, &HierarchyType, T_HIER, "hierarchy");
 }
 
 static PyObject *stage_map_attribute(StageObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -4157,6 +4530,21 @@ static PyObject *query_result(HandleObject *h, PyObject *const *args, Py_ssize_t
 	return query_result_impl(h->stage, h->handle, timeout);
 }
 
+/* Hierarchy.result(timeout=TIMEOUT_INFINITE): waits for the lookup's op (if not yet waited), then
+ * fetches the result (the fetch itself does not block). */
+static PyObject *hier_result(HandleObject *h, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	static const char *const names[] = { "timeout" };
+	PyObject *a[1];
+	uint64_t timeout;
+	if (parse_args("result", args, nargs, kwnames, names, 1, 1, 0, a) < 0 || parse_timeout(a[0], &timeout) < 0 ||
+	    handle_live(h) < 0)
+		return NULL;
+	if (h->op != Py_None && !((OperationObject *)h->op)->done && op_wait((OperationObject *)h->op, timeout) < 0)
+		return NULL;
+	return hierarchy_fetch_impl(h->stage, h->handle);
+}
+
 #define HANDLE_COMMON_METHODS                                                                                \
 	{ "wait", (PyCFunction)(void (*)(void))handle_wait, METH_FASTCALL | METH_KEYWORDS,                    \
 	  "wait(timeout=TIMEOUT_INFINITE) -> self: waits for the op that reserved the handle (raises "       \
@@ -4222,6 +4610,16 @@ HANDLE_TYPE(ReadType, "Read", read_methods,
 HANDLE_TYPE(MapType, "Map", map_methods,
 	    "A map (zero-copy write) session: fill the groups' arrays, then unmap() commits. Context manager:\n"
 	    "unmap() on exit.");
+static PyMethodDef hier_methods[] = {
+	HANDLE_COMMON_METHODS,
+	{ "release", (PyCFunction)handle_release, METH_NOARGS, "release() -> Operation (release_hierarchy)" },
+	{ "result", (PyCFunction)(void (*)(void))hier_result, METH_FASTCALL | METH_KEYWORDS,
+	  "result(timeout=TIMEOUT_INFINITE) -> HierarchyResult: waits for the lookup, then fetches it" },
+	{ NULL },
+};
+HANDLE_TYPE(HierarchyType, "Hierarchy", hier_methods,
+	    "A hierarchy lookup (get_hierarchy_async): result() gives the HierarchyResult. Context manager:\n"
+	    "released on exit.");
 HANDLE_TYPE(OrdinalQueryType, "OrdinalQuery", ordq_methods,
 	    "An ordinal query (write floor / oldest preserved ordinal): fetch() gives the ordinal.");
 
@@ -4268,6 +4666,18 @@ static PyMethodDef stage_methods[] = {
 	  "delete_attributes(query, attributes, ordinal) -> Operation (an empty list deletes whole prims)" },
 	{ "clone", FASTKW(stage_clone), "clone(source, targets, ordinal): copies a subtree (blocking)" },
 	{ "clone_async", FASTKW(stage_clone_async), "clone_async(source, targets, ordinal) -> Operation" },
+	{ "get_hierarchy_computation_models", (PyCFunction)stage_get_hierarchy_computation_models, METH_NOARGS,
+	  "get_hierarchy_computation_models() -> list[HierarchyComputationModelDesc]" },
+	{ "compute_hierarchy_async", FASTKW(stage_compute_hierarchy_async),
+	  "compute_hierarchy_async(input_ordinal, output_ordinal, model=HierarchyComputationModel.DEFAULT_CPU)\n"
+	  "-> Operation: world matrices (omni:fabric:worldMatrix rows that exist) from omni:xform /\n"
+	  "omni:resetXformStack at input_ordinal, published at output_ordinal (sealed already)" },
+	{ "get_hierarchy_async", FASTKW(stage_get_hierarchy_async),
+	  "get_hierarchy_async(path_list, ordinal, relation) -> Hierarchy (relation: HierarchyRelation)" },
+	{ "fetch_hierarchy_result", (PyCFunction)stage_fetch_hierarchy_result, METH_O,
+	  "fetch_hierarchy_result(hierarchy) -> HierarchyResult (non-blocking: OvstageError(TIMEOUT) until the\n"
+	  "lookup ran)" },
+	{ "release_hierarchy", (PyCFunction)stage_release_hierarchy, METH_O, "release_hierarchy(hierarchy) -> Operation" },
 	{ "map_attribute", FASTKW(stage_map_attribute),
 	  "map_attribute(query, attribute, ordinal, *, prim_mode=UPSERT, dtype=None, semantic=NONE,\n"
 	  "              element_sizes=None) -> Map" },
@@ -4303,6 +4713,8 @@ static PyGetSetDef stage_getset[] = {
 	{ "destroyed", (getter)stage_get_destroyed, NULL, "True once the instance itself is gone", NULL },
 	{ "name", (getter)stage_get_name, NULL, "the debug name", NULL },
 	{ "live_objects", (getter)stage_get_live, NULL, "ops, handles and groups the binding tracks", NULL },
+	{ "_pd_epoch", (getter)stage_get_pd_epoch, NULL,
+	  "the generation of the shared path dictionary the stage was created in (equal: one dictionary)", NULL },
 	{ NULL },
 };
 
@@ -4456,6 +4868,9 @@ static PyObject *mod_register(PyObject *mod, PyObject *args)
 			  : strcmp(name, "QueryResult") == 0	? &g_query_result_class
 			  : strcmp(name, "AttributeMeta") == 0 ? &g_attribute_meta_class
 			  : strcmp(name, "DLDataType") == 0	? &g_dldatatype_class
+			  : strcmp(name, "HierarchyItem") == 0 ? &g_hier_item_class
+			  : strcmp(name, "HierarchyResult") == 0 ? &g_hier_result_class
+			  : strcmp(name, "HierarchyComputationModelDesc") == 0 ? &g_hier_model_class
 								: NULL;
 	if (!slot) {
 		PyErr_Format(PyExc_ValueError, "unknown registration %s", name);
@@ -4468,11 +4883,14 @@ static PyObject *mod_register(PyObject *mod, PyObject *args)
 
 static PyMethodDef module_methods[] = {
 	{ "make_dltensor", FASTKW(make_dltensor),
-	  "make_dltensor(array, *, dtype=None, shape=None, ndim=None, strides=None, device_type=None, device_id=None)\n"
+	  "make_dltensor(array, *, dtype=None, shape=None, ndim=None, strides=None, device_type=None, device_id=None,\n"
+	  "              stream=None)\n"
 	  "-> DLTensor\n\nA zero-copy view of any DLPack producer with a validated layout override. dtype folds "
 	  "complete\ncompact trailing axes into lanes (same base type, byte-aligned elements): Warp vec3f (N, 3) with\n"
 	  "dtype=DLDataType(kDLFloat, 32, 3) gives (N,) lanes 3; a full fold of (3,) gives shape (1,).\nExplicit "
-	  "shape/strides must stay within the source's bytes." },
+	  "shape/strides must stay within the source's bytes. stream (an extension): for a CUDA producer, the\n"
+	  "stream its __dlpack__ is told the stage reads on (default 1, the legacy default); pass the write's\n"
+	  "cuda_stream." },
 	{ "set_log_callback", FASTKW(mod_set_log_callback), NULL },
 	{ "flush_log", FASTKW(mod_flush_log), NULL },
 	{ "library_version", (PyCFunction)mod_library_version, METH_NOARGS, "library_version() -> (0, 2, 1)" },
@@ -4523,7 +4941,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	if (!(s_version_tuple = Py_BuildValue("(ii)", 1, 0)))
 		return NULL;
 	PyTypeObject *types[] = { &DLTensorType, &OperationType, &QueryType,   &ReadType,	&MapType,
-				  &OrdinalQueryType, &PinType, &ReadGroupType, &MapGroupType, &ManagedType,
+				  &OrdinalQueryType, &HierarchyType, &PinType, &ReadGroupType, &MapGroupType, &ManagedType,
 				  &GroupIterType, &StageType };
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
 		if (PyType_Ready(types[i]) < 0)
@@ -4536,6 +4954,7 @@ PyMODINIT_FUNC PyInit__native(void)
 		PyTypeObject *t;
 	} exported[] = { { "DLTensor", &DLTensorType }, { "Operation", &OperationType }, { "Query", &QueryType },
 			 { "Read", &ReadType },		{ "Map", &MapType },		 { "OrdinalQuery", &OrdinalQueryType },
+			 { "Hierarchy", &HierarchyType },
 			 { "ReadGroup", &ReadGroupType }, { "MapGroup", &MapGroupType }, { "ManagedDLTensor", &ManagedType },
 			 { "StageBase", &StageType } };
 	for (size_t i = 0; i < sizeof exported / sizeof exported[0]; i++) {

@@ -1,6 +1,11 @@
 """The Stage surface: writes (index_map, mask, count, batches, per-row arrays), deletes and range
 reads, clone, maps, floors and ordinal queries, filter queries, path dictionary, enums."""
 
+import subprocess
+import sys
+import textwrap
+import warnings
+
 import numpy as np
 import pytest
 
@@ -197,7 +202,13 @@ def test_filter_query_and_result(stage, prims):
         assert stage.fetch_query_result(everything).total_prim_count == 3
     with stage.query(Filter([Predicate("usd-path", FilterOp.PREFIX, ["/P"])])) as pq:
         assert pq.result().total_prim_count == 3
-    rejected = stage.query(Filter([Predicate("all", FilterOp.LT, ["3"])]))
+    # value comparisons on an attribute's own scalar column are an extension of this engine
+    with stage.query(Filter([Predicate("all", FilterOp.LT, ["3"])])) as lq:
+        assert lq.result().total_prim_count == 3
+    with stage.query(Filter([Predicate("all", FilterOp.GT, ["1"])])) as gq:
+        assert gq.result().total_prim_count == 0
+    # ordering comparisons on a derived built-in stay NOT_SUPPORTED
+    rejected = stage.query(Filter([Predicate("usd-path", FilterOp.LT, ["3"])]))
     assert not rejected.op.ok and rejected.op.status == ErrorCode.NOT_SUPPORTED
     for call in (rejected.wait, rejected.result, rejected.release):
         with pytest.raises(OvstageError) as e:
@@ -324,3 +335,66 @@ def test_stage_config_and_memory_stats():
                     assert e.code == ovstage.ErrorCode.OUT_OF_RANGE, e
                     ok = False
             assert ok is served, retention
+
+
+def test_path_dictionary_shared_by_stages_docstring_example():
+    # 0.2.1's package docstring example, call for call: a PathDictionary() (its own backing stage)
+    # and a separate Stage; the query is left to the stage's exit.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with ovstage.PathDictionary() as paths, ovstage.Stage("demo") as stage:
+            plist = paths.create_path_list_from_strings(["/World/Cube"])
+            attr = paths.intern_token("density")
+            query = stage.query_from_path_list(plist)
+            stage.write_attribute(query, attr, ordinal=2, tensors=np.array([1.5], np.float32), is_array=False).wait()
+            stage.advance_write_floor(ordinal=2).wait()
+            read = stage.read_attributes(query, [attr], OrdinalRange.latest(2))
+            read.wait()
+            group = read.fetch_next()
+            assert group.array(0).tolist() == [1.5]
+            stage.release_group(group)
+            read.release().wait()
+            # same meaning through the other stage's view of the dictionary
+            other = stage.get_path_dictionary()
+            assert other.token_to_string(attr) == "density" and other.get_path_strings(plist) == ["/World/Cube"]
+            assert other.intern_path("/World/Cube") == paths.intern_path("/World/Cube")
+            assert stage._pd_epoch == paths.stage._pd_epoch
+            paths.destroy_path_list(plist)
+        assert stage.destroyed and paths.stage.destroyed
+
+
+def test_path_dictionary_outlives_its_own_stage_while_another_lives():
+    # In a fresh interpreter: the last part needs every stage of the process gone.
+    code = textwrap.dedent("""
+        import ovstage
+        from ovstage import ErrorCode, OvstageError
+        with ovstage.Stage("keeper") as keeper:
+            pd = ovstage.PathDictionary()
+            plist = pd.create_path_list_from_strings(["/K/A", "/K/B"])
+            tok = pd.intern_token("kept")
+            pd.close()
+            assert pd.stage.closed
+            # the dictionary lives on with keeper: the PathDictionary goes through it
+            assert pd.get_path_strings(plist) == ["/K/A", "/K/B"]
+            assert keeper.get_path_dictionary().token_to_string(tok) == "kept"
+            q = keeper.query_from_path_list(plist)
+            assert q.result().total_prim_count == 2
+            q.release().wait()
+            plist.release()
+            try:
+                pd.path_list_count(int(plist))
+                raise AssertionError("a released list was counted")
+            except ovstage.OvxError:
+                pass
+        # the last stage is gone: a new one starts a new dictionary, the old handles are void
+        with ovstage.Stage("later") as later:
+            assert later._pd_epoch == keeper._pd_epoch + 1, (later._pd_epoch, keeper._pd_epoch)
+            try:
+                pd.token_to_string(tok)
+                raise AssertionError("a token of a destroyed dictionary was resolved")
+            except OvstageError as e:
+                assert e.code == ErrorCode.INVALID_HANDLE, e
+        print("shared-dictionary-ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "shared-dictionary-ok", out.stdout + out.stderr

@@ -46,3 +46,44 @@ def test_write_flavors():
     assert out[:5] == ["heat: 7.0 8.0", "tint: (0.1 0.2 0.3) (0.4 0.5 0.6)", "mass /World/Env0/Rig = 5.0",
                        "mass /World/Env1/Rig = 5.0", "latest sample after the pipeline: 400 401 402"]
     assert out[5].startswith("gpu-samples")
+
+
+def test_sim_demo_runs_and_checks_every_value():
+    out = run("sim_demo.py", "--steps", "120", "--envs", "16", "--bodies", "4", "--range-every", "2", "--quiet")
+    assert out[-1] == "result: OK"
+    facts = {line[:36].strip(): line[36:].strip() for line in out if line.startswith("  ")}
+    assert facts["steps sealed"] == "120 of 120 (108 dense, 12 sparse)"
+    assert facts["mismatches"] == "0" and int(facts["values checked"]) > 0
+    latest, ranges = map(int, facts["reads checked (latest/range)"].split(" / "))
+    assert latest >= 1 and latest + ranges >= 2
+    # every step sparse, three producers, a small retention (stale reads re-poll, ranges rebase)
+    out = run("sim_demo.py", "--steps", "150", "--envs", "8", "--bodies", "2", "--sparse-every", "1",
+              "--producers", "3", "--retention", "2", "--quiet")
+    assert out[-1] == "result: OK"
+
+
+def test_sim_demo_detects_a_wrong_value(capsys):
+    # The consumer's check can fail: a producer that writes one wrong velocity at the last step
+    # (which every consumer sees: it reads until the final floor) makes the run fail.
+    import importlib.util
+    import threading
+
+    spec = importlib.util.spec_from_file_location("sim_demo", ROOT / "examples" / "python" / "sim_demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    steps, good = 39, demo.values  # a dense step: row 0 is prim 0
+
+    def corrupted(col, prims, step):
+        v = good(col, prims, step)
+        if col == demo.VEL and step == steps and threading.current_thread().name.startswith("producer"):
+            v = v.copy()
+            v[0, 0] += 1.0
+        return v
+
+    demo.values = corrupted
+    assert demo.main(["--steps", str(steps), "--envs", "4", "--bodies", "2", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "FIRST MISMATCH: column 1 prim 0 lane 0 as of 39" in out and out.rstrip().endswith("result: FAILED")
+    with pytest.raises(SystemExit):
+        demo.main(["--steps", "0"])  # bad options exit with usage
+    assert "--steps must be at least 1, got 0" in capsys.readouterr().err

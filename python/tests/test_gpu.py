@@ -1,10 +1,12 @@
-"""CUDA tensors in (and, once the GPU backend exists, out): torch and cupy producers, the consumer
-stream protocol, a kernel still running on its stream when the write is submitted.
+"""CUDA tensors in and out: torch and cupy producers and consumers, the consumer stream protocol
+both ways (writes hand the producer our stream and drain it; exports of device read groups order
+the consumer's stream after the group's CUDA event), a kernel still running on its stream when the
+write is submitted.
 
 These run on a machine with a CUDA device and torch and/or cupy (python/tests/run_gpu.sh); they
-skip here with the reason. This build's C library refuses CUDA tensors at the call ("need the GPU
-backend"); the tests accept that refusal only when the library says so, and check the values
-otherwise."""
+skip here with the reason. A library built without the CUDA backend (or in CPU-only mode) refuses
+CUDA tensors at the call ("CUDA tensors cannot be used: <why>"): the tests skip then, quoting it,
+and check the values otherwise."""
 
 import numpy as np
 import pytest
@@ -33,14 +35,24 @@ def _cupy():
 
 
 def _write_or_backend_missing(op):
-    """True when the write went through; False when this build's library has no GPU backend."""
+    """True when the write went through; False when this library cannot use CUDA (no backend built
+    in, CPU-only mode, no driver): then the caller skips with the engine's reason."""
     try:
         op.wait()
         return True
     except OvstageError as e:
-        if e.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.NOT_SUPPORTED) and "GPU backend" in e.message:
+        if e.code == ErrorCode.NOT_SUPPORTED and "CUDA tensors cannot be used" in e.message:
+            global _no_backend_reason
+            _no_backend_reason = e.message
             return False
         raise
+
+
+_no_backend_reason = ""
+
+
+def _skip_no_backend():
+    pytest.skip(f"this library cannot use CUDA tensors: {_no_backend_reason}")
 
 
 def _read_values(stage, q, attr, ordinal):
@@ -51,9 +63,15 @@ def _read_values(stage, q, attr, ordinal):
             if t.device[0] == ovstage.DLDeviceType.kDLCPU:
                 a = g.array(0)
                 out.extend(a[g.data_row_index(i)] for i in range(g.prim_count))
-            else:
-                torch = _torch()
-                a = torch.from_dlpack(g.dlpack(0)).cpu().numpy()
+            else:  # a device group: copied to the host by whichever CUDA library is here
+                try:
+                    import torch
+
+                    a = torch.from_dlpack(g.dlpack(0)).cpu().numpy()
+                except ImportError:
+                    import cupy
+
+                    a = cupy.asnumpy(cupy.from_dlpack(g.dlpack(0)))
                 out.extend(a[g.data_row_index(i)] for i in range(g.prim_count))
                 del a
     return out
@@ -85,7 +103,7 @@ def test_torch_cuda_write_stream_protocol(stage, prims):
     # None or 0) and the versioned capsule is asked for first.
     assert spy.calls[0] == {"stream": 1, "max_version": (1, 0)}
     if not _write_or_backend_missing(op):
-        pytest.skip("this build's C library has no GPU backend: CUDA tensors are refused at the call")
+        _skip_no_backend()
     stage.advance_write_floor(1).wait()
     assert _read_values(stage, p.query, "g", 1) == [1.0, 2.0, 3.0]
 
@@ -100,33 +118,41 @@ def test_torch_cuda_user_stream(stage, prims):
     op = stage.write_attribute(p.query, "g", 1, spy, is_array=False, cuda_stream=s)
     assert spy.calls[0]["stream"] == s.cuda_stream
     if not _write_or_backend_missing(op):
-        pytest.skip("this build's C library has no GPU backend")
+        _skip_no_backend()
     stage.advance_write_floor(1).wait()
     assert _read_values(stage, p.query, "g", 1) == [0.0, 2.0, 4.0, 6.0]
 
 
+# Device columns are fixed-size (array columns stay on the CPU, docs/gpu.md) with at most 255 lanes a
+# row: a "big" column is BIG_PRIMS rows of 255 float32 (about 4.2 M values).
+BIG_PRIMS, BIG_LANES = 16384, 255
+
+
 def test_cupy_kernel_still_running_when_the_write_is_submitted(stage, prims):
     cp = _cupy()
-    n = 1 << 22
-    p = prims(1)
+    p = prims(BIG_PRIMS)
     s = cp.cuda.Stream(non_blocking=True)
     with s:
-        x = cp.zeros(n, dtype=cp.float32)
+        x = cp.zeros((BIG_PRIMS, BIG_LANES), dtype=cp.float32)
         # A long kernel chain on `s`: still running when the write is submitted.
         for _ in range(50):
             x += 1.0
-    spy = StreamSpy(x.reshape(1, n))
-    op = stage.write_attribute(p.query, "big", 1, [spy], is_array=True, cuda_stream=s)
+    spy = StreamSpy(x)
+    op = stage.write_attribute(p.query, "big", 1, spy, is_array=False, cuda_stream=s)
     assert spy.calls[0]["stream"] == s.ptr
     if not _write_or_backend_missing(op):
-        pytest.skip("this build's C library has no GPU backend")
+        _skip_no_backend()
     stage.advance_write_floor(1).wait()
+    rows = 0
     with stage.read_attributes(p.query, ["big"], 1) as read:
-        g = read.fetch_next()
-        out = cp.from_dlpack(g.dlpack(g.data_row_index(0)))
-        assert float(out.min()) == 50.0 and float(out.max()) == 50.0
-        del out
-        g.release()
+        for g in read.groups():
+            out = cp.from_dlpack(g.dlpack(0))
+            assert out.shape[1] == BIG_LANES
+            assert float(out.min()) == 50.0 and float(out.max()) == 50.0
+            rows += g.prim_count
+            del out
+            cp.cuda.get_current_stream().synchronize()
+    assert rows == BIG_PRIMS
 
 
 def test_cupy_default_stream_and_legacy_capsule(stage, prims):
@@ -148,7 +174,7 @@ def test_cupy_default_stream_and_legacy_capsule(stage, prims):
     op = stage.write_attribute(p.query, "gpu-samples", 1, prod, is_array=False)
     assert prod.calls == [1]
     if not _write_or_backend_missing(op):
-        pytest.skip("this build's C library has no GPU backend")
+        _skip_no_backend()
     stage.advance_write_floor(1).wait()
     assert _read_values(stage, p.query, "gpu-samples", 1) == [5.0, 6.0, 7.0]
 
@@ -160,3 +186,146 @@ def test_cuda_dltensor_from_dlpack_records_the_stream():
     assert t.device[0] == ovstage.DLDeviceType.kDLCUDA and t.shape == (3,)
     with pytest.raises(OvstageError):
         ovstage.dltensor_to_numpy(t)  # numpy views are CPU only
+
+
+def _device_column(stage, p, attr, x, ordinal=1):
+    """Writes CUDA tensor x (one value per prim) and seals; skips when CUDA cannot be used."""
+    op = stage.write_attribute(p.query, attr, ordinal, x, is_array=False)
+    if not _write_or_backend_missing(op):
+        _skip_no_backend()
+    stage.advance_write_floor(ordinal).wait()
+
+
+class ConsumerSpy:
+    """Wraps a ManagedDLTensor and records the stream a consumer's from_dlpack hands it."""
+
+    def __init__(self, m):
+        self.m, self.streams = m, []
+
+    def __dlpack__(self, stream=None, **kw):
+        self.streams.append(stream)
+        return self.m.__dlpack__(stream=stream, **kw)
+
+    def __dlpack_device__(self):
+        return self.m.__dlpack_device__()
+
+
+def test_device_group_export_orders_a_nonblocking_cupy_stream(stage, prims):
+    # The seal's kernels run on the stage's engine stream; a consumer on a non-blocking stream is
+    # not ordered after them by CUDA: the export must make it wait on the group's event.
+    cp = _cupy()
+    p = prims(BIG_PRIMS)
+    with cp.cuda.Stream(non_blocking=True) as ps:
+        x = cp.zeros((BIG_PRIMS, BIG_LANES), dtype=cp.float32)
+        for _ in range(20):
+            x += 1.0
+    op = stage.write_attribute(p.query, "big", 1, x, is_array=False, cuda_stream=ps)
+    if not _write_or_backend_missing(op):
+        _skip_no_backend()
+    stage.advance_write_floor(1).wait()
+    cs = cp.cuda.Stream(non_blocking=True)
+    total, rows = 0.0, 0
+    with stage.read_attributes(p.query, ["big"], 1) as read:
+        for g in read.groups():
+            assert g.cuda_sync[1] != 0, "a device group carries its ready event in cuda_sync.wait_event"
+            spy = ConsumerSpy(g.dlpack(0))
+            with cs:
+                y = cp.from_dlpack(spy)
+                part = y.sum()  # runs on cs, after the event
+            cs.synchronize()  # the consumer's GPU work is done before the group goes back
+            assert spy.streams and spy.streams[0] == cs.ptr, spy.streams
+            total += float(part)
+            rows += g.prim_count
+            del y
+    assert rows == BIG_PRIMS and total == 20.0 * BIG_PRIMS * BIG_LANES
+
+
+def test_device_group_export_torch_side_stream_and_protocol_errors(stage, prims):
+    torch = _torch()
+    p = prims(3)
+    _device_column(stage, p, "t", torch.tensor([1.0, 2.0, 3.0], device="cuda"))
+    s = torch.cuda.Stream()
+    with stage.read_attributes(p.query, ["t"], 1) as read:
+        g = read.fetch_next()
+        m = g.dlpack(0)
+        assert m.__dlpack_device__()[0] == ovstage.DLDeviceType.kDLCUDA
+        with torch.cuda.stream(s):
+            y = torch.from_dlpack(m)  # torch passes stream=s.cuda_stream
+            got = (y * 2).cpu().tolist()
+        assert sorted(got) == [2.0, 4.0, 6.0]
+        for bad in (0, -2):
+            with pytest.raises(ValueError, match=f"stream={bad} is not a consumer stream"):
+                m.__dlpack__(stream=bad)
+        with pytest.raises(TypeError, match="stream must be an int or None, got str"):
+            m.__dlpack__(stream="s")
+        for ok in (None, 1, 2, -1, s.cuda_stream):  # -1: the consumer synchronises itself
+            del_cap = m.__dlpack__(stream=ok, max_version=(1, 0))
+            del del_cap
+        torch.cuda.synchronize()
+        del y, m
+        g.release()
+
+
+def test_device_group_export_from_a_thread_without_cuda_state(stage, prims):
+    # The export makes the device's primary context current for its calls: a fresh Python thread
+    # (no CUDA call made on it yet) can order the per-thread default stream.
+    import threading
+
+    torch = _torch()
+    p = prims(2)
+    _device_column(stage, p, "t", torch.tensor([4.0, 5.0], device="cuda"))
+    errors = []
+    with stage.read_attributes(p.query, ["t"], 1) as read:
+        g = read.fetch_next()
+        m = g.dlpack(0)
+
+        def consume():
+            try:
+                cap = m.__dlpack__(stream=2)
+                del cap
+            except Exception as e:  # reported to the main thread
+                errors.append(e)
+
+        th = threading.Thread(target=consume)
+        th.start()
+        th.join()
+        del m
+        g.release()
+    assert errors == []
+
+
+def test_device_read_group_tensor_written_back_waits_on_its_event(stage, prims):
+    # g.tensor(i) of a device group carries the group's ready event; a write of it on a
+    # non-blocking stream waits on that event (cuda_sync.wait_event) and drains that stream.
+    cp = _cupy()
+    p = prims(3)
+    _device_column(stage, p, "src", cp.asarray([7.0, 8.0, 9.0], dtype=cp.float32))
+    s = cp.cuda.Stream(non_blocking=True)
+    with stage.read_attributes(p.query, ["src"], 1) as read:
+        g = read.fetch_next()
+        t = g.tensor(0)
+        assert t.device[0] == ovstage.DLDeviceType.kDLCUDA
+        stage.write_attribute(p.query, "copy", 2, t, is_array=False, cuda_stream=s).wait()
+        with pytest.raises(ValueError, match="ready after its group's CUDA event"):
+            ev = cp.cuda.Event()
+            ev.record(s)
+            stage.write_attribute(p.query, "copy", 3, t, is_array=False, cuda_event=ev)
+        del t
+        g.release()
+    stage.advance_write_floor(2).wait()
+    assert sorted(_read_values(stage, p.query, "copy", 2)) == [7.0, 8.0, 9.0]
+
+
+def test_stream_conflicts_are_refused_with_real_streams(stage, prims):
+    torch = _torch()
+    p = prims(3)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    t = ovstage.DLTensor.from_dlpack(torch.ones(3, device="cuda"), stream=s1)
+    with pytest.raises(ValueError, match=f"taken on stream {s1.cuda_stream} but the write is ordered on stream "
+                                         f"{s2.cuda_stream}"):
+        stage.write_attribute(p.query, "g", 1, t, is_array=False, cuda_stream=s2)
+    op = stage.write_attribute(p.query, "g", 1, t, is_array=False, cuda_stream=s1)
+    if not _write_or_backend_missing(op):
+        _skip_no_backend()
+    stage.advance_write_floor(1).wait()
+    assert _read_values(stage, p.query, "g", 1) == [1.0, 1.0, 1.0]

@@ -136,3 +136,28 @@ def test_groups_iterator_releases_as_it_goes(stage, prims):
             views.append(g.array(0))
         assert len(seen) == 2 and all(g.released for g in seen)
         assert sorted(v.tolist() for v in views) == [[1, 2], [3, 4]]
+
+
+def test_unreleased_handle_with_warnings_as_errors_reports_without_the_dying_object(stage, prims):
+    # With ResourceWarning as an error, the finalizer's warning goes to sys.unraisablehook. The hook
+    # must not be handed the handle itself (it is being freed): a hook that keeps its object (as
+    # pytest's does) would hold freed memory.
+    import sys
+
+    p = prims(1)
+    kept = []
+    old = sys.unraisablehook
+    sys.unraisablehook = lambda u: kept.append((u.exc_type, u.object))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ResourceWarning)
+            q = stage.query_from_path_list(p.plist)
+            del q
+            gc.collect()
+    finally:
+        sys.unraisablehook = old
+    assert len(kept) == 1
+    exc_type, obj = kept[0]
+    assert exc_type is ResourceWarning
+    assert isinstance(obj, str) and obj.startswith("the finalizer of an unreleased ovstage Query "), obj
+    assert stage.live_objects == 1  # released all the same (only the fixture's query is left)

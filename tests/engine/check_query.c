@@ -813,6 +813,101 @@ START_TEST(test_failed_query)
 }
 END_TEST
 
+/* ---- value predicates (an extension) ----------------------------------------------------------- */
+
+static void expect_filter(fixture *f, const ovstage_predicate_t *p, size_t n, const char *expected)
+{
+	ovstage_filter_t flt = { p, n };
+	char got[2048];
+	ovstage_query_handle_t h = run_query(f, &flt, NULL, 0, got, sizeof got);
+	ck_assert_str_eq(got, expected);
+	release_q(f, h);
+}
+
+#define SV(s) ((ovx_string_t){ (s), sizeof(s) - 1 })
+
+/* IN / LT / LE / GT / GE on the sealed value of an int32 column ([5, 3] on Anchor and Group/Left),
+ * AND within a group, OR between groups; unsealed values and prims without a value never match. */
+START_TEST(test_value_predicates)
+{
+	fixture f;
+	setup(&f);
+	ovx_string_t v3 = SV("3"), v4 = SV("4"), v5 = SV("5"), vin[3] = { SV("5"), SV("0x3"), SV("-7") };
+	ovstage_predicate_t p[4];
+	p[0] = (ovstage_predicate_t){ A(f.t_count), OVSTAGE_FILTER_OP_GT, &v3, 1 };
+	expect_filter(&f, p, 1, "/World/Anchor");
+	p[0].op = OVSTAGE_FILTER_OP_GE;
+	expect_filter(&f, p, 1, "/World/Anchor /World/Group/Left");
+	p[0] = (ovstage_predicate_t){ A(f.t_count), OVSTAGE_FILTER_OP_LT, &v4, 1 };
+	expect_filter(&f, p, 1, "/World/Group/Left");
+	p[0] = (ovstage_predicate_t){ A(f.t_count), OVSTAGE_FILTER_OP_LE, &v5, 1 };
+	expect_filter(&f, p, 1, "/World/Anchor /World/Group/Left");
+	p[0] = (ovstage_predicate_t){ A(f.t_count), OVSTAGE_FILTER_OP_IN, vin, 3 };
+	expect_filter(&f, p, 1, "/World/Anchor /World/Group/Left");
+	p[0].value_count = 0; /* an empty set matches nothing */
+	expect_filter(&f, p, 1, "");
+	/* (count >= 4 AND usd-prim-type IN Cube) OR usd-path IN /Worldwide */
+	ovx_string_t cube = SV("Cube"), ww = SV("/Worldwide");
+	p[0] = (ovstage_predicate_t){ A(f.t_count), OVSTAGE_FILTER_OP_GE, &v4, 1 };
+	p[1] = (ovstage_predicate_t){ A(f.t_type), OVSTAGE_FILTER_OP_IN, &cube, 1 };
+	p[2] = (ovstage_predicate_t){ AS("ignored"), OVSTAGE_FILTER_OP_EXT_OR, NULL, 0 };
+	p[3] = (ovstage_predicate_t){ AS("usd-path"), OVSTAGE_FILTER_OP_IN, &ww, 1 };
+	expect_filter(&f, p, 4, "/World/Anchor /Worldwide");
+	/* an unsealed value does not count: Group/Right gets 9 at 3, not sealed */
+	static const char *const rp[] = { "/World/Group/Right" };
+	ovstage_query_handle_t qr = query_of(&f, rp, 1, NULL);
+	int32_t nine = 9;
+	write_i32(&f, qr, f.t_count, 3, &nine, 1);
+	p[0] = (ovstage_predicate_t){ A(f.t_count), OVSTAGE_FILTER_OP_GT, &v4, 1 };
+	expect_filter(&f, p, 1, "/World/Anchor");
+	seal(&f, 3);
+	expect_filter(&f, p, 1, "/World/Anchor /World/Group/Right");
+	wait_ok(&f, ovstage_release_query(f.st, qr));
+	teardown(&f);
+}
+END_TEST
+
+/* Floats compare exactly, and 64-bit integers too (no rounding through double); a column that is not
+ * one scalar per row fails the query's op with NOT_SUPPORTED naming the dtype. */
+START_TEST(test_value_predicates_dtypes)
+{
+	fixture f;
+	setup_bare(&f);
+	static const char *const pp[] = { "/A", "/B", "/C" };
+	f.q = query_of(&f, pp, 3, &f.list);
+	ovx_token_t tf = tok(&f, "x:f"), tu = tok(&f, "x:u"), tv = tok(&f, "x:v");
+	float fv[3] = { -1.5f, 0.25f, 2.0f };
+	uint64_t uv[3] = { 9007199254740993ull, 9007199254740992ull, 1 }; /* 2^53 + 1, 2^53, 1 */
+	float vec[9] = { 0 };
+	tensor1 t1, t2, t3;
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(tf), 1, tdata(&t1, fv, 3, kDLFloat, 32), OVSTAGE_PRIM_MODE_UPSERT));
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(tu), 1, tdata(&t2, uv, 3, kDLUInt, 64), OVSTAGE_PRIM_MODE_UPSERT));
+	ovstage_write_data_t wv = tdata(&t3, vec, 3, kDLFloat, 32);
+	t3.t.dtype.lanes = 3; /* float3 rows: not a scalar */
+	wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(tv), 1, wv, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 1);
+	ovx_string_t zero = SV("0"), quarter = SV("0.25"), big = SV("9007199254740993");
+	ovstage_predicate_t p = { A(tf), OVSTAGE_FILTER_OP_LT, &zero, 1 };
+	expect_filter(&f, &p, 1, "/A");
+	p = (ovstage_predicate_t){ A(tf), OVSTAGE_FILTER_OP_IN, &quarter, 1 };
+	expect_filter(&f, &p, 1, "/B");
+	p = (ovstage_predicate_t){ A(tu), OVSTAGE_FILTER_OP_IN, &big, 1 };
+	expect_filter(&f, &p, 1, "/A");
+	p = (ovstage_predicate_t){ A(tu), OVSTAGE_FILTER_OP_LT, &big, 1 };
+	expect_filter(&f, &p, 1, "/B /C");
+	p = (ovstage_predicate_t){ A(tv), OVSTAGE_FILTER_OP_GT, &zero, 1 };
+	ovstage_filter_t flt = { &p, 1 };
+	ovstage_query_handle_t h = 0;
+	ovstage_enqueue_result_t e = ovstage_query(f.st, &flt, NULL, 0, &h);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	char msg[600];
+	ck_assert_uint_eq(wait_op(&f, e, msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "x:v") && strstr(msg, "lanes 3"), "message: %s", msg);
+	release_q(&f, h);
+	teardown(&f);
+}
+END_TEST
+
 /* ---- rejections ------------------------------------------------------------------------------ */
 
 static void expect_reject(fixture *f, const ovstage_filter_t *flt, const ovx_token_t *attrs, size_t na,
@@ -872,14 +967,21 @@ START_TEST(test_rejections)
 	static const ovstage_filter_op_t cmp[] = { OVSTAGE_FILTER_OP_LT, OVSTAGE_FILTER_OP_LE, OVSTAGE_FILTER_OP_GT,
 						   OVSTAGE_FILTER_OP_GE };
 	static const char *const cmpn[] = { "LT on", "LE on", "GT on", "GE on" };
+	ovx_string_t twov[2] = { { "1", 1 }, { "2", 1 } }, bad = { "1.5x", 4 };
 	for (int i = 0; i < 4; i++) {
-		reject1(&f, A(f.t_count), cmp[i], &one, 1, OVSTAGE_ERROR_NOT_SUPPORTED,
-			NEED("predicates[1]", cmpn[i], "example:count"));
+		/* value comparisons (an extension): one operand, a number */
+		reject1(&f, A(f.t_count), cmp[i], twov, 2, OVSTAGE_ERROR_INVALID_ARGUMENT,
+			NEED("predicates[1]", "exactly one value", "example:count"));
+		reject1(&f, A(f.t_count), cmp[i], &bad, 1, OVSTAGE_ERROR_INVALID_ARGUMENT,
+			NEED("predicates[1].values[0] = \"1.5x\"", "not a number"));
 		reject1(&f, AS("usd-path"), cmp[i], &one, 1, OVSTAGE_ERROR_NOT_SUPPORTED,
 			NEED("predicates[1]", cmpn[i], "usd-path"));
 	}
-	reject1(&f, A(f.t_count), OVSTAGE_FILTER_OP_IN, &one, 1, OVSTAGE_ERROR_NOT_SUPPORTED,
-		NEED("predicates[1]", "IN on \"example:count\""));
+	reject1(&f, A(f.t_count), OVSTAGE_FILTER_OP_IN, &bad, 1, OVSTAGE_ERROR_INVALID_ARGUMENT,
+		NEED("predicates[1].values[0]", "not a number"));
+	/* OR needs a predicate on each side */
+	reject1(&f, A(f.t_count), OVSTAGE_FILTER_OP_EXT_OR, NULL, 0, OVSTAGE_ERROR_INVALID_ARGUMENT,
+		NEED("predicates[1]", "OR", "empty group"));
 	reject1(&f, A(f.t_count), OVSTAGE_FILTER_OP_CONTAINS, &one, 1, OVSTAGE_ERROR_NOT_SUPPORTED,
 		NEED("predicates[1]", "CONTAINS on \"example:count\""));
 	reject1(&f, A(f.t_count), OVSTAGE_FILTER_OP_PREFIX, &one, 1, OVSTAGE_ERROR_NOT_SUPPORTED,
@@ -1099,6 +1201,8 @@ static Suite *query_suite(void)
 	tcase_add_test(tc, test_release_with_read_in_flight);
 	tcase_add_test(tc, test_failed_query);
 	tcase_add_test(tc, test_rejections);
+	tcase_add_test(tc, test_value_predicates);
+	tcase_add_test(tc, test_value_predicates_dtypes);
 	tcase_add_test(tc, test_concurrent_queries);
 	suite_add_tcase(s, tc);
 	return s;
