@@ -17,7 +17,8 @@
  * Every op is waited right after it is submitted (each outcome is then deterministic, and a finding
  * replays from its input alone); handles, groups and map sessions live across commands. The one
  * wait that cannot come at once — a floor advance through an open map's ordinal — is avoided by
- * committing such maps first, as a producer would.
+ * committing such maps first, as a producer would (a session whose map op failed does not hold the
+ * advance: it is left open, and unmapped later).
  */
 #include "fuzz_common.h"
 
@@ -460,8 +461,8 @@ static void cmd_write(fz_in *in, vthread *t)
 		want = OVSTAGE_ERROR_INVALID_ARGUMENT;
 	else if (ord <= (c->created ? c->floor : H.m.all_floor))
 		want = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
-	if (list >= 0)
-		m_create_col(a); /* the column's record exists from the call on */
+	if (e.status == OVSTAGE_OK)
+		m_create_col(a); /* the column's record exists from the admission on (a refused call: none) */
 	if (e.status != OVSTAGE_OK) {
 		FZ_CHECK(e.status == want, "write(%s, list %d, dtype %d (column %d), ord %" PRIu64 " floor %" PRIu64
 			 ") = %d, model %d", ANAMES[a], list, dt, c->dtype, ord, c->floor, (int)e.status, (int)want);
@@ -540,8 +541,8 @@ static void cmd_delete(fz_in *in, vthread *t)
 				want = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
 		}
 	}
-	for (int i = 0; i < na && list >= 0; i++)
-		m_create_col(as[i]); /* past the handle check, the call creates the columns' records */
+	for (int i = 0; i < na && e.status == OVSTAGE_OK; i++)
+		m_create_col(as[i]); /* an admitted delete creates the columns' records (a refused one: none) */
 	if (e.status != OVSTAGE_OK) {
 		FZ_CHECK(e.status == want, "delete(list %d, whole %d, ord %" PRIu64 ") = %d, model %d", list, whole, ord,
 			 (int)e.status, (int)want);
@@ -587,8 +588,8 @@ static void cmd_seal(fz_in *in)
 	bool in_scope[NA];
 	for (int a = 0; a < NA; a++)
 		in_scope[a] = scope == OVSTAGE_SCOPE_ALL || ((a == a0) == (scope == OVSTAGE_SCOPE_INCLUDE));
-	for (int v = 0; v < NV; v++)
-		if (H.vt[v].mh && H.vt[v].m_ord <= n && in_scope[H.vt[v].m_attr])
+	for (int v = 0; v < NV; v++) /* a failed session does not hold the advance: it stays open */
+		if (H.vt[v].mh && H.vt[v].m_ok && H.vt[v].m_ord <= n && in_scope[H.vt[v].m_attr])
 			map_commit(&H.vt[v], true);
 	if (fz_debug)
 		fprintf(stderr, "  seal %" PRIu64 " scope %d attr %s; floors %d:%" PRIu64 " %d:%" PRIu64 " %d:%" PRIu64 "\n", n,
@@ -628,13 +629,14 @@ static void cmd_seal(fz_in *in)
 	}
 }
 
-/* The highest ordinal column a is written at: succeeded ops, and open map sessions (their commit
- * is in flight until unmap_attribute, also when the map op failed). */
+/* The highest ordinal column a is written at: succeeded ops, and open map sessions whose map op
+ * succeeded (their commit is in flight until unmap_attribute; a failed session commits nothing and
+ * holds nothing: docs/errors.md). */
 static uint64_t m_written_through(int a)
 {
 	uint64_t m = H.m.col[a].max_written;
 	for (int v = 0; v < NV; v++)
-		if (H.vt[v].mh && H.vt[v].m_attr == a && H.vt[v].m_ord > m)
+		if (H.vt[v].mh && H.vt[v].m_ok && H.vt[v].m_attr == a && H.vt[v].m_ord > m)
 			m = H.vt[v].m_ord;
 	return m;
 }
@@ -1022,9 +1024,7 @@ static void cmd_map(fz_in *in, vthread *t)
 		FZ_CHECK(e.status == want, "map(%s, list %d, dtype %d zero %d (column %d), ord %" PRIu64 ") = %d, model %d",
 			 ANAMES[a], list, dt, zero_dtype, c->dtype, ord, (int)e.status, (int)want);
 		expect_message("map_attribute");
-		if (list >= 0)
-			m_create_col(a);
-		return;
+		return; /* a refused map creates no column record */
 	}
 	FZ_CHECK(want == OVSTAGE_OK, "map(%s, list %d, ord %" PRIu64 ") accepted, model %d", ANAMES[a], list, ord,
 		 (int)want);
@@ -1284,8 +1284,8 @@ static void cmd_bad_write(fz_in *in, vthread *t)
 			 "bad write through a bad handle = %d", (int)e.status);
 		return;
 	}
-	if (b & 4)
-		m_create_col(a); /* past the prim mode and handle checks, the call creates the column's record */
+	if (e.status == OVSTAGE_OK)
+		m_create_col(a); /* only an admitted write creates the column's record */
 	if (nq == 0 && (b & 4)) { /* an empty write is nothing to refuse */
 		if (e.status == OVSTAGE_OK)
 			(void)wait_outcome(e.op_index, NULL, 0);

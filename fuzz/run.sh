@@ -15,8 +15,11 @@ targets=("$@")
 
 command -v clang >/dev/null || { echo "fuzz/run.sh: clang not found (scripts/install-deps.sh installs it)" >&2; exit 2; }
 build=build/fuzz
+# Without the CUDA backend: its objects would make the fuzzers link through nvcc's host compiler (gcc),
+# which has no libFuzzer; the fuzzed API runs CPU-only either way (no GPU in the fuzzing runs).
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOVSTAGE_FUZZ=ON \
-	-DOVSTAGE_SANITIZE=address,undefined -DOVSTAGE_BUILD_TESTS=OFF -DOVSTAGE_BUILD_BENCH=OFF >/dev/null
+	-DOVSTAGE_SANITIZE=address,undefined -DOVSTAGE_BUILD_TESTS=OFF -DOVSTAGE_BUILD_BENCH=OFF \
+	-DOVSTAGE_CUDA=OFF -DOVSTAGE_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$build" -j"$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}" >/dev/null
 
 # abort_on_error: an ASan/UBSan report or an invariant abort() is a crash libFuzzer records.

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace.h"
 #include "deque.h"
 #include "park.h"
 #include "scheduler.h"
@@ -53,6 +54,7 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 	static const char *dummy;
 	if (!err)
 		err = &dummy;
+	jobs_trace_init(); /* OVSTAGE_TRACE, read once per process */
 	jobs_config cfg;
 	jobs_config_default(&cfg);
 	if (cfg_in) {
@@ -229,6 +231,10 @@ jobs_status jobs_submit(jobs_sched *s, const jobs_job_desc *d, jobs_id *out_id)
 	jobs_slot *sl = jobs_slot_alloc(&s->receipts, &id);
 	if (!sl)
 		return JOBS_FULL;
+	if (jobs_trace_on()) { /* the submission, and the start of its flow to the run */
+		jobs_trace_instant("jobs", "spawn", id);
+		jobs_trace_flow('s', "job", id);
+	}
 	sl->fn = d->fn;
 	sl->arg = d->arg;
 	sl->cleanup = d->cleanup;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "trace.h"
 #include "deque.h"
 #include "park.h"
 #include "scheduler.h"
@@ -171,7 +172,14 @@ void jobs_run_slot(jobs_worker *w, jobs_sched *s, jobs_slot *sl)
 		run.code = JOBS_CODE_DEPENDENCY_FAILED;
 		run.message = dup_printf("dependency op %llu failed", (unsigned long long)run.failed_dep);
 	} else {
+		uint64_t t0 = 0;
+		if (jobs_trace_on()) { /* the end of the submission's flow, inside the run's span */
+			t0 = jobs_trace_now();
+			jobs_trace_flow('f', "job", run.id);
+		}
 		sl->fn(w, sl->arg, &run);
+		if (t0)
+			jobs_trace_span("jobs", "run", t0, jobs_trace_now(), run.id);
 		ran = true;
 		if (w)
 			atomic_fetch_add_explicit(&w->n_run, 1, memory_order_relaxed);
@@ -346,8 +354,11 @@ bool jobs_find_and_run(jobs_worker *w)
 	for (int i = 0; i < w->n_victims; i++) {
 		jobs_worker *v = s->ctx[w->victims[i]];
 		int r = jobs_steal(w, v);
-		if (r == JOBS_STEAL_OK)
+		if (r == JOBS_STEAL_OK) {
+			if (jobs_trace_on())
+				jobs_trace_instant("jobs", "steal", (uint64_t)w->victims[i] + 1); /* id: victim + 1 */
 			return true;
+		}
 	}
 	return false;
 }
@@ -469,6 +480,7 @@ void *jobs_worker_main(void *arg)
 	jobs_worker *w = arg;
 	jobs_sched *s = w->sched;
 	jobs_tls_set(w);
+	jobs_trace_thread_name("worker");
 	if (s->cfg.pin)
 		(void)jobs_topology_pin(&s->topo, w->index);
 	/* Adaptive spin window (docs/jobs.md, "Sleeping and waking"): a search that ends in sleep
@@ -530,6 +542,8 @@ void *jobs_worker_main(void *arg)
 			/* With poll sources outstanding, sleep briefly so that we come back to poll them. */
 			uint64_t slept_at = jobs_now_ns();
 			jobs_futex_wait(&s->wake_seq, seq, outstanding ? 200000u : ~(uint64_t)0);
+			if (jobs_trace_on()) /* the same clock (CLOCK_MONOTONIC) */
+				jobs_trace_span("jobs", "park", slept_at, jobs_now_ns(), 0);
 			/* Woken within one full window of falling asleep: work came back sooner than the
 			 * window we gave up on, so the wake-up (a system call on both sides, tens of µs
 			 * of latency) cost more than spinning would have. Double the window. */

@@ -3,7 +3,10 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { COLS = 7, MAX_ROWS = 64, CELL = 160, MAX_NOTES = 48, FMT_RING = 256 };
 static const char *header[COLS] = { "Measurement", "Ours", "Peer (same run)", "Peer", "Ratio", "Target", "Met" };
@@ -139,4 +142,110 @@ void cpu_model(char *buf, size_t size)
 		}
 	}
 	fclose(f);
+}
+
+/* ---- JSON ---- */
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f); /* UTF-8 passes through */
+	}
+	fputc('"', f);
+}
+
+/* A figure cell: its text, and when it starts with a number (after a sign or '~'), the number, the
+ * unit that follows it ("M/s", "µs", "×", "%", "ms", ...) and a second number in brackets (a p99). */
+static void json_figure(FILE *f, const char *cell)
+{
+	fputs("{\"text\":", f);
+	json_str(f, cell);
+	const char *p = cell;
+	while (*p == ' ' || *p == '~' || *p == '<' || *p == '>' || *p == '=')
+		p++;
+	char *end;
+	double v = strtod(p, &end);
+	if (end != p) {
+		fprintf(f, ",\"value\":%.9g", v);
+		while (*end == ' ')
+			end++;
+		char unit[32];
+		size_t n = 0;
+		while (end[n] && end[n] != ' ' && end[n] != '[' && end[n] != '(' && n + 1 < sizeof unit) {
+			unit[n] = end[n];
+			n++;
+		}
+		unit[n] = 0;
+		fputs(",\"unit\":", f);
+		json_str(f, unit);
+		const char *b = strchr(end, '[');
+		if (b) {
+			double w = strtod(b + 1, &end);
+			if (end != b + 1)
+				fprintf(f, ",\"bracket\":%.9g", w);
+		}
+	}
+	fputc('}', f);
+}
+
+bool table_write_json(const char *path, const char *benchmark, int workers, const char *settings)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "%s: cannot write %s\n", benchmark, path);
+		return false;
+	}
+	char model[256], date[64];
+	cpu_model(model, sizeof model);
+	time_t now = time(NULL);
+	strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	fputs("{\"benchmark\":", f);
+	json_str(f, benchmark);
+	fputs(",\"date\":", f);
+	json_str(f, date);
+	fputs(",\"machine\":{\"cpu\":", f);
+	json_str(f, model);
+	fprintf(f, ",\"online_cpus\":%ld,\"memory_mib\":%ld,\"compiler\":", sysconf(_SC_NPROCESSORS_ONLN),
+		pages > 0 && psz > 0 ? (long)((double)pages * (double)psz / 1048576.0) : -1L);
+	json_str(f, "gcc " __VERSION__);
+	fprintf(f, "},\"workers\":%d,\"settings\":", workers);
+	json_str(f, settings ? settings : "");
+	fputs(",\"rows\":[", f);
+	for (int r = 0; r < n_rows; r++) {
+		fputs(r ? ",\n {" : "\n {", f);
+		fputs("\"measurement\":", f);
+		json_str(f, table[r][0]);
+		fputs(",\"ours\":", f);
+		json_figure(f, table[r][1]);
+		fputs(",\"peer\":", f);
+		json_str(f, table[r][2]);
+		fputs(",\"peer_figure\":", f);
+		json_figure(f, table[r][3]);
+		fputs(",\"ratio\":", f);
+		json_figure(f, table[r][4]);
+		fputs(",\"target\":", f);
+		json_str(f, table[r][5]);
+		fputs(",\"met\":", f);
+		json_str(f, !strcmp(table[r][6], "**NO**") ? "no" : table[r][6]);
+		fputc('}', f);
+	}
+	fputs("\n],\"notes\":[", f);
+	for (int i = 0; i < n_notes; i++) {
+		fputs(i ? ",\n " : "\n ", f);
+		json_str(f, notes[i]);
+	}
+	fputs("\n]}\n", f);
+	bool ok = !ferror(f);
+	ok = fclose(f) == 0 && ok;
+	if (!ok)
+		fprintf(stderr, "%s: error writing %s\n", benchmark, path);
+	return ok;
 }

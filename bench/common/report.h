@@ -26,5 +26,11 @@ void note(const char *f, ...) __attribute__((format(printf, 1, 2)));
 void notes_print(void);
 /* The "model name" of /proc/cpuinfo, or "unknown". */
 void cpu_model(char *buf, size_t size);
+/* Writes the table (every row: its cells as printed plus each figure's number, unit and bracketed
+ * second number when it has one), the notes, the machine (CPU model, online CPUs, memory, compiler)
+ * and the date (UTC) as one JSON object to `path` (bench/tools/plot.py reads it). `workers` is the
+ * worker count the rows ran with (-1: one per core), `settings` free text. False (and a message on
+ * stderr) when the file cannot be written. */
+bool table_write_json(const char *path, const char *benchmark, int workers, const char *settings);
 
 #endif /* OVSTAGE_BENCH_REPORT_H */

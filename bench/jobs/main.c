@@ -3,6 +3,7 @@
  * condvar handoff, measured in the same run and printed as one table.
  *
  *   ovstage_bench_jobs [--quick] [--fib N] [--reps R] [--workers W] [--lace PATH] [--markdown | --plain]
+ *                      [--json PATH]
  *
  * The Lace peer is a separate program built outside the repository by bench/peers/lace.sh; give
  * its path with --lace or $OVSTAGE_PEER_LACE (without it the Lace rows print n/a).
@@ -40,19 +41,21 @@ typedef struct opts {
 	long rt_iters;      /* round-trip iterations */
 	long spawn_k;       /* frames per batch */
 	long spawn_batches; /* batches */
+	const char *json;   /* --json PATH, or NULL */
 } opts;
 
 static void usage(const char *argv0)
 {
 	fprintf(stderr,
-		"usage: %s [--quick] [--fib N] [--reps R] [--workers W] [--lace PATH] [--markdown | --plain]\n"
+		"usage: %s [--quick] [--fib N] [--reps R] [--workers W] [--lace PATH] [--markdown | --plain] [--json PATH]\n"
 		"  --quick      fib 32, 2 repetitions, 20k round trips (unless given explicitly)\n"
 		"  --fib N      fork-join fib(N) (default 40)\n"
 		"  --reps R     repetitions per figure, best kept (default 3)\n"
 		"  --workers W  workers for the 'all workers' figures (default: one per core)\n"
 		"  --no-slow-peers  skip oneTBB and OpenMP (their rows print n/a)\n"
 		"  --lace PATH  the Lace peer (bench/peers/lace.sh builds it; default $OVSTAGE_PEER_LACE)\n"
-		"  --markdown   markdown table (default); --plain: aligned columns without pipes\n",
+		"  --markdown   markdown table (default); --plain: aligned columns without pipes\n"
+		"  --json PATH  also write every row, the machine and the date as JSON (bench/tools/plot.py)\n",
 		argv0);
 }
 
@@ -74,6 +77,7 @@ static void parse(int argc, char **argv, opts *o)
 	o->markdown = true;
 	o->lace = getenv("OVSTAGE_PEER_LACE");
 	o->slow_peers = true;
+	o->json = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -88,6 +92,9 @@ static void parse(int argc, char **argv, opts *o)
 		} else if (!strcmp(a, "--reps") && v && parse_int(v, 1, 1000, &reps)) {
 			i++;
 		} else if (!strcmp(a, "--workers") && v && parse_int(v, 1, 4096, &o->workers)) {
+			i++;
+		} else if (!strcmp(a, "--json") && v) {
+			o->json = v;
 			i++;
 		} else if (!strcmp(a, "--no-slow-peers")) {
 			o->slow_peers = false;
@@ -584,5 +591,8 @@ int main(int argc, char **argv)
 	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", W,
 	       (unsigned long long)steals, (unsigned long long)sleeps);
 	table_print(o.markdown);
+	if (o.json)
+		table_write_json(o.json, "ovstage_bench_jobs", W, fmt("fib(%d), best of %d repetitions%s", o.fib_n, o.reps,
+								    o.quick ? "; --quick" : ""));
 	return 0;
 }

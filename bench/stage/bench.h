@@ -24,7 +24,7 @@
 typedef struct bench_opts {
 	bool quick;
 	int reps;
-	const char *only; /* NULL = every section; else "latency", "bulk" or "commit" */
+	const char *only; /* NULL = every section; else "latency", "bulk", "commit" or "paths" */
 } bench_opts;
 
 /* ---- util.c ---- */
@@ -88,5 +88,6 @@ uint64_t lmdb_read_one_ns(lmdb_peer *p, int col, uint64_t ordinal, uint64_t *sum
 void rows_latency(const bench_opts *o);
 void rows_bulk(const bench_opts *o);
 void rows_commit(const bench_opts *o);
+void rows_paths(const bench_opts *o);
 
 #endif /* OVSTAGE_BENCH_STAGE_H */

@@ -2,9 +2,11 @@
  * main.c — ovstage_bench_stage: the stage's write, seal and read paths beside memcpy, the bare job
  * system and LMDB, measured in the same run and printed as one markdown table.
  *
- *   ovstage_bench_stage [--quick] [--reps R] [--only latency|bulk|commit]
+ *   ovstage_bench_stage [--quick] [--reps R] [--only latency|bulk|commit|paths] [--json PATH]
  *
- * --only runs one section of rows (to iterate on it); the default runs all three.
+ * --only runs one section of rows (to iterate on it); the default runs all four. --json also writes
+ * every row (figure, peer, ratio, target, met), the notes, the machine and the date to PATH
+ * (bench/tools/plot.py turns it into plots).
  * Figures are the best of R repetitions (R = 3, --quick: 2 and smaller sizes where it says so).
  * Latencies are percentiles over all iterations of a repetition; the best repetition is kept.
  * The engine's worker count comes from OVSTAGE_WORKERS (default: one per core). Never asserts:
@@ -27,16 +29,20 @@ static long mem_total_mib(void)
 int main(int argc, char **argv)
 {
 	bench_opts o = { false, -1, NULL };
+	const char *json = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick"))
 			o.quick = true;
 		else if (!strcmp(argv[i], "--reps") && i + 1 < argc && atoi(argv[i + 1]) > 0)
 			o.reps = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
-			 (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "bulk") || !strcmp(argv[i + 1], "commit")))
+			 (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "bulk") || !strcmp(argv[i + 1], "commit") ||
+			  !strcmp(argv[i + 1], "paths")))
 			o.only = argv[++i];
+		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+			json = argv[++i];
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: %s [--quick] [--reps R] [--only latency|bulk|commit]\n", argv[0]);
+			printf("usage: %s [--quick] [--reps R] [--only latency|bulk|commit|paths] [--json PATH]\n", argv[0]);
 			return 0;
 		} else
 			fprintf(stderr, "ovstage_bench_stage: ignoring unknown option '%s'\n", argv[i]);
@@ -70,8 +76,16 @@ int main(int argc, char **argv)
 		rows_bulk(&o);
 	if (!o.only || !strcmp(o.only, "commit"))
 		rows_commit(&o);
+	if (!o.only || !strcmp(o.only, "paths"))
+		rows_paths(&o);
 	table_print(true);
 	notes_print();
 	printf("- total benchmark time: %.1f s\n", (double)(now_ns() - t0) / 1e9);
+	if (json) {
+		char settings[160];
+		snprintf(settings, sizeof settings, "best of %d repetitions%s%s%s", o.reps, o.quick ? "; --quick" : "",
+			 o.only ? "; --only " : "", o.only ? o.only : "");
+		table_write_json(json, "ovstage_bench_stage", w && *w ? atoi(w) : -1, settings);
+	}
 	return 0;
 }

@@ -76,19 +76,36 @@ void ovs_hobj_unref(ovs_hobj *o)
 		o->destroy(o);
 }
 
-uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
+void *ovs_handle_prepare(ovs_handles *h)
 {
 	/* relaxed: uniqueness needs only atomicity. */
 	uint64_t seq = atomic_fetch_add_explicit(&g_handle_seq, 1, memory_order_relaxed);
 	if (seq > OVS_HANDLE_SEQ_MAX)
-		return 0; /* exhausted: never wrap (that would reissue live or stale handles) */
+		return NULL; /* exhausted: never wrap (that would reissue live or stale handles) */
 	ovs_handle_node *n = malloc(sizeof *n);
 	if (!n)
-		return 0;
-	uint64_t id = h->space << OVS_HANDLE_SPACE_SHIFT | seq;
+		return NULL;
+	n->id = h->space << OVS_HANDLE_SPACE_SHIFT | seq;
+	return n;
+}
+
+void ovs_handle_unprepare(void *prepared)
+{
+	free(prepared); /* its id is never issued */
+}
+
+uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
+{
+	void *n = ovs_handle_prepare(h);
+	return n ? ovs_handle_insert_prepared(h, n, o) : 0;
+}
+
+uint64_t ovs_handle_insert_prepared(ovs_handles *h, void *prepared, ovs_hobj *o)
+{
+	ovs_handle_node *n = prepared;
+	uint64_t id = n->id;
 	o->id = id;
 	ovs_hobj_ref(o);
-	n->id = id;
 	n->obj = o;
 	ovs_handle_shard *s = shard_of(h, id);
 	pthread_mutex_lock(&s->lock);

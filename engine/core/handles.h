@@ -81,6 +81,12 @@ void ovs_handles_fini(ovs_handles *h);
 void ovs_hobj_init(ovs_hobj *o, ovs_handle_kind kind, void (*destroy)(ovs_hobj *));
 /* Inserts: the table takes its own reference. Returns the new handle, 0 on OOM (or once the
  * process-wide sequence is exhausted). */
+/* An insertion in two steps, for a call that must not fail once it has committed to something:
+ * ovs_handle_prepare takes what insertion can fail on (the id, the node; NULL when out of memory or
+ * out of ids), ovs_handle_insert_prepared then cannot fail; ovs_handle_unprepare drops an unused one. */
+void *ovs_handle_prepare(ovs_handles *h);
+uint64_t ovs_handle_insert_prepared(ovs_handles *h, void *prepared, ovs_hobj *o);
+void ovs_handle_unprepare(void *prepared);
 uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o);
 /* Looks up and takes a reference (NULL if absent, of another kind or of another instance). */
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind);

@@ -95,13 +95,29 @@ void ovs_op_noop(jobs_worker *w, void *arg, jobs_run *run)
 ovstage_enqueue_result_t ovs_release_handle_op(ovs_stage *st, uint64_t handle, ovs_handle_kind kind,
 					       const char *what)
 {
-	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, kind);
+	/* The op first, the handle after: a release refused for want of memory leaves the handle
+	 * live (a failed call changes nothing; the caller retries). The lookup before it gives a bad
+	 * handle its INVALID_HANDLE without allocating. */
+	ovs_hobj *h = ovs_handle_get(&st->handles, handle, kind);
 	if (!h)
 		return ovs_rejected(ovs_handle_invalid(&st->handles, handle, what));
 	ovs_hobj_unref(h);
 	/* Nothing to run: complete it here rather than waking a worker for it. */
 	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true, .run_inline = true };
-	return ovs_op_submit(st, &d);
+	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	if (r.status != OVSTAGE_OK)
+		return r; /* the handle stays the caller's */
+	h = ovs_handle_remove(&st->handles, handle, kind);
+	if (!h) {
+		/* another thread released it between the lookup and here: this call released nothing */
+		ovstage_api_status_t s = ovs_handle_invalid(&st->handles, handle, what);
+		if (jobs_release(st->sched, r.op_index) == JOBS_OK)
+			/* relaxed: a counter, as in ovs_release_op */
+			atomic_fetch_sub_explicit(&st->live_ops, 1, memory_order_relaxed);
+		return ovs_rejected(s);
+	}
+	ovs_hobj_unref(h);
+	return r;
 }
 
 void ovs_ops_quiesce(ovs_stage *st)
@@ -125,13 +141,18 @@ static _Thread_local ovstage_op_id_t tls_err_ids[OVS_WAIT_ERRORS];
 static _Thread_local char tls_err_msgs[OVS_WAIT_ERRORS][512];
 static _Thread_local size_t tls_err_count;
 
-static void record_failure(ovs_stage *st, ovstage_op_id_t id)
+/* Records a failed op and its message; false (nothing recorded) when its receipt is gone (an op
+ * the caller, or the engine for an internal one, already released). */
+static bool record_failure(ovs_stage *st, ovstage_op_id_t id)
 {
 	if (tls_err_count >= OVS_WAIT_ERRORS)
-		return;
+		return false;
 	int code = 0;
-	jobs_receipt_result(st->sched, id, &code, tls_err_msgs[tls_err_count], sizeof tls_err_msgs[0]);
+	if (jobs_receipt_result(st->sched, id, &code, tls_err_msgs[tls_err_count], sizeof tls_err_msgs[0]) ==
+	    JOBS_INVALID)
+		return false;
 	tls_err_ids[tls_err_count++] = id;
+	return true;
 }
 
 void ovs_opstate_init(ovs_opstate *o)
@@ -216,12 +237,12 @@ ovstage_api_status_t ovs_wait_op(ovstage_context_t *ctx, ovstage_op_id_t op_id, 
 	}
 	if (s != JOBS_OK) {
 		/* Root cause first: a failed producer this op depended on, then the op itself. */
+		/* A released producer is not listed (its message is gone): the op's own message, which
+		 * then names the failure, is the root cause. */
 		jobs_id dep = 0;
 		jobs_receipt_failed_dependency(st->sched, op_id, &dep);
-		if (dep)
-			record_failure(st, dep);
-		record_failure(st, op_id);
-		if (dep)
+		bool listed = dep && record_failure(st, dep);
+		if (record_failure(st, op_id) && listed)
 			tls_err_msgs[tls_err_count - 1][0] = '\0'; /* the waited op's own message is empty */
 		out->error_op_id_count = tls_err_count;
 		/* The statuses 0.2.1 documents for these execution-time failures are returned as well (an

@@ -112,9 +112,11 @@ static ovstage_enqueue_result_t reject(ovs_inflight *f, ovx_token_t *cols, const
 }
 
 /* The requested floor a mutation at `ordinal` on cols (NULL = every column) is not above: true,
- * with the floor and the column's name (NULL for the stage's ALL floor). Caller holds seq_lock. */
+ * with the floor and the column's name (NULL for the stage's ALL floor). A column not created yet
+ * is checked against new_floor, the floor it is created with (ovs_column_publish). Caller holds
+ * seq_lock. */
 static bool at_or_below_floor_locked(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
-				     size_t ncols, uint64_t *fl, const char **name)
+				     size_t ncols, uint64_t new_floor, uint64_t *fl, const char **name)
 {
 	*name = NULL;
 	*fl = st->all_floor_requested;
@@ -125,7 +127,7 @@ static bool at_or_below_floor_locked(ovs_stage *st, ovstage_ordinal_t ordinal, c
 	for (size_t i = 0; i < nc; i++) {
 		ovs_column *c = cols ? ovs_column_find(&st->store, cols[i]) : all[i];
 		/* relaxed: floor_requested is stored under seq_lock, which we hold. */
-		*fl = c ? atomic_load_explicit(&c->floor_requested, memory_order_relaxed) : st->all_floor_requested;
+		*fl = c ? atomic_load_explicit(&c->floor_requested, memory_order_relaxed) : new_floor;
 		if (ordinal <= *fl) {
 			*name = ovs_attr_name(st, cols ? cols[i] : c->name);
 			return true;
@@ -134,13 +136,14 @@ static bool at_or_below_floor_locked(ovs_stage *st, ovstage_ordinal_t ordinal, c
 	return false;
 }
 
-/* Submits op under seq_lock (held). An op that may run inline must not run under the lock: it is
- * submitted held by one private fence (*held = true), which the caller resolves after unlocking
- * (running it then, if it is runnable). */
-static ovstage_enqueue_result_t submit_held_locked(ovs_stage *st, const ovs_op_desc *op, bool *held)
+/* Submits op under seq_lock (held). An op that may run inline must not run under the lock, and one
+ * whose columns are published after its submission (`hold`) must not run before: it is submitted
+ * held by one private fence (*held = true), which the caller resolves after unlocking (running it
+ * then, if it is runnable). An op with fences of its own is held by them already. */
+static ovstage_enqueue_result_t submit_held_locked(ovs_stage *st, const ovs_op_desc *op, bool hold, bool *held)
 {
 	ovs_op_desc d = *op;
-	*held = op->run_inline && op->fences == 0;
+	*held = (op->run_inline || hold) && op->fences == 0;
 	if (*held)
 		d.fences = 1;
 	return ovs_op_submit(st, &d);
@@ -154,8 +157,12 @@ static void release_held(ovs_stage *st, ovstage_enqueue_result_t r, bool held)
 }
 
 ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
-						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight)
+						       size_t ncols, ovs_column **const *slots, const ovs_op_desc *op,
+						       ovs_inflight **out_inflight)
 {
+	bool prepared = false; /* a column of the op is still to be published */
+	for (size_t i = 0; slots && i < ncols; i++)
+		prepared = prepared || (*slots[i])->prepared;
 	ovs_inflight *f = calloc(1, sizeof *f);
 	if (!f)
 		return reject(NULL, cols, op, out_inflight,
@@ -170,7 +177,12 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 	/* Admission: above every floor an accepted advance asked for. */
 	uint64_t fl;
 	const char *name;
-	if (at_or_below_floor_locked(st, ordinal, cols, ncols, &fl, &name)) {
+	/* acquire: the stage floor a seal stored (with release) after its columns' floors. Read once:
+	 * the op's new columns are checked against it and published with it, even if a seal moves the
+	 * stage floor meanwhile (a column created by an earlier call would not have moved either: that
+	 * seal's column list was taken before) */
+	uint64_t new_floor = atomic_load_explicit(&st->store.all_floor, memory_order_acquire);
+	if (at_or_below_floor_locked(st, ordinal, cols, ncols, new_floor, &fl, &name)) {
 		pthread_mutex_unlock(&st->seq_lock);
 		if (name)
 			ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
@@ -185,7 +197,7 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 	 * and the op only marks it done, which pruning reads under this lock. */
 	bool held;
 	tls_submitting = f;
-	ovstage_enqueue_result_t r = submit_held_locked(st, op, &held);
+	ovstage_enqueue_result_t r = submit_held_locked(st, op, prepared, &held);
 	tls_submitting = NULL;
 	if (r.status != OVSTAGE_OK) {
 		pthread_mutex_unlock(&st->seq_lock);
@@ -194,6 +206,12 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 		free(f);
 		return r;
 	}
+	/* Admitted and submitted (not runnable yet: held): its new columns become visible now, under
+	 * seq_lock, so that an advance admitted after this op includes them (and the max_written below
+	 * finds them). Publishing cannot fail (ovs_column_prepare reserved the room). The op reads its
+	 * slots after its fence is resolved, which orders these stores before. */
+	for (size_t i = 0; prepared && i < ncols; i++)
+		*slots[i] = ovs_column_publish(&st->store, *slots[i], new_floor);
 	f->op = r.op_index;
 	for (size_t i = 0; cols && i < ncols; i++) {
 		ovs_column *c = ovs_column_find(&st->store, cols[i]);
@@ -277,7 +295,7 @@ ovstage_enqueue_result_t ovs_sequencer_submit_advance(ovs_stage *st, ovstage_ord
 	d.after = deps;
 	d.after_count = ndeps;
 	bool held;
-	ovstage_enqueue_result_t r = submit_held_locked(st, &d, &held);
+	ovstage_enqueue_result_t r = submit_held_locked(st, &d, false, &held);
 	if (r.status == OVSTAGE_OK)
 		st->last_seal = r.op_index;
 	pthread_mutex_unlock(&st->seq_lock);

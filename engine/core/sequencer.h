@@ -17,9 +17,15 @@
 /* Admits and submits a mutation touching `cols` (ncols tokens; cols == NULL = every column, e.g. a
  * whole-prim delete) at `ordinal`. Takes ownership of `cols` (malloc'd). On success *out_inflight is
  * the record the op must mark done (ovs_inflight_done) when it finishes. On rejection the op's
- * cleanup runs and the last error is set (WRITE_FLOOR_VIOLATION names the column and floor). */
+ * cleanup runs and the last error is set (WRITE_FLOOR_VIOLATION names the column and floor).
+ * `slots` (NULL, or ncols entries): where the op keeps the column of each of cols, which may be a
+ * prepared, unpublished one (ovs_column_prepare); once the op is admitted and submitted they are
+ * published here, under the admission lock, before the op can run (an op that has no fence of its
+ * own is held by one until then), and the slots updated. A refused op publishes nothing: its
+ * cleanup discards what it prepared. */
 ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
-						       size_t ncols, const ovs_op_desc *op, ovs_inflight **out_inflight);
+						       size_t ncols, ovs_column **const *slots, const ovs_op_desc *op,
+						       ovs_inflight **out_inflight);
 
 /* Submits a floor advance to n over cols (ncols columns; all = ALL scope, the stage floor moves
  * too): raises their requested floors (so admission refuses mutations at or below n from now on),

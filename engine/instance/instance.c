@@ -15,6 +15,7 @@
 #include "ops.h"
 #include "path_dict_shared.h"
 #include "teardown.h"
+#include "trace.h"
 #include "stage.h"
 
 static _Atomic uint64_t g_stage_serial = 1;
@@ -70,10 +71,59 @@ static ovstage_api_status_t query_extension(ovstage_context_t *ctx, const char *
 	return ovs_err_set(OVSTAGE_ERROR_NOT_FOUND, "no extension named \"%s\"", name);
 }
 
+/* Stage ops in the trace (jobs/trace.h): the API call as a span on the caller's thread, whose id is
+ * the op's receipt (the job's "run" span of the same id is its body). Off: one relaxed load. */
+static ovstage_enqueue_result_t traced_write_attribute(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+						       ovx_string_or_token_t attribute, ovstage_ordinal_t ordinal,
+						       ovstage_write_data_t data, ovstage_prim_mode_t prim_mode)
+{
+	if (!jobs_trace_on())
+		return ovs_write_attribute(ctx, handle, attribute, ordinal, data, prim_mode);
+	uint64_t t0 = jobs_trace_now();
+	ovstage_enqueue_result_t r = ovs_write_attribute(ctx, handle, attribute, ordinal, data, prim_mode);
+	jobs_trace_span("op", "write", t0, jobs_trace_now(), r.op_index);
+	return r;
+}
+
+static ovstage_enqueue_result_t traced_write_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+							const ovstage_attribute_write_t *writes, size_t write_count,
+							ovstage_ordinal_t ordinal, ovstage_prim_mode_t prim_mode)
+{
+	if (!jobs_trace_on())
+		return ovs_write_attributes(ctx, handle, writes, write_count, ordinal, prim_mode);
+	uint64_t t0 = jobs_trace_now();
+	ovstage_enqueue_result_t r = ovs_write_attributes(ctx, handle, writes, write_count, ordinal, prim_mode);
+	jobs_trace_span("op", "write", t0, jobs_trace_now(), r.op_index);
+	return r;
+}
+
+static ovstage_enqueue_result_t traced_advance_write_floor(ovstage_context_t *ctx,
+							   const ovstage_write_floor_desc_t *desc)
+{
+	if (!jobs_trace_on())
+		return ovs_advance_write_floor(ctx, desc);
+	uint64_t t0 = jobs_trace_now();
+	ovstage_enqueue_result_t r = ovs_advance_write_floor(ctx, desc);
+	jobs_trace_span("op", "seal", t0, jobs_trace_now(), r.op_index);
+	return r;
+}
+
+static ovstage_enqueue_result_t traced_read_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+						       const ovx_token_t *attrs, size_t attr_count,
+						       ovstage_ordinal_range_t range, ovstage_read_handle_t *out)
+{
+	if (!jobs_trace_on())
+		return ovs_read_attributes(ctx, handle, attrs, attr_count, range, out);
+	uint64_t t0 = jobs_trace_now();
+	ovstage_enqueue_result_t r = ovs_read_attributes(ctx, handle, attrs, attr_count, range, out);
+	jobs_trace_span("op", "read", t0, jobs_trace_now(), r.op_index);
+	return r;
+}
+
 static const ovstage_vtable_t g_vtable = {
 	.wait_op = ovs_wait_op,
 	.release_op = ovs_release_op,
-	.advance_write_floor = ovs_advance_write_floor,
+	.advance_write_floor = traced_advance_write_floor,
 	.get_oldest_preserved_ordinal = ovs_get_oldest_preserved_ordinal,
 	.get_attribute_write_floor = ovs_get_attribute_write_floor,
 	.fetch_ordinal = ovs_fetch_ordinal,
@@ -83,11 +133,11 @@ static const ovstage_vtable_t g_vtable = {
 	.fetch_query_result = ovs_fetch_query_result,
 	.release_query_result = ovs_release_query_result,
 	.release_query = ovs_release_query,
-	.read_attributes = ovs_read_attributes,
+	.read_attributes = traced_read_attributes,
 	.fetch_read_next = ovs_fetch_read_next,
 	.release_group = ovs_release_group,
 	.release_read = ovs_release_read,
-	.write_attribute = ovs_write_attribute,
+	.write_attribute = traced_write_attribute,
 	.map_attribute = ovs_map_attribute,
 	.fetch_map_next = ovs_fetch_map_next,
 	.unmap_group = ovs_unmap_group,
@@ -97,7 +147,7 @@ static const ovstage_vtable_t g_vtable = {
 	.get_error_string = get_error_string,
 	.get_last_op_error = ovs_get_last_op_error,
 	.get_path_dictionary = get_path_dictionary,
-	.write_attributes = ovs_write_attributes,
+	.write_attributes = traced_write_attributes,
 	.query_extension = query_extension,
 };
 
@@ -116,6 +166,8 @@ OVSTAGE_API ovstage_api_status_t ovstage_create_instance(const ovstage_instance_
 	if (st)
 		memset(st, 0, sizeof *st);
 	ovs_pd *pd = ovs_pd_shared_acquire(); /* one dictionary for all live instances */
+	if (pd) /* bulk interning forks on the runtime's scheduler, which outlives every instance */
+		ovs_pd_set_sched(pd, ovs_runtime_sched());
 	char *name = (desc && desc->name) ? strdup(desc->name) : NULL;
 	ovs_hier *hier = ovs_hier_create(ovs_runtime_settings()->default_hierarchy_model);
 	if (!st || !pd || !hier || (desc && desc->name && !name)) {
@@ -171,6 +223,8 @@ OVSTAGE_API ovstage_api_status_t ovstage_destroy_instance(ovstage_instance_t *in
 	ovs_hier_destroy(st->hier); /* before the store: it holds a reference on a version */
 	ovs_store_fini(&st->store);
 	ovs_pd_shared_release(st->pd); /* destroyed with the last instance */
+	if (jobs_trace_on() && ovs_pd_shared_refs() == 0)
+		jobs_trace_flush(); /* the last instance: the trace file is complete up to here */
 	pthread_mutex_destroy(&st->seq_lock);
 	free(st->name);
 	free(st);

@@ -86,6 +86,18 @@ static ovs_blob *rebased_row(ovs_pd *pd, ovx_primpath_t src, ovx_primpath_t dst,
 	return nb;
 }
 
+/* The first of the columns that lives on a CUDA device, or NULL. Clone copies rows on the host, so it
+ * is refused, before anything changes, in a stage with one (docs/api.md). acquire: has_schema
+ * publishes the schema's device. */
+static ovs_column *device_column(ovs_column **cols, size_t nc)
+{
+	for (size_t k = 0; k < nc; k++)
+		if (atomic_load_explicit(&cols[k]->has_schema, memory_order_acquire) &&
+		    cols[k]->schema.device.device_type == kDLCUDA)
+			return cols[k];
+	return NULL;
+}
+
 static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	(void)w;
@@ -134,18 +146,15 @@ static void clone_job(jobs_worker *w, void *arg, jobs_run *run)
 	size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
 	ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	ovstage_api_status_t s = OVSTAGE_OK;
-	/* Clone copies rows on the host: refused, before anything changes, in a stage with a column on a
-	 * CUDA device (docs/api.md). acquire: has_schema publishes the schema's device. */
-	for (size_t k = 0; k < nc; k++)
-		if (atomic_load_explicit(&cols[k]->has_schema, memory_order_acquire) &&
-		    cols[k]->schema.device.device_type == kDLCUDA) {
-			ovs_op_fail(run, OVSTAGE_ERROR_NOT_SUPPORTED, "clone: attribute \"%s\" lives on CUDA device %d; "
-				    "clone of stages with device columns is not supported in this version",
-				    ovs_attr_name(st, cols[k]->name), (int)cols[k]->schema.device.device_id);
-			free(sub);
-			free(dst);
-			return;
-		}
+	ovs_column *dev = device_column(cols, nc);
+	if (dev) {
+		ovs_op_fail(run, OVSTAGE_ERROR_NOT_SUPPORTED, "clone: attribute \"%s\" lives on CUDA device %d; "
+			    "clone of stages with device columns is not supported in this version",
+			    ovs_attr_name(st, dev->name), (int)dev->schema.device.device_id);
+		free(sub);
+		free(dst);
+		return;
+	}
 	/* All or nothing: the deltas are pushed, and the targets made to exist, only once every
 	 * column's delta is built (a clone failing on its k-th column left the first k - 1 columns
 	 * written and the targets existing: check_alloc_fail finding). */
@@ -301,5 +310,5 @@ ovstage_enqueue_result_t ovs_clone(ovstage_instance_t *instance, ovx_string_t so
 		return ovs_rejected(s);
 	}
 	ovs_op_desc d = { .fn = clone_job, .arg = c, .cleanup = clone_free };
-	return ovs_sequencer_submit_mutation(st, ordinal, NULL, 0, &d, &c->inflight);
+	return ovs_sequencer_submit_mutation(st, ordinal, NULL, 0, NULL, &d, &c->inflight);
 }

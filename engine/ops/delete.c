@@ -30,6 +30,8 @@ static void delete_free(void *arg, bool ran)
 	if (d->inflight)
 		ovs_inflight_done(d->st, d->inflight);
 	ovs_query_put(d->q);
+	for (size_t i = 0; d->cols && i < d->ncols; i++)
+		ovs_column_discard(&d->st->store, d->cols[i]); /* a refused delete's new columns */
 	free(d->cols);
 	free(d);
 }
@@ -129,8 +131,10 @@ ovstage_enqueue_result_t ovs_delete_attributes(ovstage_context_t *ctx, ovstage_q
 		if (s == OVSTAGE_OK && ovs_attr_is_derived(st, toks[i]))
 			s = ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "attributes[%zu] = \"%s\" is derived and cannot be "
 					"deleted", i, ovs_attr_name(st, toks[i]));
-		if (s == OVSTAGE_OK && !(d->cols[i] = ovs_column_get_or_create(&st->store, toks[i])))
+		/* a new column is prepared only: the sequencer publishes it if the delete is admitted */
+		if (s == OVSTAGE_OK && !(d->cols[i] = ovs_column_prepare(&st->store, toks[i])))
 			s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory");
+		d->ncols = s == OVSTAGE_OK ? i + 1 : i; /* what delete_free discards */
 		if (s != OVSTAGE_OK) {
 			free(toks);
 			delete_free(d, false);
@@ -138,9 +142,20 @@ ovstage_enqueue_result_t ovs_delete_attributes(ovstage_context_t *ctx, ovstage_q
 		}
 	}
 	d->ncols = attribute_count;
+	ovs_column ***slots = attribute_count ? malloc(attribute_count * sizeof *slots) : NULL;
+	if (attribute_count && !slots) {
+		free(toks);
+		delete_free(d, false);
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	for (size_t i = 0; i < attribute_count; i++)
+		slots[i] = &d->cols[i];
 	/* A query still resolving: run after its op (its prims are read in the job). */
 	bool pending = !ovs_query_ready(q);
 	ovs_op_desc od = { .fn = delete_job, .arg = d, .cleanup = delete_free, .after = pending ? &q->op : NULL,
 			   .after_count = pending ? 1 : 0 };
-	return ovs_sequencer_submit_mutation(st, ordinal, toks, attribute_count, &od, &d->inflight);
+	ovstage_enqueue_result_t r = ovs_sequencer_submit_mutation(st, ordinal, toks, attribute_count, slots, &od,
+								   &d->inflight);
+	free(slots);
+	return r;
 }

@@ -19,6 +19,7 @@
  * Buffers are not pre-filled with the current values (as in ovstage 0.2.1). Array columns and CUDA
  * synchronisation are not supported yet (NOT_SUPPORTED).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +43,19 @@ typedef struct ovs_map {
 	jobs_id map_op;                /* M (fenced until C is admitted or refused) */
 	_Atomic bool refused;          /* map_attribute refused the session after submitting M: M must
 	                                * leave no trace (no prims, no schema) */
-	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute) */
+	jobs_id commit_op;             /* C (internal; fenced until unmap_attribute, or until M fails) */
+	_Atomic bool commit_unfenced;  /* C's fence was resolved (unfence_commit: exactly once) */
 	ovs_opstate state;             /* M's outcome */
 	ovs_inflight *inflight;        /* C's sequencer record */
 	uint64_t commit_seq;           /* C's place among same-ordinal writes: the id of unmap_attribute's
 	                                * op (set before C's fence is resolved, which orders it for C) */
+	/* set by C when its commit fails (C itself completes without failing, so that wait_op's root
+	 * cause is the caller's unmap op, which reports this: C's own id is internal and released);
+	 * plain fields, written before C completes and read by the unmap's op, which runs after C
+	 * (the scheduler's dependency edge orders them) */
+	ovstage_api_status_t commit_status;
+	char commit_err[160];
+	char map_err[200];             /* M's failure, for the unmap's op (written by M, read after it) */
 	/* set by M: */
 	uint32_t n;                    /* prims */
 	uint32_t *rows;                /* their rows */
@@ -63,19 +72,13 @@ typedef struct ovs_map {
 static void map_destroy(ovs_hobj *h)
 {
 	ovs_map *m = (ovs_map *)h;
+	ovs_column_discard(&m->st->store, m->col); /* a refused session's new column */
 	free(m->rows);
 	ovs_buffer_unref(m->buf);
 	ovs_query_put(m->q);
 	free(m);
 }
 
-static void map_put(void *arg, bool ran)
-{
-	ovs_map *m = arg;
-	if (!ran)
-		ovs_opstate_finish(&m->state, OVSTAGE_ERROR_OP_FAILED);
-	ovs_hobj_unref(&m->h);
-}
 
 /* The session's dtype and role checked against the column's schema, if it has one (a new column
  * needs desc.dtype). Nothing is installed: a refused map leaves no trace. */
@@ -112,6 +115,44 @@ static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errl
 				      (DLDevice){ kDLCPU, 0 }))
 		return OVSTAGE_OK;
 	return map_check_schema(m, err, errlen);
+}
+
+/* Resolves C's fence, once: by unmap_attribute, or by M when the map failed. */
+static void unfence_commit(ovs_map *m)
+{
+	/* acq_rel: exactly one of M and unmap_attribute sees false and resolves the fence; both have
+	 * read commit_op, which was stored before M's fence was resolved (so before either runs). */
+	if (!atomic_exchange_explicit(&m->commit_unfenced, true, memory_order_acq_rel))
+		jobs_fence_resolve(m->st->sched, m->commit_op);
+}
+
+/* M failed: the session will commit nothing (fetch_map_next gives OP_FAILED; its commit can only
+ * fail after M). As in 0.2.1, where a floor advance never waits for a session, a failed session
+ * does not hold the floor: its in-flight record is done now, before M completes (a caller that
+ * waited for M then finds the column's written-through ordinal and the advances free of it), and C
+ * runs (failing after M) without waiting for unmap_attribute. The handle stays the caller's until
+ * unmap_attribute, whose op reports the failure (root cause: M). */
+static void session_failed(ovs_map *m)
+{
+	ovs_inflight *f = m->inflight;
+	/* plain: C's cleanup, the only other reader, runs after C, which runs after M completes */
+	m->inflight = NULL;
+	if (f)
+		ovs_inflight_done(m->st, f);
+	unfence_commit(m);
+}
+
+static void map_put(void *arg, bool ran)
+{
+	ovs_map *m = arg;
+	if (!ran) {
+		ovs_opstate_finish(&m->state, OVSTAGE_ERROR_OP_FAILED);
+		/* M did not run (the op of the query it waited for failed): a failed session too. Not
+		 * when its own submission failed (no C then: commit_op is 0). */
+		if (m->commit_op)
+			session_failed(m);
+	}
+	ovs_hobj_unref(&m->h);
 }
 
 /* M: checks, rows, buffer, then what the map makes visible (schema, prims), then the group. */
@@ -192,8 +233,20 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		if (created_rows)
 			ovs_prims_need_reassert(&st->store); /* its rows stay, as holes (never present) */
 		ovs_op_fail(run, s, "map_attribute: %s", err);
+		snprintf(m->map_err, sizeof m->map_err, "%s", err);
+		session_failed(m);
 	}
 	ovs_opstate_finish(&m->state, s); /* release: the group is visible to fetch_map_next */
+}
+
+/* C's failure, for the unmap's op to report (see commit_status). */
+static void commit_failed(ovs_map *m, ovstage_api_status_t s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->commit_err, sizeof m->commit_err, fmt, ap);
+	va_end(ap);
+	m->commit_status = s;
 }
 
 /* C: the commit, after unmap_attribute resolved its fence. */
@@ -207,9 +260,10 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		ovs_sequencer_applied(c, m->ordinal); /* an empty session: committed, nothing to write */
 		return;
 	}
+	(void)run; /* failures are reported by the unmap's op (commit_status) */
 	ovs_delta *d = calloc(1, sizeof *d);
 	if (!d) {
-		ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "unmap_attribute: out of memory");
+		commit_failed(m, OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory committing the session");
 		return;
 	}
 	d->ordinal = m->ordinal;
@@ -226,7 +280,8 @@ static void commit_job(jobs_worker *w, void *arg, jobs_run *run)
 		d->values = malloc((size_t)m->n * rb);
 		if (!d->values) {
 			ovs_delta_free(d);
-			ovs_op_fail(run, OVSTAGE_ERROR_OUT_OF_MEMORY, "unmap_attribute: out of memory");
+			commit_failed(m, OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory copying the session's %u rows",
+				      m->n);
 			return;
 		}
 		memcpy(d->values, m->buf->data, (size_t)m->n * rb);
@@ -286,22 +341,28 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
 	ovs_map *m = calloc(1, sizeof *m);
 	ovx_token_t *cols = malloc(sizeof *cols);
-	ovs_column *c = ovs_column_get_or_create(&st->store, t);
-	if (!m || !cols || !c) {
+	/* a new column is prepared only: the sequencer publishes it when C is admitted */
+	ovs_column *c = ovs_column_prepare(&st->store, t);
+	/* the handle too: once C is admitted nothing may fail (the session is then committed to) */
+	void *hprep = ovs_handle_prepare(&st->handles);
+	if (!m || !cols || !c || !hprep) {
+		ovs_column_discard(&st->store, c);
+		ovs_handle_unprepare(hprep);
 		free(m);
 		free(cols);
 		ovs_query_put(q);
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory starting a map session"));
 	}
 	/* A column that already has a schema: check dtype and role now (provable at the call). */
 	if (atomic_load_explicit(&c->has_schema, memory_order_acquire) && desc->dtype.bits) {
 		s = ovs_layout_check_schema_of(false, desc->dtype, desc->semantic, c->schema.is_array, c->schema.dtype,
 					       c->schema.semantic, ovs_attr_name(st, t), err, sizeof err);
 		if (s != OVSTAGE_OK) {
+			ovs_handle_unprepare(hprep);
 			free(m);
 			free(cols);
 			ovs_query_put(q);
-			return ovs_rejected(ovs_err_set(s, "%s", err));
+			return ovs_rejected(ovs_err_set(s, "%s", err)); /* c has a schema: published */
 		}
 	}
 	ovs_hobj_init(&m->h, OVS_H_MAP, map_destroy);
@@ -316,6 +377,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	atomic_init(&m->fetched, 0);
 	atomic_init(&m->unmapped, false);
 	atomic_init(&m->refused, false);
+	atomic_init(&m->commit_unfenced, false);
 	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight).
 	 * M is held by a fence until C's admission is decided: a session refused at the call (write
 	 * floor, out of memory) must not create prims or a schema through M (fuzz_api finding). */
@@ -326,6 +388,7 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 			   .after_count = pending ? 1 : 0, .fences = 1 };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &md);
 	if (r.status != OVSTAGE_OK) {
+		ovs_handle_unprepare(hprep);
 		free(cols);
 		ovs_hobj_unref(&m->h);
 		return r;
@@ -335,7 +398,8 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	ovs_hobj_ref(&m->h); /* C's reference */
 	ovs_op_desc cd = { .fn = commit_job, .arg = m, .cleanup = commit_free, .after = &m->map_op, .after_count = 1,
 			   .fences = 1 };
-	ovstage_enqueue_result_t rc = ovs_sequencer_submit_mutation(st, ordinal, cols, 1, &cd, &m->inflight);
+	ovs_column **slot = &m->col; /* M reads it after its fence, resolved below */
+	ovstage_enqueue_result_t rc = ovs_sequencer_submit_mutation(st, ordinal, cols, 1, &slot, &cd, &m->inflight);
 	if (rc.status != OVSTAGE_OK) {
 		/* C's cleanup dropped its reference. M runs regardless; its outcome is unobservable. */
 		char keep[OVS_ERR_MAX];
@@ -344,6 +408,10 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		/* relaxed: the fence resolve below orders it for M (see map_job). */
 		atomic_store_explicit(&m->refused, true, memory_order_relaxed);
 		jobs_fence_resolve(st->sched, m->map_op);
+		/* M is done (and has dropped what it holds) before the refusal returns; the wait also runs
+		 * it where nothing else would (OVSTAGE_WORKERS=0: waiters run jobs) */
+		(void)jobs_wait(st->sched, m->map_op, OVSTAGE_TIMEOUT_INFINITE);
+		ovs_handle_unprepare(hprep);
 		ovs_release_op(ctx, r.op_index);
 		ovs_hobj_unref(&m->h);
 		return ovs_rejected(ovs_err_set(rc.status, "%s", keep));
@@ -351,17 +419,8 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	m->commit_op = rc.op_index;
 	/* C's id is internal: its outcome reaches the caller through unmap_attribute's op. */
 	atomic_fetch_sub_explicit(&st->live_ops, 1, memory_order_relaxed);
-	uint64_t id = ovs_handle_insert(&st->handles, &m->h);
+	uint64_t id = ovs_handle_insert_prepared(&st->handles, hprep, &m->h); /* cannot fail */
 	ovs_hobj_unref(&m->h);
-	if (!id) {
-		/* relaxed: the fence resolve below orders it for M (see map_job). */
-		atomic_store_explicit(&m->refused, true, memory_order_relaxed);
-		jobs_fence_resolve(st->sched, m->map_op); /* M fails: C then fails after it, committing nothing */
-		jobs_fence_resolve(st->sched, m->commit_op);
-		jobs_release(st->sched, m->commit_op);
-		ovs_release_op(ctx, r.op_index);
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
-	}
 	jobs_fence_resolve(st->sched, m->map_op); /* admitted: M may run */
 	*out_map_handle = id;
 	return r;
@@ -390,6 +449,32 @@ ovstage_api_status_t ovs_fetch_map_next(ovstage_context_t *ctx, ovstage_map_hand
 	}
 	ovs_hobj_unref(h);
 	return s;
+}
+
+/* The caller's op of unmap_attribute: runs after M and C (a failed M fails it as a dependency,
+ * naming M); reports a failed commit with C's message. */
+static void unmap_job(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	ovs_map *m = arg;
+	/* plain reads: M and C wrote them before they completed, and this job runs after both */
+	if (jobs_run_failed_dependency(run)) {
+		/* the map failed (C then failed after it): said here too, for a caller that released the
+		 * map op (wait_op then lists this op alone); otherwise the map op is listed first */
+		/* relaxed: M finished it before it completed; the dependency edge orders that before us */
+		ovstage_api_status_t s = (ovstage_api_status_t)atomic_load_explicit(&m->state.status, memory_order_relaxed);
+		ovs_op_fail(run, s != OVSTAGE_OK ? s : OVSTAGE_ERROR_OP_FAILED, "unmap_attribute: the map failed: %s",
+			    m->map_err[0] ? m->map_err : "the session was not started");
+	} else if (m->commit_status != OVSTAGE_OK) {
+		ovs_op_fail(run, m->commit_status, "unmap_attribute: %s", m->commit_err);
+	}
+}
+
+static void unmap_put(void *arg, bool ran)
+{
+	(void)ran;
+	ovs_map *m = arg;
+	ovs_hobj_unref(&m->h);
 }
 
 static ovstage_api_status_t check_sync(ovstage_cuda_sync_t sync)
@@ -435,25 +520,42 @@ ovstage_enqueue_result_t ovs_unmap_attribute(ovstage_context_t *ctx, ovstage_map
 	ovstage_api_status_t s = check_sync(write_done_sync);
 	if (s != OVSTAGE_OK)
 		return ovs_rejected(s);
-	ovs_hobj *h = ovs_handle_remove(&st->handles, map_handle, OVS_H_MAP);
+	/* The caller's op first, the handle after: an unmap refused for want of memory (or a full
+	 * queue) commits nothing and leaves the session open and the handle the caller's. */
+	ovs_hobj *h = ovs_handle_get(&st->handles, map_handle, OVS_H_MAP);
 	if (!h)
 		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
 	ovs_map *m = (ovs_map *)h;
-	/* The caller's op runs after the commit; its failure (a failed map, say) reaches wait_op. It
-	 * names the map op first: when the map failed, wait_op's root cause is then the map op (whose
-	 * message the caller can read) rather than the internal commit op, released below. */
+	/* The caller's op runs after the commit and reports its failure (commit_status). It names the
+	 * map op first: when the map failed, wait_op's root cause is then the map op (whose message the
+	 * caller can read) rather than the internal commit op, released below. */
 	jobs_id commit = m->commit_op;
 	jobs_id after[2] = { m->map_op, commit };
-	ovs_op_desc d = { .fn = ovs_op_noop, .after = after, .after_count = 2 };
+	ovs_hobj_ref(&m->h); /* the unmap op's reference (its cleanup drops it) */
+	ovs_op_desc d = { .fn = unmap_job, .arg = m, .cleanup = unmap_put, .after = after, .after_count = 2,
+			  .run_after_failure = true };
 	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
+	if (r.status != OVSTAGE_OK) {
+		ovs_hobj_unref(h);
+		return r; /* refused: nothing committed, the session is still open */
+	}
+	ovs_hobj *hr = ovs_handle_remove(&st->handles, map_handle, OVS_H_MAP);
+	if (!hr) {
+		/* another thread's unmap_attribute took the session between our lookup and here: this call
+		 * commits nothing; its op (not yet runnable: C is fenced until that unmap resolves it) is
+		 * released unobserved */
+		ovs_release_op(ctx, r.op_index);
+		ovs_hobj_unref(h);
+		return ovs_rejected(ovs_handle_invalid(&st->handles, map_handle, "map handle"));
+	}
+	ovs_hobj_unref(hr);
 	/* The commit takes its place among same-ordinal writes here, at the unmap's submission (as in
 	 * 0.2.1, whose one lane applies a write at once and writes the mapped buffer back at the unmap):
 	 * ids are issued in submission order, so a write submitted before this call (between map and
-	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them.
-	 * If the caller's op was refused, C keeps the map's id: it still commits (no cancel). */
-	m->commit_seq = r.status == OVSTAGE_OK ? r.op_index : commit;
-	/* Commit whatever the outcome of the submission: unmap always commits (there is no cancel). */
-	jobs_fence_resolve(st->sched, commit);
+	 * unmap, on any thread) seals before the mapped values and one submitted after seals over them. */
+	m->commit_seq = r.op_index;
+	/* Commit: unmap always commits (there is no cancel); a failed session's C was let go by M. */
+	unfence_commit(m);
 	jobs_release(st->sched, commit);
 	ovs_hobj_unref(h);
 	return r;

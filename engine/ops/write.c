@@ -31,7 +31,8 @@
 #define WRITE_INLINE_MAX_BYTES ((size_t)1 << 20)
 
 typedef struct write_entry {
-	ovs_column *col;                     /* target column (exists from submission on) */
+	ovs_column *col;                     /* target column: prepared at the call (not yet visible when
+	                                      * new), published by the sequencer at admission */
 	ovstage_write_data_t data;           /* the caller's descriptor (managed array replaced by ours) */
 	DLManagedTensorVersioned **managed;  /* tensors we own (deleter pending), or NULL */
 	uint32_t nmanaged;                   /* entries in managed */
@@ -113,22 +114,15 @@ static void op_release(write_op *op)
 	free(op);
 }
 
-static void run_deleter(void *arg)
-{
-	DLManagedTensorVersioned *mt = arg;
-	if (mt->deleter)
-		mt->deleter(mt);
-}
-
 /* The managed tensors an entry still owns: their deleters run now, or — when GPU work of the op may
  * still read them (g) — once that work has finished. */
 static void release_managed(write_entry *e, ovs_gpu *g)
 {
 	for (uint32_t i = 0; i < e->nmanaged; i++)
 		if (e->managed[i] && g)
-			ovs_gpu_after_stream(g, run_deleter, e->managed[i]);
+			ovs_gpu_after_stream(g, ovs_managed_delete, e->managed[i]);
 		else if (e->managed[i])
-			run_deleter(e->managed[i]);
+			ovs_managed_delete(e->managed[i]);
 	free(e->managed);
 	e->managed = NULL;
 	e->nmanaged = 0;
@@ -142,6 +136,7 @@ static void write_op_free(void *arg, bool ran)
 		release_managed(&op->e[i], op->gx.gpu); /* exactly once: adopted tensors left the list */
 		ovs_gpu_fence_release(op->e[i].fence);  /* safe while a wait on it is pending */
 		free(op->e[i].staging);
+		ovs_column_discard(&op->st->store, op->e[i].col); /* a refused write's new column */
 	}
 	ovs_query_put(op->q);
 	if (op->inflight)
@@ -1251,7 +1246,8 @@ static ovstage_api_status_t prepare_entry(ovs_stage *st, write_op *op, const ovs
 		return s;
 	}
 	char err[512];
-	e->col = ovs_column_get_or_create(&st->store, t);
+	/* A new column is only prepared: the sequencer publishes it if the write is admitted. */
+	e->col = ovs_column_prepare(&st->store, t);
 	if (!e->col) {
 		s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory creating column \"%s\"",
 				ovs_attr_name(st, t));
@@ -1341,10 +1337,23 @@ static ovstage_enqueue_result_t submit_write(ovs_stage *st, write_op *op, size_t
 		free(cols);
 		return ovs_rejected(*rejected);
 	}
+	ovs_column **slots_small[4];
+	ovs_column ***slots = write_count <= 4 ? slots_small : malloc(write_count * sizeof *slots);
+	if (!slots) {
+		free(cols);
+		*rejected = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory preparing a write");
+		return ovs_rejected(*rejected);
+	}
+	for (size_t i = 0; i < write_count; i++)
+		slots[i] = &op->e[i].col;
 	/* A query still resolving: run after its op (reads of q->paths/count are then ordered). */
 	ovs_op_desc d = { .fn = write_job, .arg = op, .cleanup = write_op_free, .after = op->deferred ? &q->op : NULL,
 			  .after_count = op->deferred ? 1 : 0, .run_inline = inline_ok };
-	return ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, &d, &op->inflight);
+	ovstage_enqueue_result_t r = ovs_sequencer_submit_mutation(st, ordinal, cols, write_count, slots, &d,
+								   &op->inflight);
+	if (slots != slots_small)
+		free(slots);
+	return r;
 }
 
 ovstage_enqueue_result_t ovs_write_attributes(ovstage_context_t *ctx, ovstage_query_handle_t handle,

@@ -145,6 +145,7 @@ bool pd_index_init(pd_index *ix, const pd_index_ops *ops)
 		atomic_init(&sh->slots, t);
 		sh->count = 0;
 		sh->retired = NULL;
+		sh->arena = (pd_arena){ NULL, NULL, 0, NULL };
 	}
 	return true;
 }
@@ -161,6 +162,7 @@ void pd_index_fini(pd_index *ix)
 			t = next;
 		}
 		sh->retired = NULL;
+		pd_arena_fini(&sh->arena);
 		pthread_mutex_destroy(&sh->lock);
 	}
 }
@@ -200,10 +202,10 @@ static size_t probe_empty(const pd_slots *t, uint64_t hash)
 	return i;
 }
 
-/* Doubles the shard's table (caller holds the mutex). */
-static bool shard_grow(const pd_index *ix, const ovs_pd *pd, pd_shard *sh, pd_slots *old)
+/* Replaces the shard's table by one of `cap` entries (a power of two, larger than the old one),
+ * copying the entries (caller holds the mutex). */
+static bool shard_grow_to(const pd_index *ix, const ovs_pd *pd, pd_shard *sh, pd_slots *old, size_t cap)
 {
-	size_t cap = (old->mask + 1) * 2;
 	pd_slots *t = slots_new(cap);
 	if (!t)
 		return false;
@@ -222,6 +224,12 @@ static bool shard_grow(const pd_index *ix, const ovs_pd *pd, pd_shard *sh, pd_sl
 	 * the copied entries' original release stores, the records they name). */
 	atomic_store_explicit(&sh->slots, t, memory_order_release);
 	return true;
+}
+
+/* Doubles the shard's table (caller holds the mutex). */
+static bool shard_grow(const pd_index *ix, const ovs_pd *pd, pd_shard *sh, pd_slots *old)
+{
+	return shard_grow_to(ix, pd, sh, old, (old->mask + 1) * 2);
 }
 
 uint32_t pd_index_find_or_insert(pd_index *ix, ovs_pd *pd, uint64_t hash, const void *key, pd_index_make_fn make,
@@ -261,4 +269,107 @@ uint32_t pd_index_find_or_insert(pd_index *ix, ovs_pd *pd, uint64_t hash, const 
 	}
 	pthread_mutex_unlock(&sh->lock);
 	return id;
+}
+
+/* ---- batch insertion into one shard (path_dict_bulk.c) ------------------------------------------- */
+
+void pd_shard_lock(pd_shard *sh)
+{
+	pthread_mutex_lock(&sh->lock);
+}
+
+void pd_shard_unlock(pd_shard *sh)
+{
+	pthread_mutex_unlock(&sh->lock);
+}
+
+bool pd_shard_reserve(const pd_index *ix, const ovs_pd *pd, pd_shard *sh, size_t extra)
+{
+	/* relaxed: the table pointer is only replaced under the mutex the caller holds. */
+	pd_slots *t = atomic_load_explicit(&sh->slots, memory_order_relaxed);
+	size_t need = sh->count + extra;
+	if (need < sh->count)
+		return false;
+	size_t cap = t->mask + 1;
+	if (need * 2 <= cap)
+		return true;
+	while (need * 2 > cap) {
+		if (cap > SIZE_MAX / 4)
+			return false;
+		cap *= 2;
+	}
+	/* One growth to the final size instead of a doubling (and a rehash) per power of two. */
+	return shard_grow_to(ix, pd, sh, t, cap);
+}
+
+uint32_t pd_shard_find_locked(const pd_index *ix, const ovs_pd *pd, const pd_shard *sh, uint64_t hash,
+			      const void *key)
+{
+	/* relaxed: the table and its entries are only written under the mutex the caller holds. */
+	const pd_slots *t = atomic_load_explicit(&sh->slots, memory_order_relaxed);
+	size_t i = (size_t)(hash >> PD_SHARD_BITS) & t->mask;
+	uint32_t tag = entry_tag(hash);
+	for (;;) {
+		uint64_t e = atomic_load_explicit(&t->e[i], memory_order_relaxed); /* relaxed: as above */
+		if (e == 0)
+			return 0;
+		if ((uint32_t)(e >> 32) == tag && ix->ops->matches(pd, (uint32_t)e, key))
+			return (uint32_t)e;
+		i = (i + 1) & t->mask;
+	}
+}
+
+void pd_shard_insert_locked(pd_shard *sh, uint64_t hash, uint32_t id)
+{
+	/* relaxed: only the mutex holder replaces the table. */
+	pd_slots *t = atomic_load_explicit(&sh->slots, memory_order_relaxed);
+	size_t i = probe_empty(t, hash);
+	/* release: publishes the complete record of `id` (written before this call) to every reader
+	 * that acquires this entry in pd_index_find. */
+	atomic_store_explicit(&t->e[i], (uint64_t)entry_tag(hash) << 32 | id, memory_order_release);
+	sh->count++;
+}
+
+/* ---- string arenas ------------------------------------------------------------------------------- */
+
+typedef struct pd_arena_chunk {
+	struct pd_arena_chunk *next; /* older chunk */
+	char data[];
+} pd_arena_chunk;
+
+char *pd_arena_alloc(pd_arena *a, size_t bytes)
+{
+	if ((size_t)(a->end - a->cur) < bytes || !a->cur) {
+		/* Chunks grow with use (4 KiB up to 1 MiB), so a dictionary with few paths stays small and
+		 * one with millions allocates rarely; a request larger than that gets a chunk of its own. */
+		size_t size = a->next_size ? a->next_size : 4096;
+		if (size < bytes)
+			size = bytes;
+		if (size > SIZE_MAX - sizeof(pd_arena_chunk))
+			return NULL;
+		pd_arena_chunk *c = malloc(sizeof(pd_arena_chunk) + size);
+		if (!c)
+			return NULL;
+		c->next = a->chunks;
+		a->chunks = c;
+		a->cur = c->data;
+		a->end = c->data + size;
+		if (a->next_size < ((size_t)1 << 20))
+			a->next_size = a->next_size ? a->next_size * 2 : 8192;
+	}
+	char *p = a->cur;
+	a->cur += bytes;
+	return p;
+}
+
+void pd_arena_fini(pd_arena *a)
+{
+	for (pd_arena_chunk *c = a->chunks; c;) {
+		pd_arena_chunk *n = c->next;
+		free(c);
+		c = n;
+	}
+	a->chunks = NULL;
+	a->cur = a->end = NULL;
+	a->next_size = 0;
 }

@@ -78,12 +78,25 @@ typedef struct pd_slots {
 	_Atomic uint64_t e[];          /* entries: (hash >> 32) << 32 | id; 0 = empty; written once */
 } pd_slots;
 
+/** A bump allocator of strings that live as long as the dictionary (guarded by its owner's lock). */
+typedef struct pd_arena {
+	char *cur, *end;                /* free bytes of the newest chunk */
+	size_t next_size;               /* size of the next chunk (grows to 1 MiB) */
+	struct pd_arena_chunk *chunks;  /* every chunk, newest first (freed at fini) */
+} pd_arena;
+
+/** `bytes` from the arena, NULL when out of memory. Not thread-safe: the caller holds the lock
+ *  that guards the arena. */
+char *pd_arena_alloc(pd_arena *a, size_t bytes);
+void pd_arena_fini(pd_arena *a);
+
 /** One shard: its current table, its insert lock and bookkeeping. */
 typedef struct pd_shard {
 	_Alignas(PD_CACHE_LINE) _Atomic(pd_slots *) slots; /* current table; replaced (release) on growth */
 	pthread_mutex_t lock;                              /* serialises inserts and growth in this shard */
 	size_t count;                                      /* entries in the current table (guarded by lock) */
 	pd_slots *retired;                                 /* superseded tables, newest first (guarded by lock; freed at fini) */
+	pd_arena arena;                                    /* pair index: the text of the paths made under this lock (guarded by lock) */
 } pd_shard;
 
 /** A sharded, insert-only hash index from keys to ids. */
@@ -105,6 +118,30 @@ uint32_t pd_index_find(const pd_index *ix, const struct ovs_pd *pd, uint64_t has
  *  cannot grow. Takes the shard mutex; callers try pd_index_find first. */
 uint32_t pd_index_find_or_insert(pd_index *ix, struct ovs_pd *pd, uint64_t hash, const void *key,
 				 pd_index_make_fn make, void *arg);
+
+/* Batch insertion (path_dict_bulk.c): the caller locks a shard once, reserves room for all its
+ * keys (one growth instead of one per doubling), looks keys up and inserts ids under the lock. */
+void pd_shard_lock(pd_shard *sh);
+void pd_shard_unlock(pd_shard *sh);
+/** Grows the shard's table (if needed) so that `extra` more entries keep the load <= 1/2; false
+ *  when out of memory. Caller holds the lock. */
+bool pd_shard_reserve(const pd_index *ix, const struct ovs_pd *pd, pd_shard *sh, size_t extra);
+/** The id stored for `key` in this shard, or 0. Caller holds the lock. */
+uint32_t pd_shard_find_locked(const pd_index *ix, const struct ovs_pd *pd, const pd_shard *sh, uint64_t hash,
+			      const void *key);
+/** Publishes (release) the entry of `id` (its record complete); room reserved. Caller holds the lock. */
+void pd_shard_insert_locked(pd_shard *sh, uint64_t hash, uint32_t id);
+
+/** Prefetches the first entry `hash` probes in its shard's current table (a hint; no ordering). */
+static inline void pd_index_prefetch(const pd_index *ix, uint64_t hash)
+{
+	const pd_shard *sh = &ix->shards[hash & (PD_SHARDS - 1)];
+	/* acquire: the table's mask is read next; it was written before the release store that
+	 * published the table (another thread's growth), as in pd_index_find. (Relaxed here was a
+	 * data race on the mask, found by test_bulk_stress under TSan.) */
+	const pd_slots *t = atomic_load_explicit(&sh->slots, memory_order_acquire);
+	__builtin_prefetch(&t->e[(size_t)(hash >> PD_SHARD_BITS) & t->mask]);
+}
 
 /* ---- records ------------------------------------------------------------------------------------- */
 
@@ -151,6 +188,12 @@ typedef struct pd_bytes_key {
 	size_t len;      /* byte count */
 } pd_bytes_key;
 
+/** Path texts copied by a bulk call (records point into data); freed at destroy. */
+typedef struct pd_blob {
+	struct pd_blob *next;
+	char data[];
+} pd_blob;
+
 /* ---- the dictionary ------------------------------------------------------------------------------ */
 
 struct ovs_pd {
@@ -166,6 +209,8 @@ struct ovs_pd {
 	_Atomic uint64_t path_next;           /* next path id to hand out */
 	_Atomic uint64_t token_count;         /* tokens published (statistics) */
 	_Atomic uint64_t path_count;          /* paths published (statistics) */
+	_Atomic(pd_blob *) blobs;             /* bulk calls' text blocks (a push-only list, freed at destroy) */
+	_Atomic(struct jobs_sched *) sched;  /* the job scheduler bulk calls fork out on (NULL: serial) */
 	_Alignas(PD_CACHE_LINE) _Atomic uint64_t list_next; /* next never-used list slot id */
 	_Atomic uint64_t list_free;           /* free-slot stack head: ABA tag << 32 | slot id (0 = empty) */
 	_Atomic uint64_t list_live;           /* live lists (statistics) */
@@ -191,6 +236,26 @@ enum {
 	PD_SYNTAX_TRAILING_SLASH,  /* ends with '/' and is not "/" */
 };
 int pd_path_syntax(const char *ptr, size_t len, size_t *bad_offset);
+
+/** Token interning of valid bytes (no NUL, non-empty); 0 when out of memory / ids. */
+uint32_t pd_token_intern_valid(ovs_pd *pd, const char *ptr, size_t len);
+
+/** Bulk interning (path_dict_bulk.c). Results of pd_intern_paths_bulk / pd_intern_token_paths_bulk. */
+enum { PD_BULK_OK = 0, PD_BULK_BAD, PD_BULK_OOM };
+/** Interns n path strings into out[0..n-1], validating all first: PD_BULK_BAD with *bad = the first
+ *  index whose syntax is wrong (nothing interned), PD_BULK_OOM (some may be interned), PD_BULK_OK. */
+int pd_intern_paths_bulk(ovs_pd *pd, const ovx_string_t *strs, size_t n, ovx_primpath_t *out, size_t *bad);
+/** Interns n paths given as component tokens (create_paths_from_tokens' layout; tokens already
+ *  validated as live and '/'-free): PD_BULK_OK or PD_BULK_OOM. */
+int pd_intern_token_paths_bulk(ovs_pd *pd, const ovx_token_t *tokens, const size_t *counts, size_t n,
+			       ovx_primpath_t *out);
+/** The first of n tokens that is not a live token or contains '/', else SIZE_MAX (in parallel). */
+size_t pd_tokens_first_bad(ovs_pd *pd, const ovx_token_t *tokens, size_t n);
+/** The number of paths from which the bulk calls split their work over the workers. */
+#define PD_BULK_MIN 2048
+
+/** ovs_pd_list_create without checking the paths (the caller just interned them). */
+ovx_primpath_list_t pd_list_create_trusted(ovs_pd *pd, const ovx_primpath_t *paths, size_t count);
 
 /** Live-list check with a temporary reference: on true the caller holds one extra reference and
  *  must drop it with ovs_pd_list_release. Lock-free. */

@@ -189,6 +189,14 @@ static ovx_api_result_t pd_create_paths_from_tokens(path_dictionary_context_t *i
 	}
 	if (total > 0 && !tokens_per_path)
 		return pd_error("%s: tokens_per_path is NULL but num_tokens_per_path sums to %zu", slot, total);
+	if (num_paths >= PD_BULK_MIN && pd_tokens_first_bad(pd, tokens_per_path, total) == SIZE_MAX) {
+		/* Every token valid (checked in parallel): intern level by level over the workers. */
+		if (pd_intern_token_paths_bulk(pd, tokens_per_path, num_tokens_per_path, num_paths, out_prim_paths) !=
+		    PD_BULK_OK)
+			return pd_oom(slot);
+		return pd_ok;
+	}
+	/* Few paths, or a bad token: the serial check below finds the first one for the message. */
 	size_t k = 0;
 	char q[QUOTE_CAP];
 	for (size_t p = 0; p < num_paths; p++) {
@@ -224,6 +232,18 @@ static ovx_api_result_t intern_path_strings(ovs_pd *pd, const char *slot, const 
 					    size_t num_paths, ovx_primpath_t *out)
 {
 	ovx_api_result_t res;
+	if (num_paths >= PD_BULK_MIN) {
+		/* Many paths: validated, then interned in batches over the workers (path_dict_bulk.c). */
+		size_t bad;
+		int rc = pd_intern_paths_bulk(pd, path_strings, num_paths, out, &bad);
+		if (rc == PD_BULK_OK)
+			return pd_ok;
+		if (rc == PD_BULK_OOM)
+			return pd_oom(slot);
+		if (path_string_bad(slot, "path_strings", bad, &path_strings[bad], &res))
+			return res;
+		return pd_error("%s: path_strings[%zu] is not a valid path", slot, bad); /* not reached */
+	}
 	for (size_t i = 0; i < num_paths; i++)
 		if (path_string_bad(slot, "path_strings", i, &path_strings[i], &res))
 			return res;
@@ -288,7 +308,8 @@ static ovx_api_result_t pd_create_path_list_from_strings(path_dictionary_context
 	}
 	ovx_api_result_t res = intern_path_strings(pd, slot, path_strings, num_paths, paths);
 	if (res.status == OVX_API_SUCCESS) {
-		ovx_primpath_list_t l = ovs_pd_list_create(pd, paths, num_paths);
+		/* The paths were just interned: no second look at every record. */
+		ovx_primpath_list_t l = pd_list_create_trusted(pd, paths, num_paths);
 		if (l)
 			*out_path_list = l;
 		else

@@ -112,7 +112,7 @@ static uint32_t token_make(ovs_pd *pd, const void *key, uint64_t hash, void *arg
 	return (uint32_t)id;
 }
 
-static uint32_t token_intern_valid(ovs_pd *pd, const char *ptr, size_t len)
+uint32_t pd_token_intern_valid(ovs_pd *pd, const char *ptr, size_t len)
 {
 	pd_bytes_key k = { ptr, len };
 	uint64_t h = pd_hash_bytes(ptr, len);
@@ -126,7 +126,7 @@ ovx_token_t ovs_pd_intern_token(ovs_pd *pd, const char *ptr, size_t len)
 {
 	if (!ptr || len == 0 || memchr(ptr, '\0', len))
 		return OVX_INVALID_TOKEN;
-	return token_intern_valid(pd, ptr, len);
+	return pd_token_intern_valid(pd, ptr, len);
 }
 
 ovx_token_t ovs_pd_find_token(const ovs_pd *pd, const char *ptr, size_t len)
@@ -204,7 +204,8 @@ static uint32_t path_make(ovs_pd *pd, const void *key, uint64_t hash, void *arg)
 		return 0;
 	size_t plen = k->parent == OVS_PD_ROOT ? 0 : pr->len; /* the root contributes only the '/' */
 	size_t len = plen + 1 + nr->len;
-	char *s = malloc(len + 1);
+	/* The text lives in the arena of this pair-index shard, whose lock we hold (freed at destroy). */
+	char *s = pd_arena_alloc(&pd->pair_index.shards[hash & (PD_SHARDS - 1)].arena, len + 1);
 	if (!s)
 		return 0;
 	memcpy(s, rec_str_path(pr), plen);
@@ -256,7 +257,7 @@ static uint32_t path_intern_valid(ovs_pd *pd, const char *ptr, size_t len)
 	while (pos < len) {
 		const char *slash = memchr(ptr + pos, '/', len - pos);
 		size_t end = slash ? (size_t)(slash - ptr) : len;
-		uint32_t tok = token_intern_valid(pd, ptr + pos, end - pos);
+		uint32_t tok = pd_token_intern_valid(pd, ptr + pos, end - pos);
 		if (!tok)
 			return 0;
 		cur = path_child_valid(pd, cur, tok);
@@ -442,6 +443,13 @@ ovx_primpath_list_t ovs_pd_list_create(ovs_pd *pd, const ovx_primpath_t *paths, 
 	for (size_t i = 0; i < count; i++)
 		if (!pd_path_get(pd, paths[i]))
 			return OVX_INVALID_PRIMPATH_LIST;
+	return pd_list_create_trusted(pd, paths, count);
+}
+
+ovx_primpath_list_t pd_list_create_trusted(ovs_pd *pd, const ovx_primpath_t *paths, size_t count)
+{
+	if (count > 0 && !paths)
+		return OVX_INVALID_PRIMPATH_LIST;
 	if (count > (SIZE_MAX - sizeof(pd_list_payload)) / sizeof(ovx_primpath_t))
 		return OVX_INVALID_PRIMPATH_LIST;
 	pd_list_payload *p = malloc(sizeof(pd_list_payload) + count * sizeof(ovx_primpath_t));
@@ -603,6 +611,8 @@ ovs_pd *ovs_pd_create(void)
 	atomic_init(&pd->path_next, OVS_PD_ROOT + 1);
 	atomic_init(&pd->token_count, 0);
 	atomic_init(&pd->path_count, 1);
+	atomic_init(&pd->sched, NULL);
+	atomic_init(&pd->blobs, NULL);
 	atomic_init(&pd->list_next, 1);
 	atomic_init(&pd->list_free, 0);
 	atomic_init(&pd->list_live, 0);
@@ -615,11 +625,10 @@ ovs_pd *ovs_pd_create(void)
 
 	/* The root: id 1, "/", no parent, no name, depth 0; not in the pair index (it has no key). */
 	pd_path_rec *root = pd_seg_ensure(&pd->paths, OVS_PD_ROOT);
-	char *rs = malloc(2);
-	if (!root || !rs) {
-		free(rs);
+	/* No lock needed: nothing else can reach the dictionary yet. */
+	char *rs = root ? pd_arena_alloc(&pd->pair_index.shards[0].arena, 2) : NULL;
+	if (!root || !rs)
 		goto fail_root;
-	}
 	rs[0] = '/';
 	rs[1] = '\0';
 	root->len = 1;
@@ -656,11 +665,11 @@ void ovs_pd_destroy(ovs_pd *pd)
 		if (r)
 			free((void *)atomic_load_explicit(&r->str, memory_order_relaxed));
 	}
-	n = atomic_load_explicit(&pd->path_next, memory_order_relaxed);
-	for (uint64_t id = 1; id < n && id <= PD_MAX_ID; id++) {
-		pd_path_rec *r = pd_seg_get(&pd->paths, id);
-		if (r)
-			free((void *)atomic_load_explicit(&r->str, memory_order_relaxed));
+	/* Path texts live in the pair index's arenas (freed by pd_index_fini) and in bulk blobs. */
+	for (pd_blob *b = atomic_load_explicit(&pd->blobs, memory_order_relaxed); b;) {
+		pd_blob *next = b->next;
+		free(b);
+		b = next;
 	}
 	n = atomic_load_explicit(&pd->list_next, memory_order_relaxed);
 	for (uint64_t id = 1; id < n && id <= PD_MAX_ID; id++) {
@@ -688,4 +697,11 @@ ovs_pd *ovs_pd_from_instance(const path_dictionary_instance_t *instance)
 		return NULL;
 	ovs_pd *pd = (ovs_pd *)(void *)instance->context;
 	return instance->vtable == &pd->vtable ? pd : NULL;
+}
+
+void ovs_pd_set_sched(ovs_pd *pd, struct jobs_sched *sched)
+{
+	/* release: pairs with the bulk calls' acquire, so a thread that sees the pointer also sees
+	 * whatever this thread knew about the scheduler (its creation, at the latest). */
+	atomic_store_explicit(&pd->sched, sched, memory_order_release);
 }

@@ -73,6 +73,13 @@ ovs_pd *ovs_pd_create(void);
  *  call on `pd`; every string and view handed out becomes invalid. NULL is a no-op. */
 void ovs_pd_destroy(ovs_pd *pd);
 
+struct jobs_sched;
+/** The job scheduler on which bulk calls (create_paths_from_strings, create_path_list_from_strings,
+ *  create_paths_from_tokens of many paths) split their work; NULL (the default) runs them on the
+ *  calling thread. The scheduler must outlive `pd` (the shared dictionary is set to the runtime's,
+ *  which outlives every instance). Thread-safe; calls already running keep the old one. */
+void ovs_pd_set_sched(ovs_pd *pd, struct jobs_sched *sched);
+
 /** The {vtable, context} pair implementing all 12 path_dictionary_vtable_t slots. The pointer is
  *  owned by `pd` and stable until ovs_pd_destroy; thread-safe (it is immutable). */
 path_dictionary_instance_t *ovs_pd_instance(ovs_pd *pd);

@@ -298,11 +298,11 @@ ovs_buffer *ovs_buffer_adopt(ovs_store *st, const ovs_exec *x, DLManagedTensorVe
 	return b;
 }
 
-static void run_deleter(void *arg)
+void ovs_managed_delete(void *mt)
 {
-	DLManagedTensorVersioned *mt = arg;
-	if (mt->deleter)
-		mt->deleter(mt);
+	DLManagedTensorVersioned *t = mt;
+	if (t->deleter)
+		t->deleter(t);
 }
 
 void ovs_buffer_ref(ovs_buffer *b)
@@ -323,9 +323,9 @@ void ovs_buffer_unref(ovs_buffer *b)
 		/* exactly once: only the last reference gets here; a device tensor's after the GPU work
 		 * issued on the engine stream so far (the last that can read it) */
 		if (b->gpu)
-			ovs_gpu_after_stream(b->gpu, run_deleter, b->managed);
+			ovs_gpu_after_stream(b->gpu, ovs_managed_delete, b->managed);
 		else
-			run_deleter(b->managed);
+			ovs_managed_delete(b->managed);
 		free(b);
 		return;
 	}

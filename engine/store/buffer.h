@@ -116,6 +116,9 @@ ovs_buffer *ovs_buffer_new_in(ovs_store *st, const ovs_exec *x, size_t bytes);
  * for a device tensor (x a device context), after the GPU work issued on x's stream until then. */
 ovs_buffer *ovs_buffer_adopt(ovs_store *st, const ovs_exec *x, DLManagedTensorVersioned *mt, void *data,
 			     size_t bytes);
+/* Runs a managed tensor's deleter, if it has one (a void * argument: usable as ovs_gpu_after_stream's
+ * action). The caller owns the tensor and calls this once. */
+void ovs_managed_delete(void *mt);
 void ovs_buffer_ref(ovs_buffer *b);
 void ovs_buffer_unref(ovs_buffer *b);
 

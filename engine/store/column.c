@@ -46,32 +46,55 @@ ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name)
 	return NULL;
 }
 
-ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name)
+/* Room in the column array for one more column than are published or reserved. Caller holds
+ * cols_lock. False when out of memory (nothing changed). */
+static bool reserve_locked(ovs_store *st)
+{
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed); /* under cols_lock */
+	if (n + st->cols_reserved < st->cols_cap)
+		return true;
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
+	size_t cap = st->cols_cap ? st->cols_cap * 2 : 16;
+	ovs_column **nc = malloc(cap * sizeof *nc);
+	void **old = realloc(st->old_arrays, (st->n_old_arrays + 1) * sizeof *old);
+	if (!nc || !old) {
+		free(nc);
+		if (old)
+			st->old_arrays = old;
+		return false;
+	}
+	if (n)
+		memcpy(nc, cols, n * sizeof *nc);
+	st->old_arrays = old;
+	if (cols)
+		st->old_arrays[st->n_old_arrays++] = cols; /* readers may still scan it: free at destroy */
+	st->cols_cap = cap;
+	/* release: the copied entries are visible before the array pointer. */
+	atomic_store_explicit(&st->cols, nc, memory_order_release);
+	return true;
+}
+
+static void column_free_unpublished(ovs_column *c)
+{
+	pthread_mutex_destroy(&c->schema_lock);
+	pthread_mutex_destroy(&c->rows_lock);
+	free(c);
+}
+
+ovs_column *ovs_column_prepare(ovs_store *st, ovx_token_t name)
 {
 	ovs_column *c = ovs_column_find(st, name);
 	if (c)
 		return c;
-	pthread_mutex_lock(&st->cols_lock);
-	c = ovs_column_find(st, name);
-	if (c) {
-		pthread_mutex_unlock(&st->cols_lock);
-		return c;
-	}
 	c = aligned_alloc(_Alignof(ovs_column), sizeof *c); /* the line groups must be real lines */
-	if (c)
-		memset(c, 0, sizeof *c);
-	if (!c) {
-		pthread_mutex_unlock(&st->cols_lock);
+	if (!c)
 		return NULL;
-	}
+	memset(c, 0, sizeof *c);
 	c->name = name;
-	c->index = (uint32_t)atomic_load_explicit(&st->ncols, memory_order_relaxed); /* under cols_lock */
+	c->prepared = true;
 	pthread_mutex_init(&c->schema_lock, NULL);
 	pthread_mutex_init(&c->rows_lock, NULL);
 	ovs_radix_init(&c->rows);
-	uint64_t f = atomic_load_explicit(&st->all_floor, memory_order_acquire);
-	atomic_init(&c->floor, f);
-	atomic_init(&c->floor_requested, f);
 	atomic_init(&c->max_written, 0);
 	atomic_init(&c->dropped_through, 0);
 	atomic_init(&c->nrows, 0);
@@ -79,38 +102,60 @@ ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name)
 	atomic_init(&c->has_schema, false);
 	atomic_init(&c->inbox, NULL);
 	atomic_init(&c->min_unsealed, UINT64_MAX);
-	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
-	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
-	if (n == st->cols_cap) {
-		size_t cap = st->cols_cap ? st->cols_cap * 2 : 16;
-		ovs_column **nc = malloc(cap * sizeof *nc);
-		void **old = realloc(st->old_arrays, (st->n_old_arrays + 1) * sizeof *old);
-		if (!nc || !old) {
-			free(nc);
-			if (old)
-				st->old_arrays = old;
-			pthread_mutex_destroy(&c->schema_lock);
-			pthread_mutex_destroy(&c->rows_lock);
-			free(c);
-			pthread_mutex_unlock(&st->cols_lock);
-			return NULL;
-		}
-		if (n)
-			memcpy(nc, cols, n * sizeof *nc);
-		st->old_arrays = old;
-		if (cols)
-			st->old_arrays[st->n_old_arrays++] = cols; /* readers may still scan it: free at destroy */
-		st->cols_cap = cap;
-		cols = nc;
-		/* release: the copied entries are visible before the array pointer. */
-		atomic_store_explicit(&st->cols, nc, memory_order_release);
+	pthread_mutex_lock(&st->cols_lock);
+	bool ok = reserve_locked(st);
+	if (ok)
+		st->cols_reserved++; /* publishing it then needs no allocation */
+	pthread_mutex_unlock(&st->cols_lock);
+	if (!ok) {
+		column_free_unpublished(c);
+		return NULL;
 	}
-	cols[n] = c;
+	return c;
+}
+
+ovs_column *ovs_column_publish(ovs_store *st, ovs_column *c, uint64_t floor)
+{
+	if (!c || !c->prepared)
+		return c;
+	pthread_mutex_lock(&st->cols_lock);
+	st->cols_reserved--;
+	ovs_column *existing = ovs_column_find(st, c->name);
+	if (existing) { /* created meanwhile by another call: that one is the column */
+		pthread_mutex_unlock(&st->cols_lock);
+		column_free_unpublished(c);
+		return existing;
+	}
+	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed); /* under cols_lock */
+	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
+	c->index = (uint32_t)n;
+	c->prepared = false;
+	/* the floor new columns start from (the column is visible from here on); acquire: pairs with
+	 * the seal's release store of the stage floor */
+	uint64_t f = floor != UINT64_MAX ? floor : atomic_load_explicit(&st->all_floor, memory_order_acquire);
+	atomic_init(&c->floor, f);
+	atomic_init(&c->floor_requested, f);
+	cols[n] = c; /* reserve_locked left room: n < cols_cap */
 	/* release: the new column and its slot are visible before the count that exposes them. A reader
 	 * that loads the count (acquire) and then the array pointer gets an array holding entry n. */
 	atomic_store_explicit(&st->ncols, n + 1, memory_order_release);
 	pthread_mutex_unlock(&st->cols_lock);
 	return c;
+}
+
+void ovs_column_discard(ovs_store *st, ovs_column *c)
+{
+	if (!c || !c->prepared)
+		return;
+	pthread_mutex_lock(&st->cols_lock);
+	st->cols_reserved--;
+	pthread_mutex_unlock(&st->cols_lock);
+	column_free_unpublished(c);
+}
+
+ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name)
+{
+	return ovs_column_publish(st, ovs_column_prepare(st, name), UINT64_MAX);
 }
 
 uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path)

@@ -12,6 +12,16 @@
 
 ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name);
 ovs_column *ovs_column_get_or_create(ovs_store *st, ovx_token_t name);
+/* A call that may still be refused names a column that may not exist: ovs_column_prepare gives
+ * the existing column, or a new record that nobody else sees yet (c->prepared; room in the column
+ * array is reserved for it, so publishing cannot fail); NULL when out of memory. Once the call is
+ * admitted, ovs_column_publish makes it visible (or, when another call created that column
+ * meanwhile, frees it and gives that one); a refused call discards it (both no-ops for a
+ * published column). A refused call then leaves no column record behind. A new column starts at
+ * `floor` (UINT64_MAX: the stage floor as of now). */
+ovs_column *ovs_column_prepare(ovs_store *st, ovx_token_t name);
+ovs_column *ovs_column_publish(ovs_store *st, ovs_column *c, uint64_t floor);
+void ovs_column_discard(ovs_store *st, ovs_column *c);
 /* Row of a path in a column, or UINT32_MAX if it has none. Lock-free. */
 uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
 /* Row of a path, creating it: lock-free when it exists, else under the column's rows_lock, so rows

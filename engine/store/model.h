@@ -167,6 +167,8 @@ typedef struct ovs_column {
 	/* --- read by every op; written at column creation, the first schema, row creation, seals --- */
 	ovx_token_t name;                 /* attribute token */
 	uint32_t index;                   /* position in the store's column array (dense, from 0) */
+	bool prepared;                    /* not yet published (ovs_column_prepare): owned by the call that
+	                                   * prepared it; false before it is published, constant after */
 	pthread_mutex_t schema_lock;      /* guards the first schema assignment */
 	pthread_mutex_t rows_lock;        /* serialises row creation (once per prim: rows without holes) */
 	_Atomic bool has_schema;          /* schema valid (release-published) */

@@ -26,6 +26,8 @@ struct ovs_store {
 	_Atomic(ovs_column **) cols;    /* published array of columns (grows; old arrays kept) */
 	_Atomic size_t ncols;           /* entries valid in cols */
 	size_t cols_cap;                /* capacity of the current array (under cols_lock) */
+	size_t cols_reserved;           /* prepared, unpublished columns the array keeps room for
+	                                 * (ovs_column_prepare; under cols_lock) */
 	void **old_arrays;              /* superseded column arrays, freed at destroy */
 	size_t n_old_arrays;            /* entries in old_arrays */
 	_Atomic uint64_t all_floor;     /* the stage floor new columns start from (sealed) */

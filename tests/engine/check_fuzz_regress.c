@@ -17,6 +17,9 @@
  *    in the range and the state as of its end had left retention (read.c); wait_op of the
  *    unmap_attribute of a failed map named the internal commit op, released and without a message,
  *    as the root cause (map.c).
+ *  - fuzz_api, 2026-12-01: a range read [0, b] reported an is_delete group for a prim that no
+ *    version in the range changed: an older FULL version (every row changed) was taken to change
+ *    every row of the newer, wider version too (read.c, mark_changed).
  */
 #include <check.h>
 #include <stdint.h>
@@ -284,6 +287,74 @@ START_TEST(test_failed_map_root_cause_is_the_map_op)
 }
 END_TEST
 
+/* fuzz_api, 2026-12-01 (fuzz/corpus/fuzz_api/regress-range-delete-1): a FULL write at 1 over the
+ * column's first 3 rows, sealed (a version of 3 rows, every row changed); then a write at 6 of a
+ * fourth prim, not sealed (the column now has a row for it, empty in every sealed version), and a
+ * version at 3 that changes a fifth row (a clone onto a new prim). A range read [0, 3] over all of
+ * them must give the 3 rows of 1 and the clone's target as values, and nothing for the fourth prim:
+ * it changed in no version in [0, 3]. It came back as an is_delete group (the version at 1 counted
+ * as changing every row of the newer, wider version). */
+START_TEST(test_range_full_version_marks_only_its_rows)
+{
+	fixture f;
+	setup(&f);
+	const char *p3[] = { "/X", "/World/A/C", "/World/A" };
+	ovx_primpath_list_t l3;
+	ovstage_query_handle_t q3 = tst_query_of(f.st, f.pd, p3, 3, &l3);
+	float v3[3] = { 1, 2, 3 };
+	write_f32(&f, q3, "a", 1, v3, 3, OVSTAGE_PRIM_MODE_UPSERT);
+	seal(&f, 2);
+	float v4[4] = { 10, 11, 12, 13 }; /* /World/A, /World/B, /World/A/C, /X at 6: pending */
+	write_f32(&f, f.q, "a", 6, v4, 4, OVSTAGE_PRIM_MODE_UPSERT);
+	ovx_string_t src = { "/X", 2 }, dst = { "/Y", 2 };
+	tst_wait_ok(f.st, ovstage_clone(f.st, src, &dst, 1, 3));
+	ovstage_write_floor_desc_t d = { 4, OVSTAGE_SCOPE_INCLUDE, NULL, 1 };
+	ovx_token_t a = tst_tok(f.pd, "a");
+	d.attributes = &a;
+	tst_wait_ok(f.st, ovstage_advance_write_floor(f.st, &d));
+	const char *pall[] = { "/World/A", "/World/B", "/World/A/C", "/X", "/Y" };
+	ovx_primpath_list_t lall;
+	ovstage_query_handle_t qall = tst_query_of(f.st, f.pd, pall, 5, &lall);
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t rg = { 0, 3, true };
+	ovstage_enqueue_result_t e = ovstage_read_attributes(f.st, qall, &a, 1, rg, &rh);
+	ck_assert_msg(e.status == OVSTAGE_OK, "range [0, 3] refused: %d %s", e.status, tst_last_error());
+	tst_wait_ok(f.st, e);
+	/* what each query position got: 0 nothing, 1 a value, 2 a delete */
+	int got[5] = { 0 };
+	float val[5] = { 0 };
+	ovstage_read_group_t g;
+	ovstage_api_status_t s;
+	while ((s = ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g)) == OVSTAGE_OK) {
+		for (uint32_t j = 0; j < g.prims.count; j++) {
+			uint32_t p = g.prims.index_map ? g.prims.index_map[j] : g.prims.offset + j;
+			ck_assert_uint_lt(p, 5);
+			ck_assert_int_eq(got[p], 0);
+			got[p] = g.is_delete ? 2 : 1;
+			if (!g.is_delete) {
+				const DLTensor *t = &g.data.tensors[0];
+				uint32_t r = g.data.index_map ? g.data.index_map[j] : j;
+				val[p] = ((const float *)((const char *)t->data + t->byte_offset))[r];
+			}
+		}
+		ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	}
+	ck_assert_int_eq(s, OVSTAGE_ERROR_END_OF_ITERATION);
+	ck_assert_msg(got[1] == 0, "/World/B, never sealed in \"a\", came back as %s", got[1] == 2 ? "a delete" : "a value");
+	ck_assert_int_eq(got[0], 1);
+	ck_assert_int_eq(got[2], 1);
+	ck_assert_int_eq(got[3], 1);
+	ck_assert_int_eq(got[4], 1);
+	ck_assert(val[0] == 3 && val[2] == 2 && val[3] == 1 && val[4] == 1);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+	tst_wait_ok(f.st, ovstage_release_query(f.st, qall));
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q3));
+	path_dictionary_release_path_list_reference(f.pd, lall);
+	path_dictionary_release_path_list_reference(f.pd, l3);
+	teardown(&f);
+}
+END_TEST
+
 static Suite *fuzz_regress_suite(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -294,6 +365,7 @@ static Suite *fuzz_regress_suite(void)
 	tcase_add_test(tc, test_empty_query_write_has_no_schema);
 	tcase_add_test(tc, test_range_above_frontier_without_changes);
 	tcase_add_test(tc, test_failed_map_root_cause_is_the_map_op);
+	tcase_add_test(tc, test_range_full_version_marks_only_its_rows);
 	suite_add_tcase(su, tc);
 	return su;
 }

@@ -14,6 +14,7 @@
 
 #include <ovx/path_dictionary/path_dictionary.h>
 
+#include "jobs.h"
 #include "path_dictionary.h"
 
 /* ---- helpers ------------------------------------------------------------------------------------- */
@@ -867,6 +868,306 @@ START_TEST(test_stress_first_insert_race)
 }
 END_TEST
 
+/* ---- bulk interning (path_dict_bulk.c) ----------------------------------------------------------- */
+
+/* The universe of the bulk tests: /s<a>/e<b>/p<c>, every prefix a path too. */
+#ifdef OVSTAGE_TSAN
+enum { BU_A = 4, BU_B = 16, BU_C = 64, BU_THREADS = 8, BU_ROUNDS = 2 };
+#else
+enum { BU_A = 8, BU_B = 32, BU_C = 64, BU_THREADS = 24, BU_ROUNDS = 3 };
+#endif
+enum { BU_LEAVES = BU_A * BU_B * BU_C, BU_PATHS = 1 + BU_A + BU_A * BU_B + BU_LEAVES };
+static atomic_int bu_failures;
+
+#define BU_CHECK(cond)                                                                                      \
+	do {                                                                                                \
+		if (!(cond)) {                                                                              \
+			fprintf(stderr, "bulk stress check failed at line %d: %s\n", __LINE__, #cond);      \
+			atomic_fetch_add_explicit(&bu_failures, 1, memory_order_relaxed);                  \
+		}                                                                                           \
+	} while (0)
+
+/* ck_assert records every passing check (a write per check without fork): loops check with
+ * BU_CHECK and assert the count once. */
+#define BU_DONE() ck_assert_int_eq(atomic_exchange(&bu_failures, 0), 0)
+
+static char bu_str[BU_LEAVES][32];
+static char bu_tok[BU_A + BU_B + BU_C][8]; /* s<a>, e<b>, p<c> */
+
+static void bu_make_strings(void)
+{
+	for (int a = 0; a < BU_A; a++)
+		snprintf(bu_tok[a], sizeof bu_tok[a], "s%d", a);
+	for (int b = 0; b < BU_B; b++)
+		snprintf(bu_tok[BU_A + b], sizeof bu_tok[0], "e%d", b);
+	for (int c = 0; c < BU_C; c++)
+		snprintf(bu_tok[BU_A + BU_B + c], sizeof bu_tok[0], "p%d", c);
+	for (int u = 0; u < BU_LEAVES; u++)
+		snprintf(bu_str[u], sizeof bu_str[u], "/s%d/e%d/p%d", u / (BU_B * BU_C), u / BU_C % BU_B, u % BU_C);
+}
+
+/* Every invariant of the dictionary after bulk interning of the whole universe (some of it
+ * possibly by several threads): one id per path, dense ids, parents before children, strings
+ * round-trip, lookups agree. */
+static void bu_check_dictionary(void)
+{
+	BU_CHECK((ovs_pd_path_count(g_pd)) == (BU_PATHS));
+	static unsigned char seen[BU_PATHS + 1];
+	memset(seen, 0, sizeof seen);
+	for (ovx_primpath_t id = 1; id <= BU_PATHS; id++) { /* dense: ids 1..count are all valid */
+		BU_CHECK(ovs_pd_path_is_valid(g_pd, id));
+		ovx_string_t s = ovs_pd_path_string(g_pd, id);
+		BU_CHECK(s.ptr != NULL);
+		BU_CHECK((strlen(s.ptr)) == (s.length));
+		BU_CHECK(ovs_pd_find_path(g_pd, s.ptr, s.length) == id); /* one id per string */
+		ovx_primpath_t parent = ovs_pd_path_parent(g_pd, id);
+		if (id != OVS_PD_ROOT)
+			BU_CHECK((parent) < (id)); /* parents before children */
+	}
+	ck_assert(!ovs_pd_path_is_valid(g_pd, BU_PATHS + 1));
+	for (int u = 0; u < BU_LEAVES; u++) {
+		ovx_primpath_t id = ovs_pd_find_path(g_pd, bu_str[u], strlen(bu_str[u]));
+		BU_CHECK((id) != (0));
+		BU_CHECK((id) <= (BU_PATHS));
+		BU_CHECK(seen[id] == 0); /* distinct strings, distinct ids */
+		seen[id] = 1;
+		BU_CHECK(strcmp(ovs_pd_path_string(g_pd, id).ptr, bu_str[u]) == 0);
+		BU_CHECK(ovs_pd_path_depth(g_pd, id) == 3);
+	}
+	BU_DONE();
+}
+
+static jobs_sched *bu_sched(int workers)
+{
+	jobs_config c;
+	jobs_config_default(&c);
+	c.workers = workers;
+	const char *err = NULL;
+	jobs_sched *s = jobs_sched_create(&c, &err);
+	ck_assert_msg(s != NULL, "jobs_sched_create: %s", err ? err : "?");
+	return s;
+}
+
+/* One bulk call of each kind over the whole universe (with duplicates and some paths interned
+ * before), with and without a scheduler: the same ids as single interning would give. */
+START_TEST(test_bulk_matches_single)
+{
+	bu_make_strings();
+	jobs_sched *sched = _i ? bu_sched(3) : NULL;
+	ovs_pd_set_sched(g_pd, sched);
+	enum { N = BU_LEAVES + BU_LEAVES / 4 };
+	ovx_string_t *in = malloc(N * sizeof *in);
+	ovx_primpath_t *out = malloc(N * sizeof *out);
+	ck_assert(in && out);
+	for (int i = 0; i < N; i++) {
+		int u = i < BU_LEAVES ? (int)(((uint64_t)i * 7919u) % BU_LEAVES) : (i * 13) % BU_LEAVES; /* a permutation, then repeats */
+		in[i] = S(bu_str[u]);
+	}
+	/* a few paths exist already, interned one at a time */
+	for (int u = 0; u < BU_LEAVES; u += 97)
+		BU_CHECK(ovs_pd_intern_path(g_pd, bu_str[u], strlen(bu_str[u])) != 0);
+	size_t before = ovs_pd_path_count(g_pd);
+	/* a bad string far in: an error naming it, and nothing interned */
+	ovx_string_t keep = in[N - 3];
+	in[N - 3] = S("/s1//x");
+	ck_err(path_dictionary_create_paths_from_strings(g_inst, in, N, out), "path_strings[", "empty component");
+	in[N - 3] = S("relative");
+	ovx_primpath_list_t bad_list = 0;
+	ck_err(path_dictionary_create_path_list_from_strings(g_inst, in, N, &bad_list), "not an absolute path");
+	BU_CHECK((ovs_pd_path_count(g_pd)) == (before));
+	in[N - 3] = keep;
+
+	ovx_primpath_list_t list = 0;
+	ck_ok(path_dictionary_create_path_list_from_strings(g_inst, in, N, &list));
+	const ovx_primpath_t *view;
+	size_t count;
+	ck_assert(ovs_pd_list_view(g_pd, list, &view, &count));
+	BU_CHECK((count) == (N));
+	for (int i = 0; i < N; i++) {
+		BU_CHECK((view[i]) == (ovs_pd_find_path(g_pd, in[i].ptr, in[i].length)));
+		BU_CHECK(strcmp(ovs_pd_path_string(g_pd, view[i]).ptr, in[i].ptr) == 0);
+	}
+	bu_check_dictionary();
+	/* the same again: all hits */
+	ck_ok(path_dictionary_create_paths_from_strings(g_inst, in, N, out));
+	for (int i = 0; i < N; i++)
+		BU_CHECK((out[i]) == (view[i]));
+	/* from tokens, in a fresh dictionary: the same structure */
+	ovx_token_t tk[BU_A + BU_B + BU_C];
+	ovs_pd_destroy(g_pd);
+	g_pd = ovs_pd_create();
+	g_inst = ovs_pd_instance(g_pd);
+	ovs_pd_set_sched(g_pd, sched);
+	for (int t = 0; t < BU_A + BU_B + BU_C; t++)
+		tk[t] = T(bu_tok[t]);
+	ovx_token_t *pt = malloc(3 * N * sizeof *pt);
+	size_t *np = malloc(N * sizeof *np);
+	ovx_primpath_t *tout = malloc(N * sizeof *tout);
+	ck_assert(pt && np && tout);
+	for (int i = 0; i < N; i++) {
+		int a, b, c;
+		BU_CHECK(sscanf(in[i].ptr, "/s%d/e%d/p%d", &a, &b, &c) == 3);
+		pt[3 * i] = tk[a];
+		pt[3 * i + 1] = tk[BU_A + b];
+		pt[3 * i + 2] = tk[BU_A + BU_B + c];
+		np[i] = 3;
+	}
+	ovx_token_t keep_tok = pt[3 * (N - 5) + 1];
+	pt[3 * (N - 5) + 1] = T("a/b"); /* a token with '/': rejected, nothing interned */
+	ck_err(path_dictionary_create_paths_from_tokens(g_inst, pt, np, N, tout), "contains '/'");
+	BU_CHECK((ovs_pd_path_count(g_pd)) == (1));
+	pt[3 * (N - 5) + 1] = keep_tok;
+	ck_ok(path_dictionary_create_paths_from_tokens(g_inst, pt, np, N, tout));
+	for (int i = 0; i < N; i++)
+		BU_CHECK(strcmp(ovs_pd_path_string(g_pd, tout[i]).ptr, in[i].ptr) == 0);
+	bu_check_dictionary();
+	free(pt);
+	free(np);
+	free(tout);
+	free(in);
+	free(out);
+	/* the list belonged to the destroyed dictionary */
+	ovs_pd_set_sched(g_pd, NULL);
+	if (sched)
+		jobs_sched_destroy(sched);
+	BU_DONE();
+}
+END_TEST
+
+/* Many threads (more than cores) intern overlapping random subsets of the universe concurrently,
+ * through the three bulk slots and single interning, all sharing one scheduler (or none): every
+ * path must get exactly one id, and every invariant must hold afterwards. */
+static ovx_primpath_t bu_out[BU_THREADS][BU_LEAVES];
+static atomic_int bu_go;
+static void *bu_thread(void *arg)
+{
+	int t = (int)(intptr_t)arg;
+	uint64_t rng = 0x2545f4914f6cdd1dull * (uint64_t)(t + 7);
+	/* a random three quarters of the leaves, shuffled, and a few repeats */
+	int *pick = malloc(sizeof(int) * (BU_LEAVES + 64));
+	int n = 0;
+	for (int u = 0; u < BU_LEAVES; u++)
+		if (xorshift(&rng) % 4 != 0)
+			pick[n++] = u;
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)(xorshift(&rng) % (uint64_t)(i + 1));
+		int x = pick[i];
+		pick[i] = pick[j];
+		pick[j] = x;
+	}
+	for (int i = 0; i < 64; i++) {
+		int j = (int)(xorshift(&rng) % (uint64_t)(n - i));
+		pick[n++] = pick[j];
+	}
+	ovx_string_t *in = malloc(sizeof *in * (size_t)n);
+	ovx_primpath_t *out = malloc(sizeof *out * (size_t)n);
+	for (int i = 0; i < n; i++)
+		in[i] = S(bu_str[pick[i]]);
+	/* acquire spin: a start line so that the threads overlap (pairs with the release below) */
+	while (!atomic_load_explicit(&bu_go, memory_order_acquire))
+		;
+	ovx_api_result_t r;
+	switch (t % 4) {
+	case 0: {
+		ovx_primpath_list_t l = 0;
+		r = path_dictionary_create_path_list_from_strings(g_inst, in, (size_t)n, &l);
+		BU_CHECK(r.status == OVX_API_SUCCESS);
+		const ovx_primpath_t *v = NULL;
+		size_t c = 0;
+		BU_CHECK(ovs_pd_list_view(g_pd, l, &v, &c) && c == (size_t)n);
+		for (size_t i = 0; v && i < c; i++)
+			out[i] = v[i];
+		BU_CHECK(ovs_pd_list_release(g_pd, l));
+		break;
+	}
+	case 1:
+		r = path_dictionary_create_paths_from_strings(g_inst, in, (size_t)n, out);
+		BU_CHECK(r.status == OVX_API_SUCCESS);
+		break;
+	case 2: {
+		ovx_string_t ts[BU_A + BU_B + BU_C];
+		ovx_token_t tk[BU_A + BU_B + BU_C];
+		for (int i = 0; i < BU_A + BU_B + BU_C; i++)
+			ts[i] = S(bu_tok[i]);
+		r = path_dictionary_create_tokens_from_strings(g_inst, ts, BU_A + BU_B + BU_C, tk);
+		BU_CHECK(r.status == OVX_API_SUCCESS);
+		ovx_token_t *pt = malloc(sizeof *pt * 3 * (size_t)n);
+		size_t *np = malloc(sizeof *np * (size_t)n);
+		for (int i = 0; i < n; i++) {
+			int u = pick[i];
+			pt[3 * i] = tk[u / (BU_B * BU_C)];
+			pt[3 * i + 1] = tk[BU_A + u / BU_C % BU_B];
+			pt[3 * i + 2] = tk[BU_A + BU_B + u % BU_C];
+			np[i] = 3;
+		}
+		r = path_dictionary_create_paths_from_tokens(g_inst, pt, np, (size_t)n, out);
+		BU_CHECK(r.status == OVX_API_SUCCESS);
+		free(pt);
+		free(np);
+		break;
+	}
+	default:
+		r = (ovx_api_result_t){ OVX_API_SUCCESS, { NULL, 0 } };
+		for (int i = 0; i < n; i++)
+			out[i] = ovs_pd_intern_path(g_pd, in[i].ptr, in[i].length);
+		break;
+	}
+	path_dictionary_release_error(g_inst, r.error);
+	for (int i = 0; i < n; i++) {
+		BU_CHECK(out[i] != 0);
+		ovx_string_t s = ovs_pd_path_string(g_pd, out[i]); /* round trip while others insert */
+		BU_CHECK(s.ptr && strcmp(s.ptr, in[i].ptr) == 0);
+		BU_CHECK(ovs_pd_path_parent(g_pd, out[i]) < out[i]);
+		if (bu_out[t][pick[i]]) /* a repeat got the same id */
+			BU_CHECK(bu_out[t][pick[i]] == out[i]);
+		bu_out[t][pick[i]] = out[i];
+	}
+	free(pick);
+	free(in);
+	free(out);
+	return NULL;
+}
+
+START_TEST(test_bulk_stress)
+{
+	bu_make_strings();
+	/* _i = 0: no scheduler (each thread runs its phases itself); 1: one shared scheduler with more
+	 * workers than this machine has cores, on top of the BU_THREADS callers */
+	jobs_sched *sched = _i ? bu_sched(4) : NULL;
+	for (int round = 0; round < BU_ROUNDS; round++) {
+		ovs_pd_destroy(g_pd);
+		g_pd = ovs_pd_create();
+		g_inst = ovs_pd_instance(g_pd);
+		ovs_pd_set_sched(g_pd, sched);
+		memset(bu_out, 0, sizeof bu_out);
+		atomic_store(&bu_go, 0);
+		atomic_store(&bu_failures, 0);
+		pthread_t th[BU_THREADS];
+		for (int t = 0; t < BU_THREADS; t++)
+			ck_assert_int_eq(pthread_create(&th[t], NULL, bu_thread, (void *)(intptr_t)t), 0);
+		atomic_store_explicit(&bu_go, 1, memory_order_release);
+		for (int t = 0; t < BU_THREADS; t++)
+			pthread_join(th[t], NULL);
+		ck_assert_int_eq(atomic_load(&bu_failures), 0);
+		/* exactly one id per path, whichever thread and slot interned it */
+		for (int u = 0; u < BU_LEAVES; u++) {
+			ovx_primpath_t id = ovs_pd_find_path(g_pd, bu_str[u], strlen(bu_str[u]));
+			for (int t = 0; t < BU_THREADS; t++)
+				if (bu_out[t][u])
+					BU_CHECK((bu_out[t][u]) == (id));
+		}
+		/* the union of the subsets is (almost surely) every leaf; intern the rest singly */
+		for (int u = 0; u < BU_LEAVES; u++)
+			BU_CHECK(ovs_pd_intern_path(g_pd, bu_str[u], strlen(bu_str[u])) != 0);
+		bu_check_dictionary();
+	}
+	ovs_pd_set_sched(g_pd, NULL);
+	if (sched)
+		jobs_sched_destroy(sched);
+	BU_DONE();
+}
+END_TEST
+
 /* ---- runner -------------------------------------------------------------------------------------- */
 
 static Suite *path_dictionary_suite(void)
@@ -891,6 +1192,8 @@ static Suite *path_dictionary_suite(void)
 	tcase_set_timeout(st, 600);
 	tcase_add_test(st, test_stress_threads);
 	tcase_add_test(st, test_stress_first_insert_race);
+	tcase_add_loop_test(st, test_bulk_matches_single, 0, 2);
+	tcase_add_loop_test(st, test_bulk_stress, 0, 2);
 	suite_add_tcase(s, st);
 	return s;
 }

@@ -1875,6 +1875,190 @@ START_TEST(test_range_from_zero_nothing_reclaimed)
 }
 END_TEST
 
+/* A map session whose op failed (INSERT of prims that exist) commits nothing: it does not hold the
+ * floor. advance_write_floor through its ordinal completes without its unmap_attribute (0.2.1 never
+ * waits for a session, and a failed one has nothing to commit); reads above the floor are not
+ * refused for it; the handle stays the caller's until unmap_attribute, whose op reports the map's
+ * failure (root cause: the map op). Before, the advance waited for the unmap. */
+START_TEST(test_failed_map_does_not_hold_the_floor)
+{
+	fixture f;
+	setup_n(&f, 4);
+	ovx_token_t t = tok(&f, "fm");
+	float v[4] = { 1, 2, 3, 4 };
+	wait_ok(&f, write_f(&f, f.q, t, 1, v, 4)); /* the prims exist, and the column has values */
+	seal(&f, 1);
+	ovstage_map_desc_t d;
+	memset(&d, 0, sizeof d);
+	d.attribute = A(t);
+	d.dtype.code = kDLFloat;
+	d.dtype.bits = 32;
+	d.dtype.lanes = 1;
+	d.prim_mode = OVSTAGE_PRIM_MODE_INSERT;
+	ovstage_map_handle_t m = 0;
+	ovstage_enqueue_result_t e = ovstage_map_attribute(f.st, f.q, &d, 3, NULL, 0, &m);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t w;
+	/* INSERT of existing prims: 0.2.1's status (wait_op returns it), the failure listed */
+	ck_assert_int_eq(ovstage_wait_op(f.st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w), OVSTAGE_ERROR_PRIM_NOT_FOUND);
+	ck_assert_uint_eq(w.error_op_id_count, 1);
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_OK);
+	/* a latest read of the column above the floor: nothing written there is pending (the values of 1) */
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t rg = { 0, 5, false };
+	e = ovstage_read_attributes(f.st, f.q, &t, 1, rg, &rh);
+	ck_assert_msg(e.status == OVSTAGE_OK, "read above the floor refused for a failed session: %s", last_error());
+	wait_ok(&f, e);
+	ovstage_read_group_t g;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_OK);
+	ck_assert_uint_eq(g.prims.count, 4);
+	ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_END_OF_ITERATION);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	/* the advance through ordinal 3 completes with the session still open (2 s: it does not wait) */
+	ovstage_write_floor_desc_t fd = { 4, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	e = ovstage_advance_write_floor(f.st, &fd);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_api_status_t s = ovstage_wait_op(f.st, e.op_index, 2000000000ull, &w);
+	ck_assert_msg(s == OVSTAGE_OK, "the floor advance waits for the failed session's unmap (%d)", s);
+	ck_assert_uint_eq(w.error_op_id_count, 0);
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_OK);
+	/* the handle is still the caller's: fetch says the map failed, unmap reports it, once */
+	ovstage_map_group_t mg;
+	ck_assert_int_eq(ovstage_fetch_map_next(f.st, m, 0, &mg), OVSTAGE_ERROR_PRIM_NOT_FOUND);
+	ovstage_cuda_sync_t none = { 0, 0 };
+	char msg[600];
+	ck_assert_uint_ge(wait_op(&f, ovstage_unmap_attribute(f.st, m, none), msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "already exists") != NULL, "unmap's root cause: %s", msg);
+	ck_assert_int_eq(ovstage_unmap_attribute(f.st, m, none).status, OVSTAGE_ERROR_INVALID_HANDLE);
+	/* nothing of the session reached the column: the values of 1, and no change in [2, 4] */
+	e = ovstage_read_attributes(f.st, f.q, &t, 1, (ovstage_ordinal_range_t){ 2, 4, true }, &rh);
+	wait_ok(&f, e);
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_END_OF_ITERATION);
+	wait_ok(&f, ovstage_release_read(f.st, rh));
+	teardown(&f);
+}
+END_TEST
+
+/* New columns created by concurrent calls: 4 threads each write the same 8 new columns at ordinal
+ * 2 while another advances EXCLUDE floors (of an unrelated column) through 1; before them a thread
+ * made refused writes (at the floor) to 8 other new columns. Each written column exists once: it
+ * reads the values of one of the writes (a whole row of one thread); each column only a refused
+ * call named does not exist (its write floor is the stage floor, 0, where the EXCLUDE advances
+ * would have moved a column record to 1).
+ * Under ThreadSanitizer this checks the preparation and publication of new columns (column.c,
+ * sequencer.c). */
+#define NEWCOL_THREADS 4
+#define NEWCOLS 8
+typedef struct newcol_arg {
+	fixture *f;
+	int id;
+} newcol_arg;
+
+static void *newcol_writer(void *p)
+{
+	newcol_arg *a = p;
+	for (int c = 0; c < NEWCOLS; c++) {
+		char name[16];
+		snprintf(name, sizeof name, "nc%d", c);
+		float v[4];
+		for (int i = 0; i < 4; i++)
+			v[i] = (float)(a->id * 100 + c * 10 + i);
+		tensor1 tt;
+		ovstage_write_data_t w = fdata(&tt, v, 4, 1);
+		wait_ok(a->f, ovstage_write_attribute(a->f->st, a->f->q, A(tok(a->f, name)), 2, w, OVSTAGE_PRIM_MODE_UPSERT));
+	}
+	return NULL;
+}
+
+static void *newcol_refused(void *p)
+{
+	newcol_arg *a = p;
+	for (int c = 0; c < NEWCOLS; c++) {
+		char name[16];
+		snprintf(name, sizeof name, "rc%d", c);
+		float v[4] = { 0, 0, 0, 0 };
+		tensor1 tt;
+		ovstage_write_data_t w = fdata(&tt, v, 4, 1);
+		ovstage_enqueue_result_t e =
+			ovstage_write_attribute(a->f->st, a->f->q, A(tok(a->f, name)), 0, w, OVSTAGE_PRIM_MODE_UPSERT);
+		ck_assert_int_eq(e.status, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	}
+	return NULL;
+}
+
+static void *newcol_sealer(void *p)
+{
+	newcol_arg *a = p;
+	ovx_token_t ex = tok(a->f, "unrelated");
+	for (int i = 0; i < 20; i++) {
+		ovstage_write_floor_desc_t d = { 1, OVSTAGE_SCOPE_EXCLUDE, &ex, 1 };
+		wait_ok(a->f, ovstage_advance_write_floor(a->f->st, &d));
+	}
+	return NULL;
+}
+
+START_TEST(test_new_columns_created_concurrently)
+{
+	fixture f;
+	setup_n(&f, 4);
+	newcol_arg args[NEWCOL_THREADS + 2];
+	pthread_t th[NEWCOL_THREADS + 2];
+	args[NEWCOL_THREADS] = (newcol_arg){ &f, NEWCOL_THREADS };
+	pthread_create(&th[NEWCOL_THREADS], NULL, newcol_refused, &args[NEWCOL_THREADS]);
+	pthread_join(th[NEWCOL_THREADS], NULL);
+	for (int i = 0; i < NEWCOL_THREADS + 2; i++) {
+		if (i == NEWCOL_THREADS)
+			continue;
+		args[i] = (newcol_arg){ &f, i };
+		pthread_create(&th[i], NULL, i < NEWCOL_THREADS ? newcol_writer : newcol_sealer, &args[i]);
+	}
+	for (int i = 0; i < NEWCOL_THREADS + 2; i++)
+		if (i != NEWCOL_THREADS)
+			pthread_join(th[i], NULL);
+	for (int c = 0; c < NEWCOLS; c++) {
+		char name[16];
+		snprintf(name, sizeof name, "rc%d", c);
+		ovstage_ordinal_query_handle_t h;
+		wait_ok(&f, ovstage_get_attribute_write_floor(f.st, A(tok(&f, name)), &h));
+		ovstage_ordinal_t o = 99;
+		ck_assert_int_eq(ovstage_fetch_ordinal(f.st, h, OVSTAGE_TIMEOUT_INFINITE, &o), OVSTAGE_OK);
+		wait_ok(&f, ovstage_release_ordinal_query(f.st, h));
+		ck_assert_msg(o == 0, "%s, named only by refused writes, has floor %llu (the stage floor is 0)", name,
+			      (unsigned long long)o);
+	}
+	seal(&f, 2);
+	for (int c = 0; c < NEWCOLS; c++) {
+		char name[16];
+		snprintf(name, sizeof name, "nc%d", c);
+		ovx_token_t t = tok(&f, name);
+		ovstage_read_handle_t rh;
+		ovstage_enqueue_result_t e = ovstage_read_attributes(f.st, f.q, &t, 1, (ovstage_ordinal_range_t){ 0, 2, false },
+								     &rh);
+		wait_ok(&f, e);
+		ovstage_read_group_t g;
+		int n = 0, writer = -1;
+		while (ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+			const float *x = (const float *)((const char *)g.data.tensors[0].data + g.data.tensors[0].byte_offset);
+			for (uint32_t j = 0; j < g.prims.count; j++) {
+				uint32_t pos = g.prims.index_map ? g.prims.index_map[j] : g.prims.offset + j;
+				uint32_t r = g.data.index_map ? g.data.index_map[j] : j;
+				int who = (int)x[r] / 100;
+				if (writer < 0)
+					writer = who;
+				ck_assert_msg(who == writer && x[r] == (float)(who * 100 + c * 10 + (int)pos),
+					      "%s[%u] = %f: not one write's row", name, pos, (double)x[r]);
+				n++;
+			}
+			ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+		}
+		ck_assert_int_eq(n, 4);
+		wait_ok(&f, ovstage_release_read(f.st, rh));
+	}
+	teardown(&f);
+}
+END_TEST
+
 static Suite *stage_suite(void)
 {
 	Suite *su = suite_create("stage");
@@ -1908,6 +2092,8 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_cuda_tensor_rejected_at_call);
 	tcase_add_test(tc, test_unsealed_read_rejected_at_call);
 	tcase_add_test(tc, test_range_from_zero_nothing_reclaimed);
+	tcase_add_test(tc, test_failed_map_does_not_hold_the_floor);
+	tcase_add_test(tc, test_new_columns_created_concurrently);
 	suite_add_tcase(su, tc);
 	return su;
 }

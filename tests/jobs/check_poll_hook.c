@@ -464,16 +464,19 @@ END_TEST
 struct self_remove {
 	jobs_sched *s;
 	_Atomic jobs_hook_id id;
-	_Atomic int tried;
-	_Atomic int refused;
+	_Atomic int tried;    /* claimed by the first call */
+	_Atomic int refused;  /* its result ... */
+	_Atomic int done;     /* ... published after it (the test waits for this, not for tried) */
 };
 
 static unsigned self_remove_hook(void *ctx)
 {
 	struct self_remove *x = ctx;
 	jobs_hook_id id = atomic_load(&x->id);
-	if (id && !atomic_exchange(&x->tried, 1))
+	if (id && !atomic_exchange(&x->tried, 1)) {
 		atomic_store(&x->refused, jobs_remove_poll_hook(x->s, id) == JOBS_INVALID);
+		atomic_store(&x->done, 1); /* seq_cst: after refused */
+	}
 	return 0;
 }
 
@@ -486,7 +489,7 @@ START_TEST(test_hook_remove_from_hook)
 	jt_assert_status(jobs_add_poll_hook_rate(s, self_remove_hook, x, 0, &id), JOBS_OK, "add");
 	atomic_store(&x->id, id);
 	uint64_t start = jt_now_ns();
-	while (!atomic_load(&x->tried)) {
+	while (!atomic_load(&x->done)) {
 		ck_assert_msg(jt_now_ns() - start < JT_SAFETY_NS, "hook never called");
 		jobs_kick(s);
 		jt_sleep_us(100);
