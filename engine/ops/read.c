@@ -12,8 +12,8 @@
  *    floor"); otherwise WRITE_FLOOR_VIOLATION. If the version as of N has left retention:
  *    OUT_OF_RANGE.
  *  - range read [a, b]: the keys whose last change (a write or a delete) as of b is at an ordinal in
- *    [a, b], from the per-row last-change ordinals the versions keep (whatever a is), with their
- *    values as of b; deleted keys come as is_delete groups. When b's version left retention: as
+ *    [a, b], from the retained versions' changed rows and the column's fold of those that left
+ *    retention (lastchange.h; whatever a is), with their values as of b; deleted keys come as is_delete groups. When b's version left retention: as
  *    0.2.1, OUT_OF_RANGE for a selected key that changed after b (range_groups).
  *  - a column that does not exist, or has no data at N: zero groups.
  */
@@ -520,39 +520,149 @@ static bool latest_groups(ovs_read *r, ovs_column *c, ovs_version *v)
 	return emit_groups(r, c, v, &el, qn);
 }
 
-/* A range read [a, b] answered from the rows' last-change ordinals (ovs_version_last_change): a
- * row is selected when it last changed (a value written or deleted) at an ordinal in [a, b] as of b.
- *  - While the version as of b is reachable, that is exact for every a (nothing older is needed):
- *    values as of b, the deleted rows in an is_delete group.
+/* The chain a range read pinned (ovs_pin_range), newest first: v[0] is the version as of the end
+ * when asof, else the newest version. Not to be copied (v may point into small). */
+typedef struct range_pins {
+	ovs_version *small[16];
+	ovs_version **v;
+	size_t n;
+	bool asof, had_any;
+} range_pins;
+
+/* Which pinned versions changed a row, and the fold for the rest (lastchange.h). */
+typedef struct range_hist {
+	const range_pins *p;
+	uint64_t *bits[16];  /* per pinned version (the first 16): a bitmap of its changed rows, or NULL
+	                      * (all_changed, no changes, or looked up in `changed` itself) */
+	ovs_lcview fold;     /* values at or above the oldest pinned ordinal are stale */
+	bool stale;          /* a fold value read was stale: pin again */
+} range_hist;
+
+/* Whether pinned version j changed row r. Its `changed` rows are sorted (build_changed). */
+static bool hist_changed(const range_hist *h, size_t j, uint32_t r)
+{
+	const ovs_version *u = h->p->v[j];
+	if (r >= u->rows)
+		return false;
+	if (u->all_changed)
+		return true;
+	if (j < 16 && h->bits[j])
+		return (h->bits[j][r / 64] >> (r % 64)) & 1;
+	uint32_t lo = 0, hi = u->nchanged;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (u->changed[mid] < r)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < u->nchanged && u->changed[lo] == r;
+}
+
+/* The ordinal at which row r last changed (a value written or deleted) as of pinned version i:
+ * that of the newest pinned version at or below it that changed r, else the fold's; 0: never. */
+static uint64_t hist_last_change(range_hist *h, size_t i, uint32_t r)
+{
+	for (size_t j = i; j < h->p->n; j++)
+		if (hist_changed(h, j, r))
+			return h->p->v[j]->ordinal;
+	return ovs_lc_fold_get(&h->fold, r, &h->stale);
+}
+
+/* Bitmaps for the pinned versions whose changes a query of qn elements looks up often enough that
+ * one pass over them beats a binary search per element. False when out of memory. */
+static bool hist_init(range_hist *h, ovs_column *c, const range_pins *p, size_t qn)
+{
+	memset(h, 0, sizeof *h);
+	h->p = p;
+	ovs_lc_view(&c->lcfold, p->v[p->n - 1]->ordinal, &h->fold);
+	for (size_t j = 0; j < p->n && j < 16; j++) {
+		const ovs_version *u = p->v[j];
+		size_t words = ((size_t)u->rows + 63) / 64;
+		if (u->all_changed || !u->nchanged || (uint64_t)qn * 16 < words + u->nchanged)
+			continue;
+		if (!(h->bits[j] = calloc(words, sizeof *h->bits[j])))
+			return false;
+		for (uint32_t k = 0; k < u->nchanged; k++)
+			h->bits[j][u->changed[k] / 64] |= (uint64_t)1 << (u->changed[k] % 64);
+	}
+	return true;
+}
+
+static void hist_fini(range_hist *h)
+{
+	for (size_t j = 0; j < 16; j++)
+		free(h->bits[j]);
+}
+
+/* The OUT_OF_RANGE of a range read with b older than every pinned version, for query element i
+ * (row changed after b at lc): its payload as of b is gone (known), or whether it changed in [a, b]
+ * is (not known). */
+static ovstage_api_status_t range_gone(ovs_read *r, ovs_column *c, size_t i, uint64_t lc, const ovs_version *old,
+				       bool known, char *err, size_t errlen)
+{
+	uint64_t a = r->range.start_ordinal, b = r->range.end_ordinal;
+	ovx_string_t path = ovs_pd_path_string(r->st->pd, r->q->paths[i]);
+	if (known)
+		ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed in [%llu, %llu] and again at "
+			       "ordinal %llu, after the range end: its payload as of %llu is no longer retained "
+			       "(oldest preserved is %llu)",
+			       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "", i,
+			       (unsigned long long)a, (unsigned long long)b, (unsigned long long)lc,
+			       (unsigned long long)b, (unsigned long long)old->ordinal);
+	else
+		ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed at ordinal %llu, after the range "
+			       "end %llu, and whether it also changed in [%llu, %llu] is no longer retained "
+			       "(history through ordinal %llu was reclaimed; oldest preserved is %llu)",
+			       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "", i,
+			       (unsigned long long)lc, (unsigned long long)b, (unsigned long long)a,
+			       (unsigned long long)b, (unsigned long long)old->base_ordinal,
+			       (unsigned long long)old->ordinal);
+	return OVSTAGE_ERROR_OUT_OF_RANGE;
+}
+
+/* Status of range_groups when the fold moved past the pinned chain while it read (pin again). */
+#define RANGE_STALE ((ovstage_api_status_t)-1000)
+
+/* A range read [a, b] answered from the rows' last changes (hist_last_change: the pinned versions'
+ * changed rows, then the column's fold of those that left retention): a row is selected when it
+ * last changed (a value written or deleted) at an ordinal in [a, b] as of b.
+ *  - While the version as of b is pinned (p->asof), that is exact for every a: values as of b, the
+ *    deleted rows in an is_delete group.
  *  - Otherwise (b is older than every retained version) as 0.2.1 answers: payloads of the newest
  *    version; a row that did not change after b is decided exactly by its last change in the
  *    newest version; a selected row that changed again after b fails OUT_OF_RANGE (its payload as
  *    of b is gone). For a row that changed after b, whether it also changed in [a, b] comes from the
- *    oldest version still reachable, u (built on the version at D = u's base ordinal; nothing in
- *    the column changed in (D, u)): its last change there if that is <= b; not selected if it last
- *    changed at u itself and a > D (or u is the column's first version); else unknown, and the read
- *    fails OUT_OF_RANGE naming the prim rather than guess. */
-static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, ovs_version *asof, ovs_version *lat,
-					 ovs_version *old, char *err, size_t errlen)
+ *    oldest version pinned, u (built on the version at D = u's base ordinal; nothing in the column
+ *    changed in (D, u)): its last change there if that is <= b; not selected if it last changed at
+ *    u itself and a > D (or u is the column's first version); else unknown, and the read fails
+ *    OUT_OF_RANGE naming the prim rather than guess. */
+static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, const range_pins *p, char *err, size_t errlen)
 {
 	size_t qn = r->q->count;
 	uint64_t a = r->range.start_ordinal, b = r->range.end_ordinal;
-	ovs_version *v = asof ? asof : lat; /* the version whose payloads the groups view */
+	ovs_version *v = p->v[0], *old = p->v[p->n - 1]; /* v: the version whose payloads the groups view */
 	const ovs_rowmap *map = read_rowmap(r, c);
+	range_hist h;
 	read_elems el;
-	if (!elems_alloc(&el, qn, true))
-		goto oom;
-	for (size_t i = 0; i < qn; i++) {
+	bool ok = hist_init(&h, c, p, qn);
+	if (!ok || !elems_alloc(&el, qn, true)) {
+		hist_fini(&h);
+		ovs_err_format(err, errlen, "out of memory building read groups");
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	ovstage_api_status_t s = OVSTAGE_OK;
+	for (size_t i = 0; s == OVSTAGE_OK && i < qn; i++) {
 		uint32_t row = read_row_of(r, c, map, i);
 		if (row >= v->rows)
 			continue; /* no row in the version: created after it (or never) */
-		uint64_t lc = ovs_version_last_change(v, row);
+		uint64_t lc = hist_last_change(&h, 0, row);
 		if (!lc)
 			continue; /* never changed */
-		if (!asof && lc > b) {
+		if (!p->asof && lc > b) {
 			/* changed after b: did it also change in [a, b]? */
 			bool selected, known = true;
-			uint64_t lo = row < old->rows ? ovs_version_last_change(old, row) : 0;
+			uint64_t lo = row < old->rows ? hist_last_change(&h, p->n - 1, row) : 0;
 			uint64_t D = old->base_ordinal;
 			if (row >= old->rows || !lo)
 				selected = false; /* created after old, which is newer than b */
@@ -562,29 +672,8 @@ static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, ovs_version
 				selected = false; /* its previous change is at or below D < a */
 			else
 				selected = known = false;
-			if (!known || selected) {
-				ovx_string_t path = ovs_pd_path_string(r->st->pd, r->q->paths[i]);
-				if (known)
-					ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed in [%llu, %llu] "
-						       "and again at ordinal %llu, after the range end: its payload as of %llu "
-						       "is no longer retained (oldest preserved is %llu)",
-						       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "",
-						       i, (unsigned long long)a, (unsigned long long)b, (unsigned long long)lc,
-						       (unsigned long long)b, (unsigned long long)old->ordinal);
-				else
-					ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed at ordinal "
-						       "%llu, after the range end %llu, and whether it also changed in "
-						       "[%llu, %llu] is no longer retained (history through ordinal %llu was "
-						       "reclaimed; oldest preserved is %llu)",
-						       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "",
-						       i, (unsigned long long)lc, (unsigned long long)b, (unsigned long long)a,
-						       (unsigned long long)b, (unsigned long long)D,
-						       (unsigned long long)old->ordinal);
-				free(el.E);
-				free(el.R);
-				free(el.DE);
-				return OVSTAGE_ERROR_OUT_OF_RANGE;
-			}
+			if (!known || selected)
+				s = h.stale ? RANGE_STALE : range_gone(r, c, i, lc, old, known, err, errlen);
 			continue;
 		}
 		if (lc < a)
@@ -596,28 +685,59 @@ static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, ovs_version
 			el.DE[el.kd++] = (uint32_t)i;
 		}
 	}
+	if (s == OVSTAGE_OK && h.stale)
+		s = RANGE_STALE;
+	hist_fini(&h);
+	if (s != OVSTAGE_OK) {
+		free(el.E);
+		free(el.R);
+		free(el.DE);
+		return s;
+	}
 	if (emit_groups(r, c, v, &el, qn))
 		return OVSTAGE_OK;
-oom:
 	ovs_err_format(err, errlen, "out of memory building read groups");
 	return OVSTAGE_ERROR_OUT_OF_MEMORY;
 }
 
-/* A range read of one column: the bounds, then the versions it needs (ovs_pin_range). */
+/* A range read of one column: the bounds, then the chain it needs (ovs_pin_range), pinned again
+ * when the fold moved past it meanwhile (a reader slower than retention seals: rare, and each
+ * retry pins a newer chain). */
 static ovstage_api_status_t read_range(ovs_read *r, ovs_column *c, uint64_t floor, char *err, size_t errlen)
 {
 	uint64_t dropped;
 	ovstage_api_status_t s = check_bounds(r->st, c, &r->range, floor, &dropped, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
-	ovs_version *asof, *lat, *old;
-	bool had_any;
-	ovs_pin_range(&r->st->store.grace, c, r->range.end_ordinal, &asof, &lat, &old, &had_any);
-	if (asof || lat)
-		s = range_groups(r, c, asof, lat, old, err, errlen);
-	ovs_unpin(asof);
-	ovs_unpin(lat);
-	ovs_unpin(old);
+	range_pins p;
+	p.v = p.small;
+	size_t cap = sizeof p.small / sizeof *p.small;
+	for (unsigned tries = 0;; tries++) {
+		p.n = ovs_pin_range(&r->st->store.grace, c, r->range.end_ordinal, p.v, cap, &p.asof, &p.had_any);
+		if (p.n > cap) { /* a chain longer than the room: make room for it (and a little more) */
+			if (p.v != p.small)
+				free(p.v);
+			cap = p.n + 4;
+			if (!(p.v = malloc(cap * sizeof *p.v))) {
+				ovs_err_format(err, errlen, "out of memory pinning versions");
+				return OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+			continue;
+		}
+		s = p.n ? range_groups(r, c, &p, err, errlen) : OVSTAGE_OK;
+		for (size_t i = 0; i < p.n; i++)
+			ovs_unpin(p.v[i]);
+		if (s != RANGE_STALE)
+			break;
+		if (tries == 1000) {
+			ovs_err_format(err, errlen, "\"%s\": the column's history moved past the read %u times "
+				       "while it ran", ovs_attr_name(r->st, c->name), tries);
+			s = OVSTAGE_ERROR_OUT_OF_RANGE;
+			break;
+		}
+	}
+	if (p.v != p.small)
+		free(p.v);
 	return s;
 }
 

@@ -43,6 +43,7 @@
 #include <ovstage/ovstage.h>
 
 #include "buffer.h"
+#include "lastchange.h"
 #include "radix.h"
 
 typedef struct ovs_store ovs_store;
@@ -109,22 +110,6 @@ typedef struct ovs_run {
 	void *data;                 /* address of row0 */
 } ovs_run;
 
-/* Rows per chunk of a version's last-change table (ovs_lchunk): 2^10, 8 KiB of ordinals. */
-#define OVS_LC_SHIFT 10u
-#define OVS_LC_ROWS (1u << OVS_LC_SHIFT)
-
-/* A chunk of a version's last-change table: for OVS_LC_ROWS consecutive rows, the ordinal of the
- * last value write or delete of each row at or below the version's ordinal (0: never changed, a
- * row that is a hole). Host memory, also for a column on a device. Shared by every version in
- * which those ordinals are equal (copy-on-write, like the data chunks); immutable once a version
- * holding it is published. */
-typedef struct ovs_lchunk {
-	_Atomic uint32_t refs;      /* version tables holding it */
-	uint32_t nall;              /* uniform chunk: rows [0, nall) changed last at `all`, the rest never */
-	uint64_t all;               /* uniform chunk: that ordinal */
-	uint64_t *ords;             /* per row (OVS_LC_ROWS entries), or NULL for a uniform chunk */
-} ovs_lchunk;
-
 /* One sealed state of a column. */
 typedef struct ovs_version {
 	_Atomic uint32_t refs;      /* the column's chain + pinned read groups */
@@ -146,9 +131,6 @@ typedef struct ovs_version {
 	uint32_t nchanged;          /* entries in changed */
 	bool changed_owned;         /* changed was allocated for this version (else it is a delta's rows) */
 	bool all_changed;           /* every row changed (FULL delta) */
-	ovs_lchunk **lc;            /* last-change table: chunk j covers rows [j << OVS_LC_SHIFT, ...) */
-	uint32_t nlc;               /* entries in lc */
-	ovs_lchunk *lc1;            /* the table of a one-chunk version (lc == &lc1) */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
 	void *ready;                /* completion a reader must wait on before touching the data (a device
 	                             * event); NULL: ready (always on the CPU). Set before the version is
@@ -183,6 +165,8 @@ typedef struct ovs_column {
 	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
+	ovs_lcfold lcfold;                /* last changes of the versions that left retention (written by
+	                                   * the sealer, read by range reads: lastchange.h) */
 
 	/* --- written by every write (a push), taken by the seal --- */
 	_Alignas(OVS_COLUMN_LINE) _Atomic(ovs_delta *) inbox; /* deltas waiting for a seal (Treiber push,
@@ -233,15 +217,6 @@ typedef struct ovs_limbo {
 static inline bool ovs_version_present(const ovs_version *v, uint32_t r)
 {
 	return !v->present || ((v->present[r / 64] >> (r % 64)) & 1);
-}
-
-/* The ordinal at which row r of version v (r < v->rows) last changed (a value written or deleted)
- * at or below v's ordinal; 0 when it never did. Range reads select rows by it. */
-static inline uint64_t ovs_version_last_change(const ovs_version *v, uint32_t r)
-{
-	const ovs_lchunk *k = v->lc[r >> OVS_LC_SHIFT];
-	uint32_t i = r & (OVS_LC_ROWS - 1);
-	return k->ords ? k->ords[i] : (i < k->nall ? k->all : 0);
 }
 
 /* Address of row r of a fixed-size column's version v (r < v->rows); rb = the column's row bytes. */

@@ -44,8 +44,6 @@ void ovs_version_ref(ovs_version *v)
 	atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
 }
 
-static void lc_free(ovs_version *v);
-
 static void version_free(ovs_version *v)
 {
 	while (v) {
@@ -59,7 +57,6 @@ static void version_free(ovs_version *v)
 				ovs_blob_unref(v->blobs[r]);
 		free(v->blobs);
 		ovs_version_chunks_free(v);
-		lc_free(v);
 		free(v->present);
 		ovs_gpu_event_release(v->ready); /* safe while readers' waits on it are pending */
 		if (v->changed_owned)
@@ -167,135 +164,6 @@ static bool build_changed(ovs_version *v, ovs_delta *ds, const ovs_delta *last_f
 	return true;
 }
 
-static void lchunk_unref(ovs_lchunk *k)
-{
-	/* acq_rel: the last holder's reads of the ordinals happen before the free. */
-	if (k && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1) {
-		free(k->ords);
-		free(k);
-	}
-}
-
-static void lc_free(ovs_version *v)
-{
-	for (uint32_t j = 0; j < v->nlc; j++)
-		lchunk_unref(v->lc[j]);
-	if (v->lc != &v->lc1)
-		free(v->lc);
-	v->lc = NULL;
-	v->nlc = 0;
-}
-
-/* A chunk of per-row ordinals: a copy of `from` (NULL: every row never changed). */
-static ovs_lchunk *lchunk_copy(const ovs_lchunk *from)
-{
-	ovs_lchunk *k = malloc(sizeof *k);
-	uint64_t *o = malloc(OVS_LC_ROWS * sizeof *o);
-	if (!k || !o) {
-		free(k);
-		free(o);
-		return NULL;
-	}
-	if (from && from->ords) {
-		memcpy(o, from->ords, OVS_LC_ROWS * sizeof *o);
-	} else {
-		uint32_t n = from ? from->nall : 0;
-		for (uint32_t i = 0; i < OVS_LC_ROWS; i++)
-			o[i] = i < n ? from->all : 0;
-	}
-	atomic_init(&k->refs, 1);
-	k->nall = 0;
-	k->all = 0;
-	k->ords = o;
-	return k;
-}
-
-/* The version's last-change table (host memory, whatever the column's device): prev's with the
- * rows changed at this ordinal set to it. Chunks no changed row falls into are shared with prev
- * (a reference each); a full write covering every row shares one uniform chunk. Cost: the table's
- * pointers plus, per chunk a changed row falls into, one copy of 8 KiB. Sealer only (prev's table
- * is immutable; the new one is published with the version). */
-static bool build_last_change(ovs_version *v, const ovs_version *prev)
-{
-	uint32_t n = (uint32_t)(((uint64_t)v->rows + OVS_LC_ROWS - 1) >> OVS_LC_SHIFT);
-	v->nlc = 0;
-	v->lc = n <= 1 ? &v->lc1 : calloc(n, sizeof *v->lc);
-	v->lc1 = NULL;
-	if (!v->lc)
-		return false;
-	if (!n)
-		return true;
-	if (v->all_changed) {
-		/* Uniform chunks: one shared by every full chunk, one for a partial last chunk (each
-		 * answers 0 beyond the rows it covers, so rows a later version adds read as holes). */
-		uint32_t tail = v->rows - (n - 1) * OVS_LC_ROWS; /* rows of the last chunk, 1..OVS_LC_ROWS */
-		uint32_t nfull = tail == OVS_LC_ROWS ? n : n - 1;
-		for (int part = 0; part < 2; part++) {
-			uint32_t cnt = part ? n - nfull : nfull;
-			if (!cnt)
-				continue;
-			ovs_lchunk *u = malloc(sizeof *u);
-			if (!u)
-				return false;
-			/* published with the version (the snapshot's release store) */
-			atomic_init(&u->refs, cnt);
-			u->nall = part ? tail : OVS_LC_ROWS;
-			u->all = v->ordinal;
-			u->ords = NULL;
-			for (uint32_t j = part ? nfull : 0; j < (part ? n : nfull); j++)
-				v->lc[j] = u;
-			v->nlc = part ? n : nfull;
-		}
-		return true;
-	}
-	uint32_t pn = prev ? prev->nlc : 0;
-	/* Every chunk answers 0 for the rows beyond those of the version that made it (a uniform chunk
-	 * through nall, a copied one because lchunk_copy writes 0 there), so rows this version adds
-	 * without writing them (holes) read as never changed in the chunks it shares. */
-	for (uint32_t j = 0; j < n; j++) {
-		v->lc[j] = j < pn ? prev->lc[j] : NULL;
-		/* relaxed: only the sealer takes references, on chunks prev (which it holds) keeps alive;
-		 * the release decrements of lchunk_unref order the frees. */
-		if (v->lc[j])
-			atomic_fetch_add_explicit(&v->lc[j]->refs, 1, memory_order_relaxed);
-		v->nlc = j + 1; /* lc_free releases what is there */
-	}
-	bool *own = calloc(n, sizeof *own);
-	if (!own)
-		return false;
-	bool ok = true;
-	for (uint32_t i = 0; ok && i < v->nchanged; i++) {
-		uint32_t r = v->changed[i], j = r >> OVS_LC_SHIFT;
-		if (!own[j]) {
-			ovs_lchunk *k = lchunk_copy(v->lc[j]);
-			if (!k) {
-				ok = false;
-				break;
-			}
-			lchunk_unref(v->lc[j]);
-			v->lc[j] = k;
-			own[j] = true;
-		}
-		v->lc[j]->ords[r & (OVS_LC_ROWS - 1)] = v->ordinal;
-	}
-	/* Chunks beyond prev's table that no changed row fell into hold only holes: a uniform chunk
-	 * over no rows answers 0 for each. */
-	for (uint32_t j = pn; ok && j < n; j++)
-		if (!v->lc[j]) {
-			ovs_lchunk *k = malloc(sizeof *k);
-			if (k) {
-				atomic_init(&k->refs, 1);
-				k->nall = 0;
-				k->all = 0;
-				k->ords = NULL;
-			}
-			v->lc[j] = k;
-			ok = k != NULL;
-		}
-	free(own);
-	return ok;
-}
-
 /* Whether two versions split reads into the same runs. */
 static bool same_runs(const ovs_version *a, const ovs_version *b)
 {
@@ -361,8 +229,7 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 	v->rows = rows;
 	v->ordinal = ds->ordinal;
 	v->base_ordinal = prev ? prev->ordinal : 0;
-	if (!build_presence(v, prev, ds, last_full, has_tomb) || !build_changed(v, ds, last_full) ||
-	    !build_last_change(v, prev)) {
+	if (!build_presence(v, prev, ds, last_full, has_tomb) || !build_changed(v, ds, last_full)) {
 		ovs_version_unref(v);
 		ovs_err_format(err, errlen, "out of memory recording presence and changed rows");
 		return NULL;

@@ -351,12 +351,13 @@ START_TEST(test_range_end_older_than_retention)
 }
 END_TEST
 
-/* Full writes (uniform last-change chunks), a column that grows past them, sparse writes into many
- * chunks, deletes: membership from the last-change table equals a model's, over ranges whose end
- * is retained, with 3000 rows (three chunks of the table). */
+/* Full writes (the fold's uniform entry once they leave retention), a column that grows past them,
+ * sparse writes into many chunks, deletes: membership from the retained versions and the column's
+ * fold of those that left retention equals a model's, over ranges whose end is retained and whose
+ * start is anywhere, with 9000 rows (three chunks of the fold, whose directory grows). */
 START_TEST(test_last_change_matches_model)
 {
-	enum { N = 3000 };
+	enum { N = 9000 };
 	ovstage_instance_t *st;
 	ovstage_instance_desc_t d = { "lc_model" };
 	ck_assert_int_eq(ovstage_create_instance(&d, &st), OVSTAGE_OK);
