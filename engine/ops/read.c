@@ -289,11 +289,6 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	return true;
 }
 
-static inline bool bit_get(const uint64_t *bm, uint32_t r)
-{
-	return (bm[r / 64] >> (r % 64)) & 1;
-}
-
 /* The checks of a read of column c decided by its floor (loaded by the caller, before any
  * snapshot it pins) alone: WRITE_FLOOR_VIOLATION for an end above the floor with writes admitted
  * above it. *dropped = the retention frontier. Used at the call (ready queries) and in the op. */
