@@ -5,6 +5,8 @@
  * 0.2.1 documents with a specific status report it from wait_op and the fetches.
  */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,6 +458,130 @@ START_TEST(test_last_change_matches_model)
 }
 END_TEST
 
+/* Range reads while seals fold versions out of retention: one thread writes a scattered tenth of a
+ * 5000-row column at each ordinal n (row r when (7r + n) % 10 == 0, value n) and seals it, until the
+ * other has made 40 reads (at least 300 ordinals); that one range-reads [a, b] up to the last
+ * sealed ordinal meanwhile. Each read gives exactly the rows whose
+ * last write as of b is at or after a, with that write's value, or OUT_OF_RANGE (b's version left
+ * retention before the read pinned, and a selected row changed again); never anything else — also
+ * when the fold moved past the read's chain while it ran (then it pins again). */
+enum { CR_ROWS = 5000, CR_MIN_ORDS = 300, CR_MAX_ORDS = 20000, CR_MIN_READS = 40 };
+
+typedef struct conc_read {
+	ovstage_instance_t *st;
+	ovstage_query_handle_t q;
+	ovx_token_t t;
+	_Atomic uint64_t sealed;
+	_Atomic bool done;
+	_Atomic int ok_reads, oor_reads;
+} conc_read;
+
+/* The last ordinal <= b that wrote row r (0: none). */
+static uint64_t cr_last_write(uint32_t r, uint64_t b)
+{
+	for (uint64_t n = b; n >= 1 && n + 10 > b; n--)
+		if ((7u * r + n) % 10 == 0)
+			return n;
+	return 0;
+}
+
+static void *cr_reader(void *arg)
+{
+	conc_read *c = arg;
+	static bool seen[CR_ROWS];
+	uint64_t k = 0;
+	while (!atomic_load(&c->done)) {
+		uint64_t b = atomic_load(&c->sealed);
+		if (b < 2)
+			continue;
+		uint64_t a = 1 + (k++ * 7) % b; /* any start, the frontier included */
+		ovstage_read_handle_t rh;
+		ovstage_ordinal_range_t rg = { a, b, true };
+		ovstage_enqueue_result_t e = ovstage_read_attributes(c->st, c->q, &c->t, 1, rg, &rh);
+		ck_assert_int_eq(e.status, OVSTAGE_OK);
+		ovstage_op_wait_result_t w;
+		ovstage_api_status_t ws = ovstage_wait_op(c->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w);
+		ck_assert_int_eq(ovstage_release_op(c->st, e.op_index), OVSTAGE_OK);
+		ovstage_read_group_t g;
+		if (ws != OVSTAGE_OK) {
+			ck_assert_int_eq(ws, OVSTAGE_ERROR_OUT_OF_RANGE);
+			ck_assert_int_eq(ovstage_fetch_read_next(c->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g),
+					 OVSTAGE_ERROR_OUT_OF_RANGE);
+			c->oor_reads++;
+		} else {
+			memset(seen, 0, sizeof seen);
+			while (ovstage_fetch_read_next(c->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+				ck_assert(!g.is_delete);
+				for (uint32_t i = 0; i < g.prims.count; i++) {
+					uint32_t p = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+					uint32_t row = g.data.index_map ? g.data.index_map[i] : i;
+					ck_assert(!seen[p]);
+					seen[p] = true;
+					ck_assert_float_eq(((const float *)g.data.tensors[0].data)[row],
+							   (float)cr_last_write(p, b));
+				}
+				ck_assert_int_eq(ovstage_release_group(c->st, &g), OVSTAGE_OK);
+			}
+			for (uint32_t p = 0; p < CR_ROWS; p++)
+				ck_assert_msg(seen[p] == (cr_last_write(p, b) >= a), "row %u, range [%llu, %llu]: %s", p,
+					      (unsigned long long)a, (unsigned long long)b, seen[p] ? "selected" : "not selected");
+			c->ok_reads++;
+		}
+		tst_wait_ok(c->st, ovstage_release_read(c->st, rh));
+	}
+	return NULL;
+}
+
+START_TEST(test_range_reads_while_folding)
+{
+	conc_read c;
+	memset(&c, 0, sizeof c);
+	ovstage_instance_desc_t d = { "conc_read" };
+	ck_assert_int_eq(ovstage_create_instance(&d, &c.st), OVSTAGE_OK);
+	path_dictionary_instance_t *pd = ovstage_get_path_dictionary(c.st);
+	static char names[CR_ROWS][16];
+	static const char *pp[CR_ROWS];
+	for (int i = 0; i < CR_ROWS; i++) {
+		snprintf(names[i], sizeof names[i], "/C/R%d", i);
+		pp[i] = names[i];
+	}
+	c.q = tst_query_of(c.st, pd, pp, CR_ROWS, NULL);
+	c.t = tst_tok(pd, "cr");
+	static float vals[CR_ROWS];
+	static uint64_t mask[(CR_ROWS + 63) / 64];
+	atomic_init(&c.sealed, 0);
+	atomic_init(&c.done, false);
+	atomic_init(&c.ok_reads, 0);
+	atomic_init(&c.oor_reads, 0);
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, cr_reader, &c), 0);
+	/* the writer goes on until the reader has read often enough (however the threads are scheduled) */
+	for (uint64_t n = 1; n <= CR_MAX_ORDS; n++) {
+		if (n > CR_MIN_ORDS && atomic_load(&c.ok_reads) + atomic_load(&c.oor_reads) >= CR_MIN_READS)
+			break;
+		memset(mask, 0, sizeof mask);
+		for (uint32_t r = 0; r < CR_ROWS; r++) {
+			vals[r] = (float)n;
+			if ((7u * r + n) % 10 == 0)
+				mask[r / 64] |= 1ull << (r % 64);
+		}
+		tst_tensor tt;
+		ovstage_write_data_t w = tst_wdata(&tt, vals, CR_ROWS, kDLFloat, 32, 1);
+		w.mask = mask;
+		w.count = CR_ROWS;
+		tst_wait_ok(c.st, ovstage_write_attribute(c.st, c.q, tst_attr(c.t), n, w, OVSTAGE_PRIM_MODE_UPSERT));
+		ovstage_write_floor_desc_t fd = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
+		tst_wait_ok(c.st, ovstage_advance_write_floor(c.st, &fd));
+		atomic_store(&c.sealed, n);
+	}
+	atomic_store(&c.done, true);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_gt(c.ok_reads, 0);
+	tst_wait_ok(c.st, ovstage_release_query(c.st, c.q));
+	ck_assert_int_eq(ovstage_destroy_instance(c.st), OVSTAGE_OK);
+}
+END_TEST
+
 /* ---- item 6: execution-time failures report 0.2.1's documented status ------------------------ */
 
 /* Waits for e: wait_op's status, the failed ids it listed (1 expected) and the first message. */
@@ -612,6 +738,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_producer_consumer_lagging_consumer);
 	tcase_add_test(tc, test_range_end_older_than_retention);
 	tcase_add_test(tc, test_last_change_matches_model);
+	tcase_add_test(tc, test_range_reads_while_folding);
 	tcase_add_test(tc, test_insert_onto_existing_prim_status);
 	tcase_add_test(tc, test_clone_statuses);
 	tcase_add_test(tc, test_deferred_read_statuses);
