@@ -38,6 +38,23 @@ for s in $steps; do
               for i in 1 2 3; do for v in old new; do
                 b=build-gpu/bench/jobs/ovstage_bench_jobs; [ $v = old ] && b=old-src/build-old/bench/jobs/ovstage_bench_jobs
                 timeout 150 $b --fib 34 --markdown >"$out/jobs-$v-$i.md" 2>&1; echo "jobs $v $i rc=$?"; done; done ;;
+    fuzz) # the libFuzzer targets with 16 workers: FUZZ_RUNS executions per worker (default 625000: 10^7 per
+          # target), FUZZ_TARGETS (default fuzz_write fuzz_read), FUZZ_SECS a time cap per target
+          mkdir -p /tmp/clangbin
+          for t in clang clang++; do v=$(ls /usr/bin/$t-[0-9]* 2>/dev/null | sort -V | tail -1)
+            [ -n "$v" ] && ln -sf "$v" /tmp/clangbin/$t; done
+          export PATH=/tmp/clangbin:$PATH
+          bash fuzz/run.sh 1 >/dev/null 2>&1 || true # builds build/fuzz (and runs each target for 1 s)
+          export ASAN_OPTIONS=abort_on_error=1:halt_on_error=1:detect_leaks=1:allocator_may_return_null=1
+          for t in ${FUZZ_TARGETS:-fuzz_write fuzz_read}; do
+            mkdir -p build/fuzz/corpus/$t build/fuzz/artifacts/$t
+            (cd build/fuzz && timeout $(( ${FUZZ_SECS:-280} + 30 )) ./fuzz/$t -jobs=16 -workers=16 -runs=${FUZZ_RUNS:-625000} \
+              -max_total_time=${FUZZ_SECS:-280} -timeout=25 -detect_leaks=0 -print_final_stats=1 \
+              -artifact_prefix=artifacts/$t/ corpus/$t ../../fuzz/corpus/$t >"$out/$t.log" 2>&1)
+            echo "$t rc=$? executions: $(cat build/fuzz/fuzz-*.log 2>/dev/null | awk '/^stat::number_of_executed_units:/ {n += $2} END {print n + 0}')" \
+              "clean exits: $(cat build/fuzz/fuzz-*.log 2>/dev/null | grep -c '^fuzz: clean exit') findings: $(ls build/fuzz/artifacts/$t | wc -l)"
+            mv build/fuzz/fuzz-*.log "$out/" 2>/dev/null; mkdir -p "$out/$t-jobs"; mv "$out"/fuzz-*.log "$out/$t-jobs/" 2>/dev/null
+          done ;;
     demo) for dev in cpu cuda; do for p in 2 4; do
             timeout 120 build-gpu/examples/ovstage_demo_sim --device $dev --envs 4096 --producers $p --steps 4000 --quiet \
               >"$out/demo-$dev-$p.txt" 2>&1; echo "demo $dev envs 4096 producers $p rc=$?"
