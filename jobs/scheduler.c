@@ -546,7 +546,9 @@ static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
 		uint64_t left = deadline ? deadline - now : ~(uint64_t)0;
 		if (s->n_workers == 0 && left > 1000000)
 			left = 1000000; /* another helper may leave work behind: look again every 1 ms */
-		jobs_futex_wait(&sl->state, st, left);
+		/* Sleep on the state word with SLEEPER set, so that the completion wakes us (it skips
+		 * the system call when no waiter set it): receipt.h, "Parking". The next look decides. */
+		(void)jobs_futex_wait_flagged(&sl->state, st, JOBS_ST_SLEEPER, left);
 	}
 }
 
