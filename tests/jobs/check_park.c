@@ -7,6 +7,9 @@
  * thread then fails after the JT_SAFETY_NS safety net, naming how many waiters are still blocked.
  * "Seen" is checked through plain (non-atomic) writes of the job bodies that the waiters read after
  * their wait: under ThreadSanitizer a missing happens-before from the completion is a report.
+ * In a 0-worker pool waiters sleep at most 1 ms at a time (they may have jobs to run), so there a
+ * lost wake-up shows only as slowness; the 1- and 2-worker cases catch it (a mutant whose waiter
+ * sleeps without setting SLEEPER failed all four of them, each after the safety net).
  */
 #include <check.h>
 #include <pthread.h>
