@@ -498,11 +498,14 @@ void *jobs_worker_main(void *arg)
 	 * spin_max_ns / 32. Under a trickle of jobs farther
 	 * apart than the window every spin fails, so a woken worker spins briefly and sleeps again
 	 * instead of burning the full window after each job; back-to-back work keeps it at the top.
-	 * The clock is read on every round of the search (~30 ns). It used to be read every 16th
-	 * round only; but the first 64 rounds (pauses) take about the bottom window (3 µs) and
-	 * every later round is a sched_yield (~1-1.4 µs here), so a window that ran out just after
-	 * round 63 was only noticed at round 79: the 3 µs window lasted 20-26 µs, and under a
-	 * trickle of jobs that overshoot was most of the pool's CPU (docs/performance.md). */
+	 * The clock (~30 ns) is read every 16th round while the backoff pauses (the first 64
+	 * rounds, which take about the bottom window, 3 µs) and on every round once it yields
+	 * (each sched_yield ~1-1.4 µs here). Read every 16th round throughout, a window that ran
+	 * out just after round 63 was only noticed at round 79: the 3 µs window lasted 20-26 µs,
+	 * and under a trickle of jobs that overshoot was most of the pool's CPU. Read on every
+	 * round throughout, the pauses took 64 clock reads longer to reach the first yield, and
+	 * a worker sharing a core with the thread it waits for (2 loaded cores) handed the core
+	 * over later: round trips 15 % slower (docs/performance.md). */
 	const uint64_t spin_max_ns = (uint64_t)s->cfg.spin_us * 1000u;
 	const uint64_t spin_min_ns = spin_max_ns / 32u;
 	uint64_t spin_ns = spin_max_ns;
@@ -532,8 +535,8 @@ void *jobs_worker_main(void *arg)
 				goto out;
 			if (!idle_since)
 				idle_since = jobs_now_ns();
-			else if (jobs_now_ns() - idle_since >= spin_ns)
-				break; /* every round: see below */
+			else if (((spins & 15) == 15 || spins >= 64) && jobs_now_ns() - idle_since >= spin_ns)
+				break; /* the clock: see above */
 			jobs_backoff(&spins);
 		}
 		/* the window found nothing: halve the next one */
