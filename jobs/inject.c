@@ -80,7 +80,8 @@ bool jobs_inject_pop_mpmc(jobs_inject *q, void **item)
 
 bool jobs_inject_maybe_nonempty(jobs_inject *q)
 {
-	/* relaxed: callers order this load themselves (a seq_cst fence in the sleep protocol). */
+	/* relaxed: callers order this load themselves (an acquiring RMW on `idle` in the sleep
+	 * protocol). */
 	return atomic_load_explicit(&q->enq, memory_order_relaxed) !=
 	       atomic_load_explicit(&q->deq, memory_order_relaxed);
 }

@@ -215,8 +215,9 @@ jobs_edge *jobs_slot_complete(jobs_receipts *r, jobs_slot *sl, uint32_t result, 
 	/* acq_rel: release publishes code/message and everything the job did to whoever observes DONE
 	 * (poll, wait, dependents through the edges); acquire in case we recycle. */
 	SLOT_TRANSITION(r, sl, old, old | JOBS_ST_DONE | result, memory_order_acq_rel);
-	if (JOBS_ST_PINS(old) > 0)
-		jobs_futex_wake(&sl->state, 1 << 30); /* waiters park on the state word */
+	/* Waiters park on the state word and announce it with SLEEPER (receipt.h, "Parking"): no
+	 * system call unless one does. */
+	jobs_futex_wake_flagged(&sl->state, old, JOBS_ST_SLEEPER);
 	return edges;
 }
 

@@ -13,6 +13,15 @@
  * the slot: it first moves the state to RECYCLING (no LIVE bit, so no new pin succeeds and no
  * allocation claims it), clears it, and finally stores 0 (free).
  *
+ * Parking (park.h's waiter flag): a waiter about to FUTEX_WAIT on the state word first sets
+ * SLEEPER with an RMW (it holds a pin); the completion's DONE transition wakes only if the value it
+ * replaced had SLEEPER, so completing a receipt that nobody sleeps on makes no system call. Every
+ * transition that can happen while a waiter holds its pin computes the new state from the old
+ * one (pins, RELEASED, DONE) and so keeps the bit; the ones that drop it (RECYCLING, the store of
+ * 0, allocation) need zero pins. Hence, in the word's modification order, either SLEEPER comes
+ * before DONE and DONE's RMW sees it and wakes, or DONE comes first and the waiter's RMW reads
+ * DONE and does not sleep.
+ *
  * Every modification of the state word is a read-modify-write except slot_recycle's final store
  * of 0, which is a release store made after an acquiring RMW (the transition to RECYCLING). Every
  * store to the id word (publish, recycle's clearing, submit's unpublishing) is a release store.
@@ -53,6 +62,7 @@ enum {
 	JOBS_ST_FAILED = 1u << 3,    /* with DONE: failed (body or dependency) */
 	JOBS_ST_CANCELLED = 1u << 4, /* with DONE: cancelled at shutdown */
 	JOBS_ST_RECYCLING = 1u << 5, /* being cleared by the thread that recycles it */
+	JOBS_ST_SLEEPER = 1u << 6,   /* a waiter sleeps (or is about to) on this word: DONE wakes */
 	JOBS_ST_PIN_SHIFT = 8,
 };
 #define JOBS_ST_PIN_ONE (1u << JOBS_ST_PIN_SHIFT)

@@ -119,8 +119,7 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 		jobs_topology_steal_order(&s->topo, i, s->n_ctx, s->ctx[i]->victims);
 	}
 	atomic_init(&s->ready, NULL);
-	atomic_init(&s->searching, 0);
-	atomic_init(&s->sleepers, 0);
+	atomic_init(&s->idle, 0);
 	atomic_init(&s->wake_seq, 0);
 	atomic_init(&s->stopping, 0);
 	atomic_init(&s->cancelling, 0);
@@ -546,7 +545,9 @@ static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
 		uint64_t left = deadline ? deadline - now : ~(uint64_t)0;
 		if (s->n_workers == 0 && left > 1000000)
 			left = 1000000; /* another helper may leave work behind: look again every 1 ms */
-		jobs_futex_wait(&sl->state, st, left);
+		/* Sleep on the state word with SLEEPER set, so that the completion wakes us (it skips
+		 * the system call when no waiter set it): receipt.h, "Parking". The next look decides. */
+		(void)jobs_futex_wait_flagged(&sl->state, st, JOBS_ST_SLEEPER, left);
 	}
 }
 
@@ -672,7 +673,7 @@ jobs_status jobs_add_poll_hook_rate(jobs_sched *s, jobs_poll_fn fn, void *ctx, u
 	atomic_store_explicit(&h->outstanding, 0, memory_order_relaxed);
 	/* release: the fields above are visible to callers whose acquiring increment sees ACTIVE. */
 	atomic_fetch_or_explicit(&h->ref, JOBS_HOOK_ACTIVE, memory_order_release);
-	/* relaxed: a hint for pollers; the kick's seq_cst fence orders it for sleepers. */
+	/* relaxed: a hint for pollers; the kick's RMW on `idle` orders it for sleepers. */
 	atomic_fetch_add_explicit(&s->n_hooks, 1, memory_order_relaxed);
 	jobs_kick(s);
 	if (out)

@@ -52,9 +52,12 @@ struct jobs_sched {
 	 * there is no ABA. */
 	_Alignas(JOBS_CACHE_LINE) jobs_slot *_Atomic ready;
 
-	/* Sleep protocol (docs/jobs.md, "Sleeping and waking"). */
-	_Alignas(JOBS_CACHE_LINE) _Atomic int searching; /* awake workers looking for work */
-	_Atomic int sleepers;      /* workers parked (or about to park) on wake_seq */
+	/* Sleep protocol (docs/jobs.md, "Sleeping and waking"). `idle` holds both counts in one word,
+	 * so that a notifier reads them with one read-modify-write: JOBS_IDLE_SEARCHING, awake workers
+	 * looking for work, and JOBS_IDLE_SLEEPERS, workers parked (or about to park) on wake_seq.
+	 * Only ever modified by read-modify-writes, so any value read from it lies in the release
+	 * sequence of every earlier release RMW on it. */
+	_Alignas(JOBS_CACHE_LINE) _Atomic uint64_t idle;
 	_Atomic uint32_t wake_seq; /* futex word; bumped by every wake */
 
 	_Alignas(JOBS_CACHE_LINE) _Atomic uint32_t stopping;   /* destroy requested: exit when idle */
@@ -63,6 +66,11 @@ struct jobs_sched {
 	_Atomic uint32_t n_hooks;    /* active poll hooks (a hint: 0 lets pollers skip the table) */
 	jobs_poll_hook hooks[JOBS_MAX_POLL_HOOKS]; /* each entry publishes itself (its ref word) */
 };
+
+#define JOBS_IDLE_SEARCHER 1ull                /* one searching worker in jobs_sched.idle */
+#define JOBS_IDLE_SLEEPER (1ull << 32)         /* one sleeping worker in jobs_sched.idle */
+#define JOBS_IDLE_SEARCHING(v) ((uint32_t)(v)) /* searching workers in a value of idle */
+#define JOBS_IDLE_SLEEPERS(v) ((uint32_t)((v) >> 32))
 
 /* The calling thread's worker context in `s`, or NULL. */
 jobs_worker *jobs_tls_worker(const jobs_sched *s);

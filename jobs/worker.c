@@ -250,7 +250,7 @@ void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl)
 		/* A private frame is invisible to sleeping workers; if some sleep, publish it (which
 		 * notifies) so that a ready job does not wait for us to finish what we are doing.
 		 * relaxed: a heuristic for parallelism only — the owner runs its frames in any case. */
-		if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) > 0)
+		if (JOBS_IDLE_SLEEPERS(atomic_load_explicit(&s->idle, memory_order_relaxed)) > 0)
 			jobs_publish_all_owner(w);
 		return;
 	}
@@ -274,11 +274,12 @@ static void start_searching(jobs_worker *w)
 {
 	if (!w->searching) {
 		w->searching = true;
-		/* seq_cst, more than the argument needs: notifiers read the count after their seq_cst
-		 * fence, and one that sees us searching and skips the wake-up relies on our pre-sleep
-		 * re-check, which follows our own fence (docs/jobs.md, "Sleeping and waking"), so relaxed
-		 * would do. Kept seq_cst like the count's other updates; an x86 RMW is a full barrier. */
-		atomic_fetch_add_explicit(&w->sched->searching, 1, memory_order_seq_cst);
+		/* relaxed: a notifier that reads this count and skips its wake-up relies on our later
+		 * decrement of it (jobs_worker_found_work, or the pre-sleep RMW), an acquiring RMW that
+		 * comes after the notifier's in the word's modification order; this increment only has
+		 * to be an RMW, which keeps the release sequence going (docs/jobs.md, "Sleeping and
+		 * waking"). */
+		atomic_fetch_add_explicit(&w->sched->idle, JOBS_IDLE_SEARCHER, memory_order_relaxed);
 	}
 }
 
@@ -287,22 +288,19 @@ void jobs_worker_found_work(jobs_worker *w)
 	if (w->searching) {
 		w->searching = false;
 		jobs_sched *s = w->sched;
-		/* seq_cst: if we were the last searcher, others sleep and work is still visible, wake one
-		 * so that a thief stays awake while stealable work remains. Work that becomes visible
-		 * later wakes a sleeper itself (every publication notifies: jobs_notify_work), so a
-		 * worker that took the only job no longer wakes a second one just to spin and sleep
-		 * again (under a trickle of jobs that doubled the pool's CPU). */
-		if (atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst) == 1 &&
-		    atomic_load_explicit(&s->sleepers, memory_order_seq_cst) > 0) {
-			/* seq_cst fence: a notifier that skipped its wake-up because it saw us searching
-			 * read `searching` before our decrement, so its fence precedes our decrement, hence
-			 * this fence, in S; by the fence-fence rule our (relaxed) look below then sees the
-			 * work it published before its fence. Without the fence the look could miss it and
-			 * nobody would wake a sleeper for that work. */
-			atomic_thread_fence(memory_order_seq_cst);
-			if (jobs_work_visible(s))
-				wake_one(s);
-		}
+		/* If we were the last searcher, others sleep and work is still visible, wake one so that
+		 * a thief stays awake while stealable work remains. Work that becomes visible later
+		 * wakes a sleeper itself (every publication notifies: jobs_notify_work), so a worker
+		 * that took the only job no longer wakes a second one just to spin and sleep again
+		 * (under a trickle of jobs that doubled the pool's CPU).
+		 * acquire: a notifier that skipped its wake-up because it saw us searching read a value
+		 * of `idle` that counts us, so its RMW (a release) precedes this one in the word's
+		 * modification order and this one reads from its release sequence (the word is only
+		 * modified by RMWs): the work it published happens-before our (relaxed) look below.
+		 * The value we replace also tells us, in the same order, whether anybody sleeps. */
+		uint64_t v = atomic_fetch_sub_explicit(&s->idle, JOBS_IDLE_SEARCHER, memory_order_acquire);
+		if (JOBS_IDLE_SEARCHING(v) == 1 && JOBS_IDLE_SLEEPERS(v) > 0 && jobs_work_visible(s))
+			wake_one(s);
 	}
 }
 
@@ -387,21 +385,32 @@ static void wake_one(jobs_sched *s)
 	jobs_futex_wake(&s->wake_seq, 1);
 }
 
+/* The notifier's half of the sleep protocol: an RMW that changes nothing, on the word that the
+ * sleepers and searchers modify with RMWs (ThreadSanitizer models it; it does not model the
+ * seq_cst fence this used to be). acq_rel — Dekker with the sleeper, whose pre-sleep RMW on the
+ * same word precedes its last look for work. The word's modification order puts one of the two
+ * first. If ours comes first, the sleeper's RMW (acquire) reads from our release sequence, so the
+ * work we published before this call happens-before its look, and it stays awake. If the
+ * sleeper's comes first, ours reads a value that counts it asleep, and we wake it unless somebody
+ * searches; and since we acquire its release, its load of wake_seq happens-before our bump, so
+ * its FUTEX_WAIT either sees the new sequence or is woken. A searcher that our value counts
+ * decrements after our RMW in the same order and so acquires our publication before its own
+ * look (jobs_worker_found_work, the pre-sleep RMW). Returns the value read. */
+static uint64_t idle_sync(jobs_sched *s)
+{
+	return atomic_fetch_add_explicit(&s->idle, 0, memory_order_acq_rel);
+}
+
 void jobs_notify_work(jobs_sched *s)
 {
-	/* seq_cst fence: Dekker with the sleeper, which increments `sleepers`, fences, and then looks
-	 * for work. Either our loads below see its increment (and we wake it), or its look sees the
-	 * work we published before this fence. */
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) > 0 &&
-	    atomic_load_explicit(&s->searching, memory_order_relaxed) == 0)
+	uint64_t v = idle_sync(s);
+	if (JOBS_IDLE_SLEEPERS(v) > 0 && JOBS_IDLE_SEARCHING(v) == 0)
 		wake_one(s);
 }
 
 void jobs_kick(jobs_sched *s)
 {
-	atomic_thread_fence(memory_order_seq_cst); /* as in jobs_notify_work */
-	if (atomic_load_explicit(&s->sleepers, memory_order_relaxed) > 0)
+	if (JOBS_IDLE_SLEEPERS(idle_sync(s)) > 0) /* as in jobs_notify_work, searchers or not */
 		wake_one(s);
 }
 
@@ -465,8 +474,8 @@ static unsigned hook_call(jobs_poll_hook *h)
 
 unsigned jobs_poll_hooks(jobs_sched *s)
 {
-	/* relaxed: a hint. A registration that we miss was followed by a jobs_kick, whose seq_cst
-	 * fence pairs with the sleeper's (docs/jobs.md, "Sleeping and waking"). */
+	/* relaxed: a hint. A registration that we miss was followed by a jobs_kick, whose RMW on
+	 * `idle` pairs with the sleeper's (docs/jobs.md, "Sleeping and waking"). */
 	if (atomic_load_explicit(&s->n_hooks, memory_order_relaxed) == 0)
 		return 0;
 	unsigned outstanding = 0;
@@ -488,7 +497,15 @@ void *jobs_worker_main(void *arg)
 	 * within spin_max_ns, doubles it; between spin_max_ns (the configured spin_us) and
 	 * spin_max_ns / 32. Under a trickle of jobs farther
 	 * apart than the window every spin fails, so a woken worker spins briefly and sleeps again
-	 * instead of burning the full window after each job; back-to-back work keeps it at the top. */
+	 * instead of burning the full window after each job; back-to-back work keeps it at the top.
+	 * The clock (~30 ns) is read every 16th round while the backoff pauses (the first 64
+	 * rounds, which take about the bottom window, 3 µs) and on every round once it yields
+	 * (each sched_yield ~1-1.4 µs here). Read every 16th round throughout, a window that ran
+	 * out just after round 63 was only noticed at round 79: the 3 µs window lasted 20-26 µs,
+	 * and under a trickle of jobs that overshoot was most of the pool's CPU. Read on every
+	 * round throughout, the pauses took 64 clock reads longer to reach the first yield, and
+	 * a worker sharing a core with the thread it waits for (2 loaded cores) handed the core
+	 * over later: round trips 15 % slower (docs/performance.md). */
 	const uint64_t spin_max_ns = (uint64_t)s->cfg.spin_us * 1000u;
 	const uint64_t spin_min_ns = spin_max_ns / 32u;
 	uint64_t spin_ns = spin_max_ns;
@@ -518,8 +535,8 @@ void *jobs_worker_main(void *arg)
 				goto out;
 			if (!idle_since)
 				idle_since = jobs_now_ns();
-			else if ((spins & 15) == 15 && jobs_now_ns() - idle_since >= spin_ns)
-				break; /* the clock is read every 16th round only: it costs tens of ns */
+			else if (((spins & 15) == 15 || spins >= 64) && jobs_now_ns() - idle_since >= spin_ns)
+				break; /* the clock: see above */
 			jobs_backoff(&spins);
 		}
 		/* the window found nothing: halve the next one */
@@ -528,11 +545,12 @@ void *jobs_worker_main(void *arg)
 		/* acquire: we must read the sequence before re-checking for work, so that a wake issued
 		 * after our re-check changes the word and the futex returns at once. */
 		uint32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_acquire);
-		atomic_fetch_add_explicit(&s->sleepers, 1, memory_order_seq_cst);
+		/* acq_rel: the sleeper's half of the Dekker pattern (idle_sync): one RMW counts us
+		 * asleep and no longer searching (we were searching: the window above ran out). Acquire:
+		 * a notifier whose RMW came first published work our look below sees. Release: a
+		 * notifier whose RMW comes later acquires our load of wake_seq. */
 		w->searching = false;
-		atomic_fetch_sub_explicit(&s->searching, 1, memory_order_seq_cst);
-		/* seq_cst fence: the sleeper's half of the Dekker pattern in jobs_notify_work. */
-		atomic_thread_fence(memory_order_seq_cst);
+		atomic_fetch_add_explicit(&s->idle, JOBS_IDLE_SLEEPER - JOBS_IDLE_SEARCHER, memory_order_acq_rel);
 		unsigned outstanding = jobs_poll_hooks(s);
 		/* A hook may have resolved a fence and made a job ready on our own deque (private: no other
 		 * worker sees it), so look there too before sleeping. */
@@ -550,8 +568,11 @@ void *jobs_worker_main(void *arg)
 			if (jobs_now_ns() - slept_at < spin_max_ns)
 				spin_ns = spin_ns * 2u > spin_max_ns ? spin_max_ns : spin_ns * 2u;
 		}
-		atomic_fetch_sub_explicit(&s->sleepers, 1, memory_order_seq_cst);
-		start_searching(w);
+		/* relaxed: awake again and searching, in one RMW; what we look at next is ordered by
+		 * the publications' own releases, and we go back to sleep only through the pre-sleep
+		 * RMW above. */
+		w->searching = true;
+		atomic_fetch_add_explicit(&s->idle, JOBS_IDLE_SEARCHER - JOBS_IDLE_SLEEPER, memory_order_relaxed);
 	}
 out:
 	jobs_worker_found_work(w);

@@ -60,7 +60,7 @@ struct jobs_worker {
 	jobs_frame *dq;            /* the frame array (capacity frames + a guard) */
 	jobs_frame *end;           /* dq + capacity: spawning here overflows */
 	bool allstolen_o;          /* owner's copy of allstolen */
-	bool searching;            /* counted in sched->searching */
+	bool searching;            /* counted as searching in sched->idle */
 	unsigned depth;            /* nesting of help loops (wait/leapfrog), bounded by JOBS_MAX_HELP_DEPTH */
 	uint32_t capacity;         /* frames in dq */
 	int index;                 /* 0..workers-1; the helper context of a 0-worker pool is index 0 */

@@ -9,7 +9,8 @@
  *     vs ck_epoch_begin/ck_epoch_end, with a writer replacing the pointer every 100 µs and
  *     reclaiming (our flip + wait for readers[old] == 0, vs ck_epoch_synchronize);
  *  2. the injection queue (jobs/inject.c) vs ck_ring MPMC of the same capacity;
- *  3. futex parking (jobs/park.h) vs ck_ec32 with futex-based ck_ec_ops;
+ *  3. futex parking (jobs/park.h: always waking, as the receipts did, and the waiter flag they use
+ *     now) vs ck_ec32 with futex-based ck_ec_ops;
  *  4. the presence bitmap operations (engine/store/version.c, reproduced here) vs ck_bitmap.
  *
  * Concurrent rows run at 1, 2 and nproc threads (deduplicated). Each figure is the best of R
@@ -691,16 +692,25 @@ static const struct ck_ec_ops ec_ops = {
 /* Multiple producers: the engine's futex words (wake_seq) are bumped by many threads. */
 static const struct ck_ec_mode ec_mode = { .ops = &ec_ops, .single_producer = false };
 
-enum { PP_SPIN = 100 }; /* our waiter's spin before the futex: ck's default busy_loop_iter */
+enum { PP_SPIN = 100 }; /* our waiters' spin before the futex: ck's default busy_loop_iter */
 
-/* Ours: the scheduler's wake_one (fetch_add release + futex wake) and its sleeper (compare, wait). */
-static inline void ours_signal(_Atomic uint32_t *w)
+/* The implementations of row 3. */
+enum {
+	PARK_ALWAYS, /* ours before jobs3: fetch_add release + FUTEX_WAKE on every signal */
+	PARK_FLAG,   /* ours now: park.h's waiter flag, as the receipts use it */
+	PARK_CK,     /* ck_ec32_inc / ck_ec32_wait */
+	PARK_N
+};
+static const char *const park_name[PARK_N] = { "futex, wake always", "waiter flag", "ck_ec32" };
+
+/* PARK_ALWAYS: a bare counter; the signaller always enters the kernel. */
+static inline void always_signal(_Atomic uint32_t *w)
 {
 	atomic_fetch_add_explicit(w, 1, memory_order_release);
 	jobs_futex_wake(w, 1);
 }
 
-static inline void ours_wait_change(_Atomic uint32_t *w, uint32_t old)
+static inline void always_wait_change(_Atomic uint32_t *w, uint32_t old)
 {
 	for (int i = 0; i < PP_SPIN; i++) {
 		if (atomic_load_explicit(w, memory_order_acquire) != old)
@@ -709,6 +719,43 @@ static inline void ours_wait_change(_Atomic uint32_t *w, uint32_t old)
 	}
 	while (atomic_load_explicit(w, memory_order_acquire) == old)
 		jobs_futex_wait(w, old, ~(uint64_t)0);
+}
+
+/* PARK_FLAG: the word holds count << 1 | FLAG. The signal is what a receipt's completion does — a
+ * CAS loop that computes the new word from the old one (here: count + 1, flag cleared, since the
+ * count goes on where a receipt's DONE is final) and then jobs_futex_wake_flagged on the value it
+ * replaced; the waiter spins, then jobs_futex_wait_flagged, as jobs_wait does (receipts: the flag
+ * is JOBS_ST_SLEEPER in the state word). */
+enum { PP_FLAG = 1u };
+
+static inline uint32_t flag_bump(_Atomic uint32_t *w)
+{
+	uint32_t old = atomic_load_explicit(w, memory_order_relaxed);
+	/* release: the waiter's acquire load of the new count sees what we did before signalling. */
+	while (!atomic_compare_exchange_weak_explicit(w, &old, (old + 2u) & ~(uint32_t)PP_FLAG,
+						      memory_order_release, memory_order_relaxed))
+		;
+	return old;
+}
+
+static inline void flag_signal(_Atomic uint32_t *w)
+{
+	jobs_futex_wake_flagged(w, flag_bump(w), PP_FLAG);
+}
+
+static inline void flag_wait_change(_Atomic uint32_t *w, uint32_t old_count)
+{
+	for (int i = 0; i < PP_SPIN; i++) {
+		if ((atomic_load_explicit(w, memory_order_acquire) >> 1) != old_count)
+			return;
+		cpu_pause();
+	}
+	for (;;) {
+		uint32_t v = atomic_load_explicit(w, memory_order_acquire);
+		if ((v >> 1) != old_count)
+			return;
+		(void)jobs_futex_wait_flagged(w, v, PP_FLAG, ~(uint64_t)0);
+	}
 }
 
 typedef struct pp_run {
@@ -720,17 +767,41 @@ typedef struct pp_run {
 	_Alignas(64) ck_ec32_t e_ba;
 } pp_run;
 
+static inline void pp_signal(pp_run *r, bool ab)
+{
+	if (r->impl == PARK_ALWAYS)
+		always_signal(ab ? &r->w_ab : &r->w_ba);
+	else if (r->impl == PARK_FLAG)
+		flag_signal(ab ? &r->w_ab : &r->w_ba);
+	else
+		ck_ec32_inc(ab ? &r->e_ab : &r->e_ba, &ec_mode);
+}
+
+/* Waits until the counter (ab: A→B) moves past `count`. */
+static inline void pp_wait(pp_run *r, bool ab, uint32_t count)
+{
+	if (r->impl == PARK_ALWAYS)
+		always_wait_change(ab ? &r->w_ab : &r->w_ba, count);
+	else if (r->impl == PARK_FLAG)
+		flag_wait_change(ab ? &r->w_ab : &r->w_ba, count);
+	else
+		ck_ec32_wait(ab ? &r->e_ab : &r->e_ba, &ec_mode, count, NULL);
+}
+
+static uint32_t pp_count(pp_run *r, bool ab)
+{
+	if (r->impl == PARK_CK)
+		return ck_ec32_value(ab ? &r->e_ab : &r->e_ba);
+	uint32_t v = atomic_load(ab ? &r->w_ab : &r->w_ba);
+	return r->impl == PARK_FLAG ? v >> 1 : v;
+}
+
 static void *pp_echo(void *a)
 {
 	pp_run *r = a;
 	for (long i = 0; i < r->iters; i++) {
-		if (r->impl == 0) {
-			ours_wait_change(&r->w_ab, (uint32_t)i);
-			ours_signal(&r->w_ba);
-		} else {
-			ck_ec32_wait(&r->e_ab, &ec_mode, (uint32_t)i, NULL);
-			ck_ec32_inc(&r->e_ba, &ec_mode);
-		}
+		pp_wait(r, true, (uint32_t)i);
+		pp_signal(r, false);
 	}
 	return NULL;
 }
@@ -749,27 +820,25 @@ static void pp_once(int impl, long iters, uint64_t *p50, uint64_t *p99)
 	pthread_create(&t, NULL, pp_echo, r);
 	for (long i = 0; i < iters; i++) {
 		uint64_t t0 = now_ns();
-		if (impl == 0) {
-			ours_signal(&r->w_ab);
-			ours_wait_change(&r->w_ba, (uint32_t)i);
-		} else {
-			ck_ec32_inc(&r->e_ab, &ec_mode);
-			ck_ec32_wait(&r->e_ba, &ec_mode, (uint32_t)i, NULL);
-		}
+		pp_signal(r, true);
+		pp_wait(r, false, (uint32_t)i);
 		lat[i] = now_ns() - t0;
 	}
 	pthread_join(t, NULL);
-	uint32_t got = impl == 0 ? atomic_load(&r->w_ba) : ck_ec32_value(&r->e_ba);
+	uint32_t got = pp_count(r, false);
 	if (got != (uint32_t)iters)
-		die("ping-pong %s: %u round trips completed, expected %ld", impl ? "ck_ec32" : "futex", got, iters);
+		die("ping-pong %s: %u round trips completed, expected %ld", park_name[impl], got, iters);
 	*p50 = pct(lat, (size_t)iters, 50);
 	*p99 = pct(lat, (size_t)iters, 99);
 	free(lat);
 	free(r);
 }
 
-/* Signalling a word nobody waits on: ours always enters the kernel; ck_ec only when flagged. */
-static double wake_nowaiter(int impl, long n)
+/* Signalling a word nobody waits on, per signal. PARK_ALWAYS enters the kernel every time;
+ * PARK_FLAG and PARK_CK only when a waiter flagged the word. `receipt_ck` measures what the
+ * receipts would pay with ck: their state word's CAS (which they need anyway) plus ck_ec32_inc on
+ * a per-slot event count. */
+static double signal_nowaiter(int impl, bool receipt_ck, long n)
 {
 	_Alignas(64) static _Atomic uint32_t w;
 	_Alignas(64) static ck_ec32_t e;
@@ -777,24 +846,33 @@ static double wake_nowaiter(int impl, long n)
 	ck_ec32_init(&e, 0);
 	uint64_t t0 = now_ns();
 	for (long i = 0; i < n; i++) {
-		if (impl == 0)
-			ours_signal(&w);
-		else
+		if (impl == PARK_ALWAYS)
+			always_signal(&w);
+		else if (impl == PARK_FLAG)
+			flag_signal(&w);
+		else {
+			if (receipt_ck)
+				(void)flag_bump(&w);
 			ck_ec32_inc(&e, &ec_mode);
+		}
 	}
 	uint64_t el = now_ns() - t0;
-	uint32_t got = impl == 0 ? atomic_load(&w) : ck_ec32_value(&e);
+	uint32_t got = impl == PARK_CK ? ck_ec32_value(&e) : impl == PARK_FLAG ? atomic_load(&w) >> 1 : atomic_load(&w);
 	if (got != (uint32_t)n)
-		die("wake %s: counter %u after %ld signals", impl ? "ck_ec32" : "futex", got, n);
+		die("signal %s: counter %u after %ld signals", park_name[impl], got, n);
 	return (double)el / (double)n;
 }
 
 static void rows_park(void)
 {
 	long iters = 20000;
-	uint64_t b50[2] = { UINT64_MAX, UINT64_MAX }, b99[2] = { 0, 0 };
+	uint64_t b50[PARK_N], b99[PARK_N];
+	for (int i = 0; i < PARK_N; i++) {
+		b50[i] = UINT64_MAX;
+		b99[i] = 0;
+	}
 	for (int rep = 0; rep < g_reps; rep++)
-		for (int impl = 0; impl < 2; impl++) {
+		for (int impl = 0; impl < PARK_N; impl++) {
 			uint64_t p50, p99;
 			pp_once(impl, iters, &p50, &p99);
 			if (p50 < b50[impl]) {
@@ -802,25 +880,43 @@ static void rows_park(void)
 				b99[impl] = p99;
 			}
 		}
-	table_row("3. ping-pong round trip between 2 threads, p50 (p99)",
-		  fmt("%s (%s)", ns_str((double)b50[0]), ns_str((double)b99[0])), "ck_ec32_inc / ck_ec32_wait (MP mode)",
-		  fmt("%s (%s)", ns_str((double)b50[1]), ns_str((double)b99[1])),
-		  fmt("p50: %s", ratio_lo((double)b50[0], (double)b50[1])), "— (comparison)",
-		  winner_lo((double)b50[0], (double)b50[1]));
-	double w[2] = { 1e18, 1e18 };
+	const char *ck_pp = fmt("%s (%s)", ns_str((double)b50[PARK_CK]), ns_str((double)b99[PARK_CK]));
+	table_row("3. ping-pong round trip between 2 threads, p50 (p99): futex, wake always (receipts before)",
+		  fmt("%s (%s)", ns_str((double)b50[PARK_ALWAYS]), ns_str((double)b99[PARK_ALWAYS])),
+		  "ck_ec32_inc / ck_ec32_wait (MP mode)", ck_pp,
+		  fmt("p50: %s", ratio_lo((double)b50[PARK_ALWAYS], (double)b50[PARK_CK])), "— (comparison)",
+		  winner_lo((double)b50[PARK_ALWAYS], (double)b50[PARK_CK]));
+	table_row("3. ping-pong round trip between 2 threads, p50 (p99): waiter flag (park.h, receipts now)",
+		  fmt("%s (%s)", ns_str((double)b50[PARK_FLAG]), ns_str((double)b99[PARK_FLAG])),
+		  "ck_ec32_inc / ck_ec32_wait (MP mode)", ck_pp,
+		  fmt("p50: %s", ratio_lo((double)b50[PARK_FLAG], (double)b50[PARK_CK])), "— (comparison)",
+		  winner_lo((double)b50[PARK_FLAG], (double)b50[PARK_CK]));
+	double w[PARK_N + 1];
+	for (int i = 0; i <= PARK_N; i++)
+		w[i] = 1e18;
 	for (int rep = 0; rep < g_reps; rep++)
-		for (int impl = 0; impl < 2; impl++) {
-			double x = wake_nowaiter(impl, impl == 0 ? 200000 : 2000000);
-			if (x < w[impl])
-				w[impl] = x;
+		for (int k = 0; k <= PARK_N; k++) { /* k == PARK_N: the receipts' CAS + ck_ec32_inc */
+			int impl = k == PARK_N ? PARK_CK : k;
+			double x = signal_nowaiter(impl, k == PARK_N, impl == PARK_ALWAYS ? 200000 : 2000000);
+			if (x < w[k])
+				w[k] = x;
 		}
-	table_row("3. signal with no waiter (fetch_add + futex wake), per signal", ns_str(w[0]),
-		  "ck_ec32_inc (no waiter flagged: no syscall)", ns_str(w[1]), ratio_lo(w[0], w[1]), "— (comparison)",
-		  winner_lo(w[0], w[1]));
-	note("Row 3: %ld round trips per repetition; both waiters spin %d times before sleeping (ck spins up to "
-	     "2 × 100 with its flag set in between), then futex-wait; our waker always calls futex wake, ck's only when "
-	     "a waiter flagged the counter. ck_ec_ops here: CLOCK_MONOTONIC, FUTEX_WAIT_BITSET (absolute deadlines), "
-	     "FUTEX_WAKE all.",
+	table_row("3. signal with no waiter: fetch_add + futex wake (receipts before), per signal", ns_str(w[PARK_ALWAYS]),
+		  "ck_ec32_inc (no waiter flagged: no syscall)", ns_str(w[PARK_CK]), ratio_lo(w[PARK_ALWAYS], w[PARK_CK]),
+		  "— (comparison)", winner_lo(w[PARK_ALWAYS], w[PARK_CK]));
+	table_row("3. signal with no waiter: CAS + waiter-flag test (park.h, receipts now), per signal", ns_str(w[PARK_FLAG]),
+		  "ck_ec32_inc (no waiter flagged: no syscall)", ns_str(w[PARK_CK]), ratio_lo(w[PARK_FLAG], w[PARK_CK]),
+		  "— (comparison)", winner_lo(w[PARK_FLAG], w[PARK_CK]));
+	table_row("3. complete a receipt nobody sleeps on: state CAS + waiter-flag test, per completion", ns_str(w[PARK_FLAG]),
+		  "state CAS + ck_ec32_inc on a per-slot ck_ec32", ns_str(w[PARK_N]), ratio_lo(w[PARK_FLAG], w[PARK_N]),
+		  "— (comparison)", winner_lo(w[PARK_FLAG], w[PARK_N]));
+	note("Row 3: %ld round trips per repetition; every waiter spins %d times before sleeping (ck spins up to "
+	     "2 × 100 with its flag set in between), then futex-waits. 'futex, wake always': the signaller always calls "
+	     "FUTEX_WAKE (the receipts' completion before jobs3 did, whenever a pin was held, which every waiter holds). "
+	     "'waiter flag': park.h's jobs_futex_wait_flagged / jobs_futex_wake_flagged with a CAS-loop signal, the "
+	     "receipts' code path. ck_ec_ops here: CLOCK_MONOTONIC, FUTEX_WAIT_BITSET (absolute deadlines), FUTEX_WAKE "
+	     "all. The last row is what adopting ck_ec32 in the receipts would cost per completion: the state word's "
+	     "CAS stays (pins, flags, result), and the event count is a second word and a second locked RMW.",
 	     iters, PP_SPIN);
 }
 

@@ -216,38 +216,51 @@ static const char *pct_or_na(double v)
 	return v < 0 ? "n/a" : fmt("%.2f %%", v);
 }
 
-int main(int argc, char **argv)
-{
-	table_set_peer_header("Peer / baseline (same run)");
-	opts o;
-	parse(argc, argv, &o);
-	lace_set_driver(o.lace);
-	if (o.lace && !lace_available())
-		fprintf(stderr, "ovstage_bench_jobs: --lace %s is not an executable; Lace rows print n/a\n", o.lace);
-	setvbuf(stdout, NULL, _IOLBF, 0);
+/* ---------------------------------------------------------------------------------------------
+ * One run: the settings, the pools, and every figure measured. The measurements (bench_*) fill it
+ * in the order they run; the rows (rows_*) turn it into the table, in the table's order.
+ */
 
-	/* Machine: hwloc's core count through the job system (a default pool has one worker per core). */
-	int hw_cores = -1;
-	{
-		ours_pool *p = ours_create(-1);
-		if (p) {
-			hw_cores = ours_workers(p);
-			ours_destroy(p);
-		}
-	}
-	int W = o.workers > 0 ? o.workers : (hw_cores > 0 ? hw_cores : (int)sysconf(_SC_NPROCESSORS_ONLN));
-	if (W < 1)
-		W = 1;
+/* The fib sides, in the order their repetitions interleave. */
+enum { F_SERIAL, F_T1, F_L1, F_TW, F_LW, F_O1, F_OW, F_TBB1, F_TBBW, F_OMP1, F_OMPW, F_COUNT };
+
+static const double trickle_hz[] = {100, 1000, 10000};
+enum { N_TRICKLE = 3 };
+
+typedef struct run {
+	opts o;
+	int W, N, R;     /* all workers, fib(N), repetitions */
+	int hw_cores;    /* hwloc's core count through the job system, or -1 */
+	uint64_t spawns; /* frames that fork-join fib(N) spawns */
+	char fibname[32];
+	ours_pool *p1, *pw; /* 1 worker, W workers (NULL once destroyed or if creation failed) */
+	/* idle and trickles */
+	int idle_fib;
+	double idle_fresh, idle_ours, idle_omp, idle_tbb;
+	double tr_ours[N_TRICKLE], tr_cv[N_TRICKLE];
+	/* fib */
+	uint64_t fbest[F_COUNT];
+	int freps[F_COUNT];
+	bool fwrong[F_COUNT];
+	uint64_t steals, sleeps;
+	/* spawn throughput */
+	uint64_t sp_o1, sp_ow, sp_t1, sp_tw;
+	bool sp_wrong;
+	/* round trips */
+	double rt_o50, rt_o99, rt_t50, rt_t99, rt_c50, rt_c99;
+} run;
+
+static const char *const wrong = " (WRONG RESULT)";
+
+static void print_header(const run *b)
+{
 	char model[256];
 	cpu_model(model, sizeof model);
 	char date[64];
 	time_t now = time(NULL);
 	strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", localtime(&now));
-	const int N = o.fib_n, R = o.reps;
-	const uint64_t spawns = bench_fib_spawns(N);
-
 	/* The spawn count formula, checked by counting the recursion (up to n = 30: 1.3M calls). */
-	int verified_to = N < 30 ? N : 30;
+	int verified_to = b->N < 30 ? b->N : 30;
 	bool formula_ok = true;
 	for (int n = 0; n <= verified_to; n++)
 		if (bench_fib_count_spawns(n) != bench_fib_spawns(n))
@@ -256,46 +269,72 @@ int main(int argc, char **argv)
 	printf("# ovstage_bench_jobs — job system vs oneTBB / OpenMP / serial / pthread condvar\n\n");
 	printf("- date: %s\n", date);
 	printf("- cpu: %s; online cpus (sysconf): %ld; cores (hwloc, via jobs): %d\n", model,
-	       sysconf(_SC_NPROCESSORS_ONLN), hw_cores);
+	       sysconf(_SC_NPROCESSORS_ONLN), b->hw_cores);
 	printf("- compiler: gcc %s; benchmark TUs -O2; peers: %s, OpenMP %d (libgomp), %s\n", __VERSION__,
 	       tbb_available() ? tbb_version() : "oneTBB n/a", omp_spec_version(),
 	       lace_available() ? fmt("%s (bench/peers/lace.sh: its own Release build, driver -O2, child process)", lace_version())
 				: "Lace n/a (build it with bench/peers/lace.sh, pass --lace)");
 	printf("- settings: fib(%d), best of %d repetitions, all workers = %d, round trips = %ld, "
 	       "spawn batches = %ld x %ld%s\n",
-	       N, R, W, o.rt_iters, o.spawn_batches, o.spawn_k, o.quick ? " (--quick)" : "");
+	       b->N, b->R, b->W, b->o.rt_iters, b->o.spawn_batches, b->o.spawn_k, b->o.quick ? " (--quick)" : "");
 	printf("- serial fib: plain recursion, noinline, same flags as our frames; gcc -O2 keeps one of the two "
 	       "recursive calls and turns the other into a loop (tail-recursion accumulator)\n");
-	printf("- fib(%d) spawns fib(%d)-1 = %llu frames; formula %s by counting for n = 0..%d\n\n", N,
-	       N + 1, (unsigned long long)spawns, formula_ok ? "verified" : "CONTRADICTED", verified_to);
+	printf("- fib(%d) spawns fib(%d)-1 = %llu frames; formula %s by counting for n = 0..%d\n\n", b->N,
+	       b->N + 1, (unsigned long long)b->spawns, formula_ok ? "verified" : "CONTRADICTED", verified_to);
 	fflush(stdout);
+}
 
-	/* 1. Idle CPU: in children, before any thread of ours exists. */
-	int idle_fib = N < 30 ? N : 30;
+/* 1. Idle CPU: in children, before any thread of ours exists; then a trickle of trivial jobs
+ * (between two jobs the pool is idle: how much does it burn?). */
+static void bench_idle(run *b)
+{
+	int W = b->W;
+	b->idle_fib = b->N < 30 ? b->N : 30;
 	fprintf(stderr, "idle: 4 x 1.2 s ...\n");
-	double idle_fresh = idle_in_child((idle_arg){W, 0, 0, 0});
-	double idle_ours = idle_in_child((idle_arg){W, idle_fib, 0, 0});
-	double idle_omp = o.slow_peers ? idle_in_child((idle_arg){W, idle_fib, 1, 0}) : -1;
-	double idle_tbb = o.slow_peers ? idle_in_child((idle_arg){W, idle_fib, 2, 0}) : -1;
-	/* A trickle of trivial jobs: between two jobs the pool is idle; how much does it burn? */
-	static const double trickle_hz[] = {100, 1000, 10000};
-	enum { N_TRICKLE = 3 };
-	double tr_ours[N_TRICKLE], tr_cv[N_TRICKLE];
+	b->idle_fresh = idle_in_child((idle_arg){W, 0, 0, 0});
+	b->idle_ours = idle_in_child((idle_arg){W, b->idle_fib, 0, 0});
+	b->idle_omp = b->o.slow_peers ? idle_in_child((idle_arg){W, b->idle_fib, 1, 0}) : -1;
+	b->idle_tbb = b->o.slow_peers ? idle_in_child((idle_arg){W, b->idle_fib, 2, 0}) : -1;
 	fprintf(stderr, "trickles: %d x 2 x 1.1 s ...\n", N_TRICKLE);
 	for (int i = 0; i < N_TRICKLE; i++) {
-		tr_ours[i] = idle_in_child((idle_arg){W, 0, 3, trickle_hz[i]});
-		tr_cv[i] = idle_in_child((idle_arg){W, 0, 4, trickle_hz[i]});
-		fprintf(stderr, "  %.0f jobs/s: ours %.2f %%, condvar %.2f %%\n", trickle_hz[i], tr_ours[i], tr_cv[i]);
+		b->tr_ours[i] = idle_in_child((idle_arg){W, 0, 3, trickle_hz[i]});
+		b->tr_cv[i] = idle_in_child((idle_arg){W, 0, 4, trickle_hz[i]});
+		fprintf(stderr, "  %.0f jobs/s: ours %.2f %%, condvar %.2f %%\n", trickle_hz[i], b->tr_ours[i],
+			b->tr_cv[i]);
 	}
+}
 
-	/* 2. fib, repetitions interleaved across the sides. A figure whose repetitions already took
-	 * REP_BUDGET is not repeated further (the peers without cutoff take tens of seconds at fib(40));
-	 * the table then says how many repetitions it is the best of. */
-	ours_pool *p1 = ours_create(1);
-	ours_pool *pw = ours_create(W);
+/* One repetition of fib side f; 0 if it failed. */
+static uint64_t fib_once(run *b, int f, long *r)
+{
+	int N = b->N, W = b->W;
+	switch (f) {
+	case F_SERIAL: {
+		uint64_t t0 = bench_now_ns();
+		*r = bench_fib_serial(N);
+		return bench_now_ns() - t0;
+	}
+	case F_T1: return ours_fib_typed_ns(b->p1, N, r);
+	case F_TW: return ours_fib_typed_ns(b->pw, N, r);
+	case F_L1: return lace_fib_ns(1, N, r);
+	case F_LW: return lace_fib_ns(W, N, r);
+	case F_O1: return ours_fib_ns(b->p1, N, r);
+	case F_OW: return ours_fib_ns(b->pw, N, r);
+	case F_TBB1: return tbb_fib_ns(1, N, r);
+	case F_TBBW: return tbb_fib_ns(W, N, r);
+	case F_OMP1: return omp_fib_ns(1, N, r);
+	default: return omp_fib_ns(W, N, r);
+	}
+}
+
+/* 2. fib, repetitions interleaved across the sides. A figure whose repetitions already took
+ * REP_BUDGET is not repeated further (the peers without cutoff take tens of seconds at fib(40));
+ * the table then says how many repetitions it is the best of. */
+static void bench_fib(run *b)
+{
+	int N = b->N, R = b->R, W = b->W;
 	long expect = (long)bench_fib_iter(N);
 	const uint64_t REP_BUDGET = 10000000000ull;
-	enum { F_SERIAL, F_T1, F_L1, F_TW, F_LW, F_O1, F_OW, F_TBB1, F_TBBW, F_OMP1, F_OMPW, F_COUNT };
 	const char *fname[F_COUNT] = {"serial",
 				      "ours typed, 1 worker",
 				      "Lace, 1 worker",
@@ -307,292 +346,347 @@ int main(int argc, char **argv)
 				      fmt("oneTBB task_group, %d threads", W),
 				      "OpenMP tasks, 1 thread",
 				      fmt("OpenMP tasks, %d threads", W)};
-	uint64_t fbest[F_COUNT] = {0}, fspent[F_COUNT] = {0};
-	int freps[F_COUNT] = {0};
-	bool fwrong[F_COUNT] = {false};
-	bool favail[F_COUNT] = {true, p1 != NULL, lace_available(), pw != NULL, lace_available(),
-				p1 != NULL, pw != NULL, o.slow_peers && tbb_available(), o.slow_peers && tbb_available(),
-				o.slow_peers && omp_available(), o.slow_peers && omp_available()};
+	uint64_t fspent[F_COUNT] = {0};
+	bool slow = b->o.slow_peers;
+	bool favail[F_COUNT] = {true, b->p1 != NULL, lace_available(), b->pw != NULL, lace_available(),
+				b->p1 != NULL, b->pw != NULL, slow && tbb_available(), slow && tbb_available(),
+				slow && omp_available(), slow && omp_available()};
 	fprintf(stderr, "fib(%d):\n", N);
 	for (int rep = 0; rep < R; rep++) {
 		for (int f = 0; f < F_COUNT; f++) {
 			if (!favail[f] || (rep > 0 && fspent[f] >= REP_BUDGET))
 				continue;
 			long r = -1;
-			uint64_t t = 0;
-			switch (f) {
-			case F_SERIAL: {
-				uint64_t t0 = bench_now_ns();
-				r = bench_fib_serial(N);
-				t = bench_now_ns() - t0;
-				break;
-			}
-			case F_T1: t = ours_fib_typed_ns(p1, N, &r); break;
-			case F_TW: t = ours_fib_typed_ns(pw, N, &r); break;
-			case F_L1: t = lace_fib_ns(1, N, &r); break;
-			case F_LW: t = lace_fib_ns(W, N, &r); break;
-			case F_O1: t = ours_fib_ns(p1, N, &r); break;
-			case F_OW: t = ours_fib_ns(pw, N, &r); break;
-			case F_TBB1: t = tbb_fib_ns(1, N, &r); break;
-			case F_TBBW: t = tbb_fib_ns(W, N, &r); break;
-			case F_OMP1: t = omp_fib_ns(1, N, &r); break;
-			default: t = omp_fib_ns(W, N, &r); break;
-			}
+			uint64_t t = fib_once(b, f, &r);
 			if (!t) {
 				favail[f] = false; /* failed: n/a */
-				fbest[f] = 0;
+				b->fbest[f] = 0;
 				continue;
 			}
 			if (r != expect) {
-				fwrong[f] = true;
+				b->fwrong[f] = true;
 				fprintf(stderr, "  %s: fib(%d) = %ld, expected %ld (WRONG RESULT)\n", fname[f], N, r,
 					expect);
 			}
-			keep_min(&fbest[f], t);
+			keep_min(&b->fbest[f], t);
 			fspent[f] += t;
-			freps[f]++;
+			b->freps[f]++;
 			progress(fname[f], rep, R, t);
 		}
 	}
-	uint64_t t_serial = fbest[F_SERIAL], t_o1 = fbest[F_O1], t_ow = fbest[F_OW], t_tbb1 = fbest[F_TBB1],
-		 t_tbbw = fbest[F_TBBW], t_omp1 = fbest[F_OMP1], t_ompw = fbest[F_OMPW];
-	bool wrong_o = fwrong[F_O1] || fwrong[F_OW];
-	uint64_t t_t1 = fbest[F_T1], t_tw = fbest[F_TW], t_l1 = fbest[F_L1], t_lw = fbest[F_LW];
-	bool wrong_t = fwrong[F_T1] || fwrong[F_TW];
-	uint64_t steals = 0, sleeps = 0;
-	if (pw)
-		ours_stats(pw, &steals, &sleeps);
+	if (b->pw)
+		ours_stats(b->pw, &b->steals, &b->sleeps);
+}
 
-	/* 3. Spawn throughput: flat batches of K frames spawned then joined by one worker. */
-	uint64_t sp_o1 = 0, sp_ow = 0, sp_t1 = 0, sp_tw = 0;
-	long K = o.spawn_k, B = o.spawn_batches;
+/* 3. Spawn throughput: flat batches of K frames spawned then joined by one worker. */
+static void bench_spawn(run *b)
+{
+	int R = b->R, W = b->W;
+	long K = b->o.spawn_k, B = b->o.spawn_batches;
 	long sp_expect = B * K * K; /* sum over a batch of 2i+1 = K^2 */
-	bool sp_wrong = false;
 	fprintf(stderr, "spawn throughput (%ld x %ld):\n", B, K);
 	for (int rep = 0; rep < R; rep++) {
 		long chk;
 		uint64_t t;
-		if (p1) {
+		if (b->p1) {
 			chk = 0;
-			t = ours_spawn_batches_ns(p1, K, B, &chk);
-			sp_wrong |= chk != sp_expect;
-			keep_min(&sp_o1, t);
+			t = ours_spawn_batches_ns(b->p1, K, B, &chk);
+			b->sp_wrong |= chk != sp_expect;
+			keep_min(&b->sp_o1, t);
 			progress("ours, 1 worker", rep, R, t);
 		}
-		if (pw) {
+		if (b->pw) {
 			chk = 0;
-			t = ours_spawn_batches_ns(pw, K, B, &chk);
-			sp_wrong |= chk != sp_expect;
-			keep_min(&sp_ow, t);
+			t = ours_spawn_batches_ns(b->pw, K, B, &chk);
+			b->sp_wrong |= chk != sp_expect;
+			keep_min(&b->sp_ow, t);
 			progress(fmt("ours, %d workers", W), rep, R, t);
 		}
-		if (o.slow_peers && tbb_available()) {
+		if (b->o.slow_peers && tbb_available()) {
 			chk = 0;
 			t = tbb_spawn_batches_ns(1, K, B, &chk);
-			sp_wrong |= t && chk != sp_expect;
-			keep_min(&sp_t1, t);
+			b->sp_wrong |= t && chk != sp_expect;
+			keep_min(&b->sp_t1, t);
 			progress("oneTBB task_group, 1 thread", rep, R, t);
 			chk = 0;
 			t = tbb_spawn_batches_ns(W, K, B, &chk);
-			sp_wrong |= t && chk != sp_expect;
-			keep_min(&sp_tw, t);
+			b->sp_wrong |= t && chk != sp_expect;
+			keep_min(&b->sp_tw, t);
 			progress(fmt("oneTBB task_group, %d threads", W), rep, R, t);
 		}
 	}
-	ours_destroy(p1);
-	p1 = NULL;
+	ours_destroy(b->p1);
+	b->p1 = NULL;
+}
 
-	/* 4. External round trip from this (non-worker) thread. Warm-up first, then iters samples. */
-	long I = o.rt_iters;
+/* One side's round trips: a warm-up, then I samples; p50/p99 stay -1 if it failed. */
+static void roundtrip_side(bool (*rt)(void *ctx, long iters, uint64_t *lat), void *ctx, long I, uint64_t *lat,
+			   const char *who, double *p50, double *p99)
+{
+	(void)rt(ctx, I < 1000 ? I : 1000, lat);
+	if (rt(ctx, I, lat)) {
+		*p50 = bench_percentile_us(lat, (size_t)I, 50);
+		*p99 = bench_percentile_us(lat, (size_t)I, 99);
+	}
+	fprintf(stderr, "  %s: p50 %.2f us p99 %.2f us\n", who, *p50, *p99);
+}
+
+static bool rt_ours(void *ctx, long iters, uint64_t *lat)
+{
+	return ours_roundtrip(ctx, iters, lat);
+}
+
+static bool rt_tbb(void *ctx, long iters, uint64_t *lat)
+{
+	return tbb_roundtrip(*(int *)ctx, iters, lat);
+}
+
+static bool rt_condvar(void *ctx, long iters, uint64_t *lat)
+{
+	(void)ctx;
+	return condvar_roundtrip(iters, lat);
+}
+
+/* 4. External round trip from this (non-worker) thread. */
+static void bench_roundtrip(run *b)
+{
+	long I = b->o.rt_iters;
 	uint64_t *lat = malloc((size_t)I * sizeof *lat);
-	double rt_o50 = -1, rt_o99 = -1, rt_t50 = -1, rt_t99 = -1, rt_c50 = -1, rt_c99 = -1;
+	b->rt_o50 = b->rt_o99 = b->rt_t50 = b->rt_t99 = b->rt_c50 = b->rt_c99 = -1;
 	fprintf(stderr, "round trips (%ld):\n", I);
-	if (lat && pw) {
-		(void)ours_roundtrip(pw, I < 1000 ? I : 1000, lat);
-		if (ours_roundtrip(pw, I, lat)) {
-			rt_o50 = bench_percentile_us(lat, (size_t)I, 50);
-			rt_o99 = bench_percentile_us(lat, (size_t)I, 99);
-		}
-		fprintf(stderr, "  ours: p50 %.2f us p99 %.2f us\n", rt_o50, rt_o99);
-	}
-	ours_destroy(pw);
-	pw = NULL;
-	if (lat && tbb_available()) {
-		(void)tbb_roundtrip(W, I < 1000 ? I : 1000, lat);
-		if (tbb_roundtrip(W, I, lat)) {
-			rt_t50 = bench_percentile_us(lat, (size_t)I, 50);
-			rt_t99 = bench_percentile_us(lat, (size_t)I, 99);
-		}
-		fprintf(stderr, "  oneTBB: p50 %.2f us p99 %.2f us\n", rt_t50, rt_t99);
-	}
-	if (lat) {
-		(void)condvar_roundtrip(I < 1000 ? I : 1000, lat);
-		if (condvar_roundtrip(I, lat)) {
-			rt_c50 = bench_percentile_us(lat, (size_t)I, 50);
-			rt_c99 = bench_percentile_us(lat, (size_t)I, 99);
-		}
-		fprintf(stderr, "  condvar: p50 %.2f us p99 %.2f us\n", rt_c50, rt_c99);
-	}
+	if (lat && b->pw)
+		roundtrip_side(rt_ours, b->pw, I, lat, "ours", &b->rt_o50, &b->rt_o99);
+	ours_destroy(b->pw);
+	b->pw = NULL;
+	if (lat && tbb_available())
+		roundtrip_side(rt_tbb, &b->W, I, lat, "oneTBB", &b->rt_t50, &b->rt_t99);
+	if (lat)
+		roundtrip_side(rt_condvar, NULL, I, lat, "condvar", &b->rt_c50, &b->rt_c99);
 	free(lat);
+}
 
-	/* ---- the table ---- */
-	char fibname[32];
-	snprintf(fibname, sizeof fibname, "fib(%d)", N);
-	const char *wrong = " (WRONG RESULT)";
-	/* fib rows: typed tasks (the fast path) against serial and Lace */
-	{
-		bool k = t_t1 && t_serial;
-		double r = k ? (double)t_t1 / (double)t_serial : 0;
-		table_row(fmt("%s typed tasks (jobs_task.h), 1 worker vs serial", fibname), ms_or_na(t_t1),
-		    "serial C (recursive, noinline)", ms_or_na(t_serial), k ? fmt("%.2f× serial", r) : "n/a",
-		    "≤ 2.0× serial", wrong_t ? "WRONG RESULT" : met(k, r <= 2.0));
+/* ---- the table, row by row ---- */
+
+/* fib: typed tasks (the fast path) against serial */
+static void row_fib_typed_serial(const run *b)
+{
+	uint64_t t1 = b->fbest[F_T1], ts = b->fbest[F_SERIAL];
+	bool k = t1 && ts;
+	double r = k ? (double)t1 / (double)ts : 0;
+	table_row(fmt("%s typed tasks (jobs_task.h), 1 worker vs serial", b->fibname), ms_or_na(t1),
+	    "serial C (recursive, noinline)", ms_or_na(ts), k ? fmt("%.2f× serial", r) : "n/a",
+	    "≤ 2.0× serial", b->fwrong[F_T1] || b->fwrong[F_TW] ? "WRONG RESULT" : met(k, r <= 2.0));
+}
+
+/* fib: typed tasks against Lace, at 1 and at W workers */
+static void rows_fib_lace(const run *b)
+{
+	uint64_t ot[2] = {b->fbest[F_T1], b->fbest[F_TW]}, lt[2] = {b->fbest[F_L1], b->fbest[F_LW]};
+	int th[2] = {1, b->W};
+	bool wrong_t = b->fwrong[F_T1] || b->fwrong[F_TW];
+	for (int i = 0; i < 2; i++) {
+		bool k = ot[i] && lt[i];
+		double r = k ? (double)lt[i] / (double)ot[i] : 0;
+		bool wl = b->fwrong[i ? F_LW : F_L1];
+		table_row(fmt("%s, %d worker%s: ours (typed) vs Lace", b->fibname, th[i], th[i] > 1 ? "s" : ""),
+		    ms_or_na(ot[i]),
+		    fmt("%s, %d worker%s%s", lace_version(), th[i], th[i] > 1 ? "s" : "", wl ? wrong : ""),
+		    ms_or_na(lt[i]), k ? fmt("Lace/ours = %.2f×", r) : "n/a", "≥ 1.0× (as fast as Lace)",
+		    wrong_t ? "WRONG RESULT" : met(k, r >= 1.0));
 	}
-	{
-		uint64_t ot[2] = {t_t1, t_tw}, lt[2] = {t_l1, t_lw};
-		int th[2] = {1, W};
-		for (int i = 0; i < 2; i++) {
-			bool k = ot[i] && lt[i];
-			double r = k ? (double)lt[i] / (double)ot[i] : 0;
-			bool wl = fwrong[i ? F_LW : F_L1];
-			table_row(fmt("%s, %d worker%s: ours (typed) vs Lace", fibname, th[i], th[i] > 1 ? "s" : ""),
-			    ms_or_na(ot[i]),
-			    fmt("%s, %d worker%s%s", lace_version(), th[i], th[i] > 1 ? "s" : "", wl ? wrong : ""),
-			    ms_or_na(lt[i]), k ? fmt("Lace/ours = %.2f×", r) : "n/a", "≥ 1.0× (as fast as Lace)",
-			    wrong_t ? "WRONG RESULT" : met(k, r >= 1.0));
-		}
-	}
-	{
-		bool k = t_t1 && t_tw;
-		double sp = k ? (double)t_t1 / (double)t_tw : 0;
-		double tgt = W == 2 ? 1.85 : 0.925 * W;
-		table_row(fmt("%s typed, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_tw),
-		    "ours typed, 1 worker", ms_or_na(t_t1), k ? fmt("%.2f× faster", sp) : "n/a",
-		    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
-		    wrong_t ? "WRONG RESULT" : met(k, sp >= tgt));
-	}
-	/* fib rows: the generic frames (jobs_forkjoin.h) */
-	{
-		bool k = t_o1 && t_serial;
-		double r = k ? (double)t_o1 / (double)t_serial : 0;
-		table_row(fmt("%s generic frames (jobs_forkjoin.h), 1 worker vs serial", fibname), ms_or_na(t_o1),
-		    "serial C (recursive, noinline)", ms_or_na(t_serial), k ? fmt("%.2f× serial", r) : "n/a",
-		    "— (info: use typed tasks)", wrong_o ? "WRONG RESULT" : "—");
-	}
-	{
-		bool k = t_o1 && t_ow;
-		double sp = k ? (double)t_o1 / (double)t_ow : 0;
-		double tgt = W == 2 ? 1.85 : 0.925 * W;
-		table_row(fmt("%s generic, %d workers vs 1 worker (speedup)", fibname, W), ms_or_na(t_ow), "ours generic, 1 worker",
-		    ms_or_na(t_o1), k ? fmt("%.2f× faster", sp) : "n/a",
-		    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
-		    wrong_o ? "WRONG RESULT" : met(k, sp >= tgt));
-	}
+}
+
+/* fib: W workers against 1 worker, for the side pair (one, all) */
+static void row_fib_speedup(const run *b, const char *what, int one, int all)
+{
+	int W = b->W;
+	uint64_t t1 = b->fbest[one], tw = b->fbest[all];
+	bool k = t1 && tw;
+	double sp = k ? (double)t1 / (double)tw : 0;
+	double tgt = W == 2 ? 1.85 : 0.925 * W;
+	table_row(fmt("%s %s, %d workers vs 1 worker (speedup)", b->fibname, what, W), ms_or_na(tw),
+	    fmt("ours %s, 1 worker", what), ms_or_na(t1), k ? fmt("%.2f× faster", sp) : "n/a",
+	    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
+	    b->fwrong[one] || b->fwrong[all] ? "WRONG RESULT" : met(k, sp >= tgt));
+}
+
+/* fib: the generic frames (jobs_forkjoin.h) against serial */
+static void row_fib_generic_serial(const run *b)
+{
+	uint64_t t1 = b->fbest[F_O1], ts = b->fbest[F_SERIAL];
+	bool k = t1 && ts;
+	double r = k ? (double)t1 / (double)ts : 0;
+	table_row(fmt("%s generic frames (jobs_forkjoin.h), 1 worker vs serial", b->fibname), ms_or_na(t1),
+	    "serial C (recursive, noinline)", ms_or_na(ts), k ? fmt("%.2f× serial", r) : "n/a",
+	    "— (info: use typed tasks)", b->fwrong[F_O1] || b->fwrong[F_OW] ? "WRONG RESULT" : "—");
+}
+
+/* fib: typed tasks against oneTBB and OpenMP, at 1 and at W threads */
+static void rows_fib_peers(const run *b)
+{
+	int W = b->W, R = b->R;
+	uint64_t t_serial = b->fbest[F_SERIAL];
 	struct {
 		const char *name;
-		uint64_t peer, ours;
-		int threads;
-		bool wrong;
-		int reps;
+		int peer, ours, threads;
 	} fr[4] = {
-		{"oneTBB task_group", t_tbb1, t_t1, 1, fwrong[F_TBB1], freps[F_TBB1]},
-		{"oneTBB task_group", t_tbbw, t_tw, W, fwrong[F_TBBW], freps[F_TBBW]},
-		{"OpenMP tasks (no cutoff)", t_omp1, t_t1, 1, fwrong[F_OMP1], freps[F_OMP1]},
-		{"OpenMP tasks (no cutoff)", t_ompw, t_tw, W, fwrong[F_OMPW], freps[F_OMPW]},
+		{"oneTBB task_group", F_TBB1, F_T1, 1},
+		{"oneTBB task_group", F_TBBW, F_TW, W},
+		{"OpenMP tasks (no cutoff)", F_OMP1, F_T1, 1},
+		{"OpenMP tasks (no cutoff)", F_OMPW, F_TW, W},
 	};
 	for (int i = 0; i < 4; i++) {
-		bool k = fr[i].peer && fr[i].ours && t_serial;
-		table_row(fmt("%s, %d thread%s: ours (typed) vs %s", fibname, fr[i].threads, fr[i].threads > 1 ? "s" : "",
+		uint64_t peer = b->fbest[fr[i].peer], ours = b->fbest[fr[i].ours];
+		int reps = b->freps[fr[i].peer];
+		bool k = peer && ours && t_serial;
+		table_row(fmt("%s, %d thread%s: ours (typed) vs %s", b->fibname, fr[i].threads, fr[i].threads > 1 ? "s" : "",
 			fr[i].name),
-		    ms_or_na(fr[i].ours),
+		    ms_or_na(ours),
 		    fmt("%s, %d thread%s%s%s", fr[i].name, fr[i].threads, fr[i].threads > 1 ? "s" : "",
-			fr[i].reps && fr[i].reps < R ? fmt(" (best of %d)", fr[i].reps) : "",
-			fr[i].wrong ? wrong : ""),
-		    ms_or_na(fr[i].peer),
-		    k ? fmt("peer = %.2f× serial, %.2f× ours", (double)fr[i].peer / (double)t_serial,
-			    (double)fr[i].peer / (double)fr[i].ours)
+			reps && reps < R ? fmt(" (best of %d)", reps) : "", b->fwrong[fr[i].peer] ? wrong : ""),
+		    ms_or_na(peer),
+		    k ? fmt("peer = %.2f× serial, %.2f× ours", (double)peer / (double)t_serial, (double)peer / (double)ours)
 		      : "n/a",
 		    "— (info)", "—");
 	}
-	/* per-spawn overhead */
-	double ov_o = t_t1 && t_serial ? ((double)t_t1 - (double)t_serial) / (double)spawns : -1;
-	double ov_t = t_tbb1 && t_serial ? ((double)t_tbb1 - (double)t_serial) / (double)spawns : -1;
-	double ov_m = t_omp1 && t_serial ? ((double)t_omp1 - (double)t_serial) / (double)spawns : -1;
-	{
-		bool k = ov_o > -1 && ov_t > -1;
-		double r = k && ov_o > 0 ? ov_t / ov_o : 0;
-		table_row(fmt("per-spawn overhead, typed (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
-		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "oneTBB task_group, 1 thread",
-		    ov_t > -1 ? fmt("%.2f ns", ov_t) : "n/a",
-		    !k ? "n/a" : ov_o > 0 ? fmt("TBB/ours = %.1f×", r) : "ours ≤ 0 (noise)",
-		    "ours ≥ 10× lower than oneTBB", met(k, ov_o <= 0 || r >= 10.0));
-		bool km = ov_o > -1 && ov_m > -1;
-		table_row(fmt("per-spawn overhead, typed (T1 − Tserial)/%llu spawns", (unsigned long long)spawns),
-		    ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "OpenMP tasks, 1 thread",
-		    ov_m > -1 ? fmt("%.2f ns", ov_m) : "n/a",
-		    !km ? "n/a" : ov_o > 0 ? fmt("OpenMP/ours = %.1f×", ov_m / ov_o) : "ours ≤ 0 (noise)",
-		    "— (info)", "—");
-	}
-	/* spawn throughput */
-	{
-		double tasks = (double)K * (double)B;
-		char lab[160];
-		snprintf(lab, sizeof lab, "spawn+join throughput, flat %ld × %ld, ", B, K);
-		uint64_t o_[2] = {sp_o1, sp_ow}, t_[2] = {sp_t1, sp_tw};
-		int th[2] = {1, W};
-		for (int i = 0; i < 2; i++) {
-			bool k = o_[i] && t_[i];
-			table_row(fmt("%s%d %s%s", lab, th[i], th[i] > 1 ? "workers" : "worker",
-				sp_wrong ? " (WRONG RESULT)" : ""),
-			    o_[i] ? fmt("%.1f M/s", tasks / MS(o_[i]) / 1e3) : "n/a",
-			    fmt("oneTBB task_group run()+wait(), %d thread%s", th[i], th[i] > 1 ? "s" : ""),
-			    t_[i] ? fmt("%.1f M/s", tasks / MS(t_[i]) / 1e3) : "n/a",
-			    k ? fmt("ours %.2f× TBB", (double)t_[i] / (double)o_[i]) : "n/a", "— (info)", "—");
-		}
-	}
-	/* round trips */
-	{
-		char lab[160];
-		snprintf(lab, sizeof lab, "submit+wait+release round trip from main, %d workers", W);
-		bool k = rt_o50 >= 0 && rt_t50 >= 0;
-		table_row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
-		    "oneTBB task_arena::enqueue + spin/yield on a flag", rt_t50 >= 0 ? fmt("%.2f µs", rt_t50) : "n/a",
-		    k ? fmt("TBB/ours = %.2f×", rt_t50 / rt_o50) : "n/a", "ours p50 ≤ 2 µs",
-		    met(rt_o50 >= 0, rt_o50 <= 2.0));
-		k = rt_o99 >= 0 && rt_t99 >= 0;
-		table_row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
-		    "oneTBB task_arena::enqueue + spin/yield on a flag", rt_t99 >= 0 ? fmt("%.2f µs", rt_t99) : "n/a",
-		    k ? fmt("TBB/ours = %.2f×", rt_t99 / rt_o99) : "n/a", "— (info)", "—");
-		k = rt_o50 >= 0 && rt_c50 >= 0;
-		table_row(fmt("%s, p50", lab), rt_o50 >= 0 ? fmt("%.2f µs", rt_o50) : "n/a",
-		    "pthread mutex+condvar handoff to 1 thread", rt_c50 >= 0 ? fmt("%.2f µs", rt_c50) : "n/a",
-		    k ? fmt("condvar/ours = %.2f×", rt_c50 / rt_o50) : "n/a", "— (baseline)", "—");
-		k = rt_o99 >= 0 && rt_c99 >= 0;
-		table_row(fmt("%s, p99", lab), rt_o99 >= 0 ? fmt("%.2f µs", rt_o99) : "n/a",
-		    "pthread mutex+condvar handoff to 1 thread", rt_c99 >= 0 ? fmt("%.2f µs", rt_c99) : "n/a",
-		    k ? fmt("condvar/ours = %.2f×", rt_c99 / rt_o99) : "n/a", "— (baseline)", "—");
-	}
-	/* idle */
-	{
-		table_row(fmt("idle CPU, %d workers, fresh pool (200 ms settle, 1 s)", W), pct_or_na(idle_fresh),
-		    fmt("OpenMP (libgomp) pool after fib(%d), %d threads", idle_fib, W), pct_or_na(idle_omp),
-		    "% of one core", "ours ≤ 1 %", met(idle_fresh >= 0, idle_fresh <= 1.0));
-		table_row(fmt("idle CPU, %d workers, after fib(%d) (200 ms settle, 1 s)", W, idle_fib),
-		    pct_or_na(idle_ours), fmt("oneTBB pool after fib(%d), %d threads", idle_fib, W),
-		    pct_or_na(idle_tbb), "% of one core", "ours ≤ 1 %", met(idle_ours >= 0, idle_ours <= 1.0));
-		for (int i = 0; i < N_TRICKLE; i++) {
-			bool k = tr_ours[i] >= 0 && tr_cv[i] > 0;
-			table_row(fmt("CPU under a trickle of %.0f trivial jobs/s, %d workers (1 s)", trickle_hz[i], W),
-			    pct_or_na(tr_ours[i]), "pthread mutex+condvar handoff to 1 thread, same trickle",
-			    pct_or_na(tr_cv[i]), k ? fmt("ours/condvar = %.2f×", tr_ours[i] / tr_cv[i]) : "n/a",
-			    "ours ≤ 2× condvar", met(k, tr_ours[i] <= 2.0 * tr_cv[i]));
-		}
-	}
+}
 
-	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", W,
-	       (unsigned long long)steals, (unsigned long long)sleeps);
-	table_print(o.markdown);
-	if (o.json)
-		table_write_json(o.json, "ovstage_bench_jobs", W, fmt("fib(%d), best of %d repetitions%s", o.fib_n, o.reps,
-								    o.quick ? "; --quick" : ""));
+/* Per-spawn overhead of fib side f on one thread against serial, in ns; -1 if unknown. */
+static double spawn_overhead_ns(const run *b, int f)
+{
+	uint64_t t = b->fbest[f], ts = b->fbest[F_SERIAL];
+	return t && ts ? ((double)t - (double)ts) / (double)b->spawns : -1;
+}
+
+/* per-spawn overhead: typed tasks against oneTBB and OpenMP */
+static void rows_spawn_overhead(const run *b)
+{
+	double ov_o = spawn_overhead_ns(b, F_T1), ov_t = spawn_overhead_ns(b, F_TBB1), ov_m = spawn_overhead_ns(b, F_OMP1);
+	const char *lab = fmt("per-spawn overhead, typed (T1 − Tserial)/%llu spawns", (unsigned long long)b->spawns);
+	bool k = ov_o > -1 && ov_t > -1;
+	double r = k && ov_o > 0 ? ov_t / ov_o : 0;
+	table_row(lab, ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "oneTBB task_group, 1 thread",
+	    ov_t > -1 ? fmt("%.2f ns", ov_t) : "n/a", !k ? "n/a" : ov_o > 0 ? fmt("TBB/ours = %.1f×", r) : "ours ≤ 0 (noise)",
+	    "ours ≥ 10× lower than oneTBB", met(k, ov_o <= 0 || r >= 10.0));
+	bool km = ov_o > -1 && ov_m > -1;
+	table_row(lab, ov_o > -1 ? fmt("%.2f ns", ov_o) : "n/a", "OpenMP tasks, 1 thread",
+	    ov_m > -1 ? fmt("%.2f ns", ov_m) : "n/a",
+	    !km ? "n/a" : ov_o > 0 ? fmt("OpenMP/ours = %.1f×", ov_m / ov_o) : "ours ≤ 0 (noise)", "— (info)", "—");
+}
+
+/* spawn throughput, ours against oneTBB, at 1 and at W threads */
+static void rows_spawn_throughput(const run *b)
+{
+	long K = b->o.spawn_k, B = b->o.spawn_batches;
+	double tasks = (double)K * (double)B;
+	uint64_t o_[2] = {b->sp_o1, b->sp_ow}, t_[2] = {b->sp_t1, b->sp_tw};
+	int th[2] = {1, b->W};
+	for (int i = 0; i < 2; i++) {
+		bool k = o_[i] && t_[i];
+		table_row(fmt("spawn+join throughput, flat %ld × %ld, %d %s%s", B, K, th[i], th[i] > 1 ? "workers" : "worker",
+			b->sp_wrong ? " (WRONG RESULT)" : ""),
+		    o_[i] ? fmt("%.1f M/s", tasks / MS(o_[i]) / 1e3) : "n/a",
+		    fmt("oneTBB task_group run()+wait(), %d thread%s", th[i], th[i] > 1 ? "s" : ""),
+		    t_[i] ? fmt("%.1f M/s", tasks / MS(t_[i]) / 1e3) : "n/a",
+		    k ? fmt("ours %.2f× TBB", (double)t_[i] / (double)o_[i]) : "n/a", "— (info)", "—");
+	}
+}
+
+/* One round-trip row: ours against a peer at one percentile. */
+static void row_roundtrip(const run *b, const char *pct, double ours, const char *peer, double fig,
+			  const char *peer_short, const char *target, const char *met_cell)
+{
+	bool k = ours >= 0 && fig >= 0;
+	table_row(fmt("submit+wait+release round trip from main, %d workers, %s", b->W, pct),
+	    ours >= 0 ? fmt("%.2f µs", ours) : "n/a", peer, fig >= 0 ? fmt("%.2f µs", fig) : "n/a",
+	    k ? fmt("%s/ours = %.2f×", peer_short, fig / ours) : "n/a", target, met_cell);
+}
+
+/* round trips: ours against oneTBB and the condvar baseline, p50 and p99 */
+static void rows_roundtrip(const run *b)
+{
+	const char *tbb = "oneTBB task_arena::enqueue + spin/yield on a flag";
+	const char *cv = "pthread mutex+condvar handoff to 1 thread";
+	row_roundtrip(b, "p50", b->rt_o50, tbb, b->rt_t50, "TBB", "ours p50 ≤ 2 µs", met(b->rt_o50 >= 0, b->rt_o50 <= 2.0));
+	row_roundtrip(b, "p99", b->rt_o99, tbb, b->rt_t99, "TBB", "— (info)", "—");
+	row_roundtrip(b, "p50", b->rt_o50, cv, b->rt_c50, "condvar", "— (baseline)", "—");
+	row_roundtrip(b, "p99", b->rt_o99, cv, b->rt_c99, "condvar", "— (baseline)", "—");
+}
+
+/* idle pools: ours against OpenMP's and oneTBB's */
+static void rows_idle(const run *b)
+{
+	int W = b->W;
+	table_row(fmt("idle CPU, %d workers, fresh pool (200 ms settle, 1 s)", W), pct_or_na(b->idle_fresh),
+	    fmt("OpenMP (libgomp) pool after fib(%d), %d threads", b->idle_fib, W), pct_or_na(b->idle_omp),
+	    "% of one core", "ours ≤ 1 %", met(b->idle_fresh >= 0, b->idle_fresh <= 1.0));
+	table_row(fmt("idle CPU, %d workers, after fib(%d) (200 ms settle, 1 s)", W, b->idle_fib),
+	    pct_or_na(b->idle_ours), fmt("oneTBB pool after fib(%d), %d threads", b->idle_fib, W),
+	    pct_or_na(b->idle_tbb), "% of one core", "ours ≤ 1 %", met(b->idle_ours >= 0, b->idle_ours <= 1.0));
+}
+
+/* trickles: ours against one condvar thread fed at the same rate */
+static void rows_trickle(const run *b)
+{
+	for (int i = 0; i < N_TRICKLE; i++) {
+		double ours = b->tr_ours[i], cv = b->tr_cv[i];
+		bool k = ours >= 0 && cv > 0;
+		table_row(fmt("CPU under a trickle of %.0f trivial jobs/s, %d workers (1 s)", trickle_hz[i], b->W),
+		    pct_or_na(ours), "pthread mutex+condvar handoff to 1 thread, same trickle", pct_or_na(cv),
+		    k ? fmt("ours/condvar = %.2f×", ours / cv) : "n/a", "ours ≤ 2× condvar", met(k, ours <= 2.0 * cv));
+	}
+}
+
+int main(int argc, char **argv)
+{
+	table_set_peer_header("Peer / baseline (same run)");
+	static run b; /* zero: no figure yet */
+	parse(argc, argv, &b.o);
+	lace_set_driver(b.o.lace);
+	if (b.o.lace && !lace_available())
+		fprintf(stderr, "ovstage_bench_jobs: --lace %s is not an executable; Lace rows print n/a\n", b.o.lace);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	/* Machine: hwloc's core count through the job system (a default pool has one worker per core). */
+	b.hw_cores = -1;
+	ours_pool *probe = ours_create(-1);
+	if (probe) {
+		b.hw_cores = ours_workers(probe);
+		ours_destroy(probe);
+	}
+	b.W = b.o.workers > 0 ? b.o.workers : (b.hw_cores > 0 ? b.hw_cores : (int)sysconf(_SC_NPROCESSORS_ONLN));
+	if (b.W < 1)
+		b.W = 1;
+	b.N = b.o.fib_n;
+	b.R = b.o.reps;
+	b.spawns = bench_fib_spawns(b.N);
+	snprintf(b.fibname, sizeof b.fibname, "fib(%d)", b.N);
+	print_header(&b);
+
+	bench_idle(&b); /* in child processes, before any thread of ours exists */
+	b.p1 = ours_create(1);
+	b.pw = ours_create(b.W);
+	bench_fib(&b);
+	bench_spawn(&b);     /* destroys p1 */
+	bench_roundtrip(&b); /* destroys pw */
+
+	row_fib_typed_serial(&b);
+	rows_fib_lace(&b);
+	row_fib_speedup(&b, "typed", F_T1, F_TW);
+	row_fib_generic_serial(&b);
+	row_fib_speedup(&b, "generic", F_O1, F_OW);
+	rows_fib_peers(&b);
+	rows_spawn_overhead(&b);
+	rows_spawn_throughput(&b);
+	rows_roundtrip(&b);
+	rows_idle(&b);
+	rows_trickle(&b);
+
+	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", b.W,
+	       (unsigned long long)b.steals, (unsigned long long)b.sleeps);
+	table_print(b.o.markdown);
+	if (b.o.json)
+		table_write_json(b.o.json, "ovstage_bench_jobs", b.W,
+				 fmt("fib(%d), best of %d repetitions%s", b.o.fib_n, b.o.reps, b.o.quick ? "; --quick" : ""));
 	return 0;
 }
