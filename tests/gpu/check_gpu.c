@@ -143,6 +143,20 @@ static void expect(const float *vals, const float *want, uint32_t n, const char 
 			      (double)want[i]);
 }
 
+/* The latest values of a on f's prims are base + prim, in a device group. */
+static void expect_device_ramp(fixture *f, ovx_token_t a, float base, const char *what)
+{
+	float *vals = malloc(f->n * sizeof *vals), *want = malloc(f->n * sizeof *want);
+	DLDeviceType dev[1];
+	read_latest(f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
+	for (uint32_t i = 0; i < f->n; i++)
+		want[i] = base + (float)i;
+	expect(vals, want, f->n, what);
+	free(vals);
+	free(want);
+}
+
 /* ---- residency and sparse kernels ------------------------------------------------------------- */
 
 START_TEST(test_full_write_stays_on_device)
@@ -160,17 +174,9 @@ START_TEST(test_full_write_stays_on_device)
 	w.cuda_sync.stream = (uintptr_t)s; /* drained: the kernel is still spinning now */
 	tst_wait_ok(f.st, write1(&f, a, 1, w));
 	seal(&f, 1);
-	float *vals = malloc(f.n * sizeof *vals), *want = malloc(f.n * sizeof *want);
-	DLDeviceType dev[1];
-	read_latest(&f, &a, 1, vals, dev);
-	ck_assert_int_eq(dev[0], kDLCUDA);
-	for (uint32_t i = 0; i < f.n; i++)
-		want[i] = 1000.f + (float)i;
-	expect(vals, want, f.n, "full write");
+	expect_device_ramp(&f, a, 1000.f, "full write");
 	CU(cudaStreamDestroy(s));
 	CU(cudaFree(d));
-	free(vals);
-	free(want);
 	fx_close(&f);
 }
 END_TEST
@@ -487,13 +493,11 @@ START_TEST(test_map_creates_device_column_on_instance_gpu)
 	/* a new column: the whole query, zero copy (the buffer becomes the version's) */
 	map_fill_unmap(&f, f.q, f.n, a, 1, 5.f, s, (uintptr_t)s);
 	seal(&f, 1);
+	expect_device_ramp(&f, a, 5.f, "full map on the device");
 	float *vals = malloc(f.n * sizeof *vals), *want = malloc(f.n * sizeof *want);
 	DLDeviceType dev[1];
-	read_latest(&f, &a, 1, vals, dev);
-	ck_assert_int_eq(dev[0], kDLCUDA);
 	for (uint32_t i = 0; i < f.n; i++)
 		want[i] = 5.f + (float)i;
-	expect(vals, want, f.n, "full map on the device");
 	/* a sparse session: every third prim, committed by a scatter kernel; unmapped on the legacy
 	 * default stream's handle (1) after a fill on it */
 	uint32_t k = (f.n + 2) / 3;
@@ -506,6 +510,7 @@ START_TEST(test_map_creates_device_column_on_instance_gpu)
 	map_fill_unmap(&f, q3, k, a, 2, 1000.f, (cudaStream_t)0, 1);
 	seal(&f, 2);
 	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
 	for (uint32_t i = 0; i < k; i++)
 		want[3 * i] = 1000.f + (float)i;
 	expect(vals, want, f.n, "sparse map on the device");
