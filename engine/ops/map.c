@@ -15,7 +15,8 @@
  * Zero copy: when the query's prims are exactly the column's rows in order (a new column, or a
  * producer that maps the whole column each step), the session buffer IS the buffer of the version
  * being written: the FULL delta adopts it and the seal publishes it without a copy. Otherwise the
- * buffer is a staging area of the query's rows and the commit copies those rows (a SPARSE delta).
+ * buffer is a staging area of the query's rows and becomes the values of a SPARSE delta (no copy
+ * either: the seal applies them).
  * Buffers are not pre-filled with the current values (as in ovstage 0.2.1). Array columns are not
  * supported yet (NOT_SUPPORTED).
  *
