@@ -1,8 +1,10 @@
 /*
  * fuzz/fuzz_common.h — shared pieces of the libFuzzer targets: a byte reader over the input, the
  * instance fixture (one instance, a path-list query over a few prims, interned attribute tokens),
- * invariant checks that abort() with a message, and the tensor-layout decoder that sizes a buffer
- * we own to exactly the bytes a decoded layout reaches (so ASan flags any read past it).
+ * invariant checks that abort() with a message, the tensor-layout decoder that sizes a buffer we own
+ * to exactly the bytes a decoded layout reaches (so ASan flags any read past it), and the process
+ * of fuzz_read and fuzz_write (fz_proc: the instance kept across inputs, its periodic reset, the
+ * exit checks, floor advances).
  */
 #ifndef OVSTAGE_FUZZ_COMMON_H
 #define OVSTAGE_FUZZ_COMMON_H
@@ -12,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sanitizer/lsan_interface.h>
 
 #include <ovstage/ovstage.h>
 #include <ovx/path_dictionary/path_dictionary.h>
@@ -337,6 +341,87 @@ static inline void fz_decode_tensor(fz_in *in, DLTensor *t, fz_tensor_store *ts)
 		free(ts->buf);
 		ts->buf = NULL;
 		t->data = NULL; /* empty tensors may have NULL data */
+	}
+}
+
+/* ---- the process of fuzz_read and fuzz_write --------------------------------------------------- */
+
+/* One instance kept across inputs (ovstage_initialize holds the runtime across resets), our view of
+ * the floor last advanced to, the iteration count; every FZ_RESET_EVERY inputs the instance is
+ * destroyed (which must succeed: nothing left held) and made anew, and once more at exit, where
+ * LeakSanitizer must then find nothing. The hooks: after_destroy checks what the destroyed
+ * instance released (fuzz_write: its managed tensors' deleters), seed fills a new one (fuzz_read). */
+#define FZ_RESET_EVERY 512
+
+typedef struct {
+	fz_fixture f;
+	uint64_t floor_ord;
+	uint64_t iterations;
+	void (*after_destroy)(void);
+	void (*seed)(void);
+} fz_proc;
+
+static inline void fz_proc_new(fz_proc *p)
+{
+	fz_setup(&p->f);
+	p->floor_ord = 0;
+	if (p->seed)
+		p->seed();
+}
+
+static inline void fz_proc_destroy(fz_proc *p)
+{
+	fz_teardown(&p->f);
+	if (p->after_destroy)
+		p->after_destroy();
+}
+
+/* LLVMFuzzerInitialize: the runtime, the first instance, and at_exit (which calls fz_proc_exit). */
+static inline void fz_proc_init(fz_proc *p, void (*at_exit)(void))
+{
+	FZ_CHECK(ovstage_initialize(NULL) == OVSTAGE_OK, "initialize"); /* keeps the runtime across resets */
+	fz_proc_new(p);
+	atexit(at_exit);
+}
+
+/* At the start of each input: the periodic full reset. */
+static inline void fz_proc_next_input(fz_proc *p)
+{
+	if (++p->iterations % FZ_RESET_EVERY == 0) {
+		fz_proc_destroy(p);
+		fz_proc_new(p);
+	}
+}
+
+static inline void fz_proc_exit(fz_proc *p)
+{
+	fz_proc_destroy(p);
+	ovstage_shutdown();
+	/* everything is released and the instance destroyed: nothing may remain allocated */
+	FZ_CHECK(__lsan_do_recoverable_leak_check() == 0, "leak at exit");
+	fprintf(stderr, "fuzz: clean exit after %" PRIu64 " iterations\n", p->iterations);
+}
+
+/* A floor advance decoded from b and the ordinal the target picked (b & 0x80: its own, else the
+ * floor + (b & 7)): scope ALL, INCLUDE or EXCLUDE (b >> 3 & 3, invalid scopes too) of one or two
+ * attributes (tok[b >> 5 & 3], and `second`); accepted ones are waited, and raise our floor. */
+static inline void fz_advance_floor(fz_proc *p, uint8_t b, uint64_t picked, ovx_token_t second)
+{
+	ovstage_write_floor_desc_t d;
+	memset(&d, 0, sizeof d);
+	d.ordinal = (b & 0x80) ? picked : p->floor_ord + (b & 7);
+	d.scope = (ovstage_scope_t)((b >> 3) & 3);
+	ovx_token_t toks[2] = { p->f.tok[(b >> 5) & 3], second };
+	if (d.scope != OVSTAGE_SCOPE_ALL) {
+		d.attributes = toks;
+		d.attribute_count = (b >> 2) & 1 ? 2 : 1;
+	}
+	ovstage_enqueue_result_t r = ovstage_advance_write_floor(p->f.st, &d);
+	fz_check_enqueue(r, "advance_write_floor");
+	if (r.status == OVSTAGE_OK) {
+		fz_wait_release(p->f.st, r.op_index);
+		if (d.scope == OVSTAGE_SCOPE_ALL && d.ordinal > p->floor_ord)
+			p->floor_ord = d.ordinal;
 	}
 }
 

@@ -11,14 +11,10 @@
  */
 #include "fuzz_common.h"
 
-#include <sanitizer/lsan_interface.h>
-
-#define FZ_RESET_EVERY 512
 #define FZ_MAX_GROUPS 64
 
-static fz_fixture F;
-static uint64_t floor_ord;
-static uint64_t iterations;
+static void seed(void);
+static fz_proc FP = { .seed = seed };
 static volatile uint8_t sink;
 
 static void write_f32(ovstage_query_handle_t q, int attr, uint64_t ord, uint32_t rows, uint16_t lanes, int code)
@@ -40,17 +36,17 @@ static void write_f32(ovstage_query_handle_t q, int attr, uint64_t ord, uint32_t
 	memset(&w, 0, sizeof w);
 	w.tensors = &t;
 	w.tensor_count = 1;
-	ovx_string_or_token_t a = { F.tok[attr], { NULL, 0 } };
-	ovstage_enqueue_result_t r = ovstage_write_attribute(F.st, q, a, ord, w, OVSTAGE_PRIM_MODE_UPSERT);
+	ovx_string_or_token_t a = { FP.f.tok[attr], { NULL, 0 } };
+	ovstage_enqueue_result_t r = ovstage_write_attribute(FP.f.st, q, a, ord, w, OVSTAGE_PRIM_MODE_UPSERT);
 	FZ_CHECK(r.status == OVSTAGE_OK, "seed write");
-	FZ_CHECK(fz_wait_release(F.st, r.op_index) == 0, "seed write failed");
+	FZ_CHECK(fz_wait_release(FP.f.st, r.op_index) == 0, "seed write failed");
 }
 
 static void seed(void)
 {
-	write_f32(F.q, 0, 1, FZ_NPRIMS, 1, kDLFloat); /* a: float */
-	write_f32(F.q, 1, 1, FZ_NPRIMS, 3, kDLInt);   /* b: int32x3 */
-	write_f32(F.q, 2, 2, FZ_NPRIMS, 1, kDLFloat); /* c: float, later deleted on the sub query */
+	write_f32(FP.f.q, 0, 1, FZ_NPRIMS, 1, kDLFloat); /* a: float */
+	write_f32(FP.f.q, 1, 1, FZ_NPRIMS, 3, kDLInt);   /* b: int32x3 */
+	write_f32(FP.f.q, 2, 2, FZ_NPRIMS, 1, kDLFloat); /* c: float, later deleted on the sub query */
 	/* arr: a per-row array column, rows of 1..4 floats */
 	{
 		float v[16] = { 0 };
@@ -69,38 +65,27 @@ static void seed(void)
 		}
 		ovstage_attribute_write_t w;
 		memset(&w, 0, sizeof w);
-		w.attribute.token = F.tok[3];
+		w.attribute.token = FP.f.tok[3];
 		w.data.tensors = t;
 		w.data.tensor_count = FZ_NPRIMS;
 		w.data.is_array = true;
-		ovstage_enqueue_result_t r = ovstage_write_attributes(F.st, F.q, &w, 1, 2, OVSTAGE_PRIM_MODE_UPSERT);
+		ovstage_enqueue_result_t r = ovstage_write_attributes(FP.f.st, FP.f.q, &w, 1, 2, OVSTAGE_PRIM_MODE_UPSERT);
 		FZ_CHECK(r.status == OVSTAGE_OK, "seed array write");
-		FZ_CHECK(fz_wait_release(F.st, r.op_index) == 0, "seed array write failed");
+		FZ_CHECK(fz_wait_release(FP.f.st, r.op_index) == 0, "seed array write failed");
 	}
-	ovx_string_or_token_t c = { F.tok[2], { NULL, 0 } };
-	ovstage_enqueue_result_t r = ovstage_delete_attributes(F.st, F.q_sub, &c, 1, 3);
+	ovx_string_or_token_t c = { FP.f.tok[2], { NULL, 0 } };
+	ovstage_enqueue_result_t r = ovstage_delete_attributes(FP.f.st, FP.f.q_sub, &c, 1, 3);
 	FZ_CHECK(r.status == OVSTAGE_OK, "seed delete");
-	FZ_CHECK(fz_wait_release(F.st, r.op_index) == 0, "seed delete failed");
+	FZ_CHECK(fz_wait_release(FP.f.st, r.op_index) == 0, "seed delete failed");
 	ovstage_write_floor_desc_t d = { 3, OVSTAGE_SCOPE_ALL, NULL, 0 };
-	fz_enqueue_wait(F.st, ovstage_advance_write_floor(F.st, &d), "seed floor");
-	floor_ord = 3;
-	write_f32(F.q_sub, 7, 10, 2, 1, kDLFloat); /* s: unsealed on prims 1 and 3 */
-}
-
-static void full_reset(void)
-{
-	fz_teardown(&F);
-	fz_setup(&F);
-	seed();
+	fz_enqueue_wait(FP.f.st, ovstage_advance_write_floor(FP.f.st, &d), "seed floor");
+	FP.floor_ord = 3;
+	write_f32(FP.f.q_sub, 7, 10, 2, 1, kDLFloat); /* s: unsealed on prims 1 and 3 */
 }
 
 static void at_exit(void)
 {
-	fz_teardown(&F);
-	ovstage_shutdown();
-	/* everything is released and the instance destroyed: nothing may remain allocated */
-	FZ_CHECK(__lsan_do_recoverable_leak_check() == 0, "leak at exit");
-	fprintf(stderr, "fuzz: clean exit after %" PRIu64 " iterations\n", iterations);
+	fz_proc_exit(&FP);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -110,10 +95,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	FZ_CHECK(ovstage_initialize(NULL) == OVSTAGE_OK, "initialize");
-	fz_setup(&F);
-	seed();
-	atexit(at_exit);
+	fz_proc_init(&FP, at_exit); /* the instance, seeded */
 	return 0;
 }
 
@@ -126,8 +108,8 @@ static uint64_t pick_ordinal(fz_in *in)
 	case 2: return UINT64_MAX;
 	case 3: return UINT64_MAX - (b & 3);
 	case 4: return fz_u64(in);
-	case 5: return floor_ord;
-	default: return floor_ord + 1 + (b & 15);
+	case 5: return FP.floor_ord;
+	default: return FP.floor_ord + 1 + (b & 15);
 	}
 }
 
@@ -197,11 +179,11 @@ static void release_groups(ovstage_read_group_t *g, int n, fz_in *in)
 		ovstage_read_group_t t = g[i];
 		g[i] = g[j];
 		g[j] = t;
-		ovstage_api_status_t s = ovstage_release_group(F.st, &g[i]);
+		ovstage_api_status_t s = ovstage_release_group(FP.f.st, &g[i]);
 		FZ_CHECK(s == OVSTAGE_OK, "release_group = %d", (int)s);
 	}
 	if (n && (fz_u8(in) & 0x80)) {
-		ovstage_api_status_t s = ovstage_release_group(F.st, &g[0]);
+		ovstage_api_status_t s = ovstage_release_group(FP.f.st, &g[0]);
 		FZ_CHECK(s != OVSTAGE_OK && s != OVSTAGE_ERROR_INTERNAL && fz_status_documented(s),
 			 "second release_group = %d", (int)s);
 	}
@@ -209,7 +191,7 @@ static void release_groups(ovstage_read_group_t *g, int n, fz_in *in)
 
 static void one_read(fz_in *in)
 {
-	ovstage_query_handle_t q = fz_pick_query(&F, fz_u8(in));
+	ovstage_query_handle_t q = fz_pick_query(&FP.f, fz_u8(in));
 	uint8_t ab = fz_u8(in);
 	ovx_token_t attrs[6];
 	size_t na = ab & 7;
@@ -217,7 +199,7 @@ static void one_read(fz_in *in)
 		na = 6;
 	for (size_t i = 0; i < na; i++) {
 		uint8_t b = fz_u8(in);
-		attrs[i] = b >= 0xf0 ? (b & 1 ? 0 : 0xbadbadull) : F.tok[b % FZ_NATTRS];
+		attrs[i] = b >= 0xf0 ? (b & 1 ? 0 : 0xbadbadull) : FP.f.tok[b % FZ_NATTRS];
 	}
 	const ovx_token_t *ap = (ab & 0x80) ? NULL : attrs; /* NULL with a count, sometimes */
 	if (na == 0 && (ab & 0x40))
@@ -229,7 +211,7 @@ static void one_read(fz_in *in)
 	range.start_ordinal = pick_ordinal(in);
 	range.end_ordinal = pick_ordinal(in);
 	ovstage_read_handle_t rh = 12345;
-	ovstage_enqueue_result_t r = ovstage_read_attributes(F.st, q, ap, na, range, &rh);
+	ovstage_enqueue_result_t r = ovstage_read_attributes(FP.f.st, q, ap, na, range, &rh);
 	fz_check_enqueue(r, "read_attributes");
 	if (r.status != OVSTAGE_OK) {
 		FZ_CHECK(rh == OVSTAGE_INVALID_READ_HANDLE, "rejected read left handle %" PRIu64, rh);
@@ -237,14 +219,14 @@ static void one_read(fz_in *in)
 	}
 	FZ_CHECK(rh != OVSTAGE_INVALID_READ_HANDLE, "accepted read without a handle");
 	if (rb & 2)
-		fz_wait_release(F.st, r.op_index);
+		fz_wait_release(FP.f.st, r.op_index);
 	ovstage_read_group_t groups[FZ_MAX_GROUPS];
 	int ng = 0;
 	int early_release = (rb & 4) != 0;
 	for (int iter = 0; iter < 1000; iter++) {
 		ovstage_read_group_t g;
 		ovstage_timeout_ns_t to = (rb & 8) && iter < 3 ? 0 : OVSTAGE_TIMEOUT_INFINITE;
-		ovstage_api_status_t s = ovstage_fetch_read_next(F.st, rh, to, &g);
+		ovstage_api_status_t s = ovstage_fetch_read_next(FP.f.st, rh, to, &g);
 		FZ_CHECK(fz_status_documented(s) && s != OVSTAGE_ERROR_INTERNAL, "fetch_read_next = %d", (int)s);
 		if (s == OVSTAGE_ERROR_TIMEOUT) {
 			FZ_CHECK(to != OVSTAGE_TIMEOUT_INFINITE, "TIMEOUT on an infinite fetch");
@@ -256,34 +238,34 @@ static void one_read(fz_in *in)
 		check_data(&g.data, g.is_delete, 0);
 		check_prims(&g.prims);
 		if (early_release && (fz_u8(in) & 1)) {
-			FZ_CHECK(ovstage_release_group(F.st, &g) == OVSTAGE_OK, "early release_group");
+			FZ_CHECK(ovstage_release_group(FP.f.st, &g) == OVSTAGE_OK, "early release_group");
 			continue;
 		}
 		FZ_CHECK(ng < FZ_MAX_GROUPS, "more than %d groups", FZ_MAX_GROUPS);
 		groups[ng++] = g;
 	}
 	if (rb & 0x10) { /* groups outlive the read handle */
-		fz_enqueue_wait(F.st, ovstage_release_read(F.st, rh), "release_read");
+		fz_enqueue_wait(FP.f.st, ovstage_release_read(FP.f.st, rh), "release_read");
 		release_groups(groups, ng, in);
 	} else {
 		release_groups(groups, ng, in);
-		fz_enqueue_wait(F.st, ovstage_release_read(F.st, rh), "release_read");
+		fz_enqueue_wait(FP.f.st, ovstage_release_read(FP.f.st, rh), "release_read");
 	}
 	if (!(rb & 2))
-		fz_wait_release(F.st, r.op_index);
+		fz_wait_release(FP.f.st, r.op_index);
 	/* the handle is gone */
 	ovstage_read_group_t g;
-	ovstage_api_status_t s = ovstage_fetch_read_next(F.st, rh, 0, &g);
+	ovstage_api_status_t s = ovstage_fetch_read_next(FP.f.st, rh, 0, &g);
 	FZ_CHECK(s != OVSTAGE_OK && fz_status_documented(s) && s != OVSTAGE_ERROR_INTERNAL,
 		 "fetch on a released read = %d", (int)s);
 }
 
 static void one_map(fz_in *in)
 {
-	ovstage_query_handle_t q = fz_pick_query(&F, fz_u8(in));
+	ovstage_query_handle_t q = fz_pick_query(&FP.f, fz_u8(in));
 	ovstage_map_desc_t desc;
 	memset(&desc, 0, sizeof desc);
-	desc.attribute = fz_pick_attr(&F, fz_u8(in));
+	desc.attribute = fz_pick_attr(&FP.f, fz_u8(in));
 	uint8_t b = fz_u8(in);
 	if (b & 1)
 		desc.dtype = fz_dtype(in);
@@ -300,7 +282,7 @@ static void one_map(fz_in *in)
 		sp = nsizes ? sizes : NULL;
 	}
 	ovstage_map_handle_t mh = 777;
-	ovstage_enqueue_result_t r = ovstage_map_attribute(F.st, q, &desc, ord, sp, nsizes, &mh);
+	ovstage_enqueue_result_t r = ovstage_map_attribute(FP.f.st, q, &desc, ord, sp, nsizes, &mh);
 	fz_check_enqueue(r, "map_attribute");
 	if (r.status != OVSTAGE_OK)
 		return;
@@ -308,7 +290,7 @@ static void one_map(fz_in *in)
 	uint8_t fb = fz_u8(in);
 	for (int iter = 0; iter < 4; iter++) {
 		ovstage_map_group_t g;
-		ovstage_api_status_t s = ovstage_fetch_map_next(F.st, mh, OVSTAGE_TIMEOUT_INFINITE, &g);
+		ovstage_api_status_t s = ovstage_fetch_map_next(FP.f.st, mh, OVSTAGE_TIMEOUT_INFINITE, &g);
 		FZ_CHECK(fz_status_documented(s) && s != OVSTAGE_ERROR_INTERNAL && s != OVSTAGE_ERROR_TIMEOUT,
 			 "fetch_map_next = %d", (int)s);
 		if (s != OVSTAGE_OK)
@@ -317,22 +299,22 @@ static void one_map(fz_in *in)
 		check_prims(&g.prims);
 		if (fb & 1) {
 			ovstage_cuda_sync_t sync = { (fb & 2) ? 1 : 0, 0 };
-			fz_enqueue_wait(F.st, ovstage_unmap_group(F.st, mh, &g, sync), "unmap_group");
+			fz_enqueue_wait(FP.f.st, ovstage_unmap_group(FP.f.st, mh, &g, sync), "unmap_group");
 		}
 	}
 	if (fb & 4) { /* a CUDA sync on a CPU build: rejected, the handle stays */
 		ovstage_cuda_sync_t sync = { 0, 1 };
-		ovstage_enqueue_result_t u = ovstage_unmap_attribute(F.st, mh, sync);
-		fz_enqueue_wait(F.st, u, "unmap_attribute sync");
+		ovstage_enqueue_result_t u = ovstage_unmap_attribute(FP.f.st, mh, sync);
+		fz_enqueue_wait(FP.f.st, u, "unmap_attribute sync");
 		if (u.status == OVSTAGE_OK)
 			goto done;
 	}
 	ovstage_cuda_sync_t none = { 0, 0 };
-	fz_enqueue_wait(F.st, ovstage_unmap_attribute(F.st, mh, none), "unmap_attribute");
+	fz_enqueue_wait(FP.f.st, ovstage_unmap_attribute(FP.f.st, mh, none), "unmap_attribute");
 done:
-	fz_wait_release(F.st, r.op_index);
+	fz_wait_release(FP.f.st, r.op_index);
 	ovstage_cuda_sync_t none2 = { 0, 0 };
-	ovstage_enqueue_result_t again = ovstage_unmap_attribute(F.st, mh, none2);
+	ovstage_enqueue_result_t again = ovstage_unmap_attribute(FP.f.st, mh, none2);
 	fz_check_enqueue(again, "second unmap_attribute");
 	FZ_CHECK(again.status != OVSTAGE_OK, "second unmap_attribute accepted");
 }
@@ -340,45 +322,29 @@ done:
 static void advance_floor(fz_in *in)
 {
 	uint8_t b = fz_u8(in);
-	ovstage_write_floor_desc_t d;
-	memset(&d, 0, sizeof d);
-	d.ordinal = (b & 0x80) ? pick_ordinal(in) : floor_ord + (b & 7);
-	d.scope = (ovstage_scope_t)((b >> 3) & 3);
-	ovx_token_t toks[2] = { F.tok[(b >> 5) & 3], F.tok[7] };
-	if (d.scope != OVSTAGE_SCOPE_ALL) {
-		d.attributes = toks;
-		d.attribute_count = (b >> 2) & 1 ? 2 : 1;
-	}
-	ovstage_enqueue_result_t r = ovstage_advance_write_floor(F.st, &d);
-	fz_check_enqueue(r, "advance_write_floor");
-	if (r.status == OVSTAGE_OK) {
-		fz_wait_release(F.st, r.op_index);
-		if (d.scope == OVSTAGE_SCOPE_ALL && d.ordinal > floor_ord)
-			floor_ord = d.ordinal;
-	}
+	fz_advance_floor(&FP, b, (b & 0x80) ? pick_ordinal(in) : 0, FP.f.tok[7]);
 }
 
 static void bogus_handles(fz_in *in)
 {
 	uint64_t h = fz_u8(in) & 1 ? fz_u64(in) : (uint64_t)fz_u8(in);
 	ovstage_read_group_t g;
-	ovstage_api_status_t s = ovstage_fetch_read_next(F.st, h, 0, &g);
+	ovstage_api_status_t s = ovstage_fetch_read_next(FP.f.st, h, 0, &g);
 	FZ_CHECK(fz_status_documented(s) && s != OVSTAGE_ERROR_INTERNAL && s != OVSTAGE_OK, "fetch bogus = %d", (int)s);
 	memset(&g, 0, sizeof g);
 	g.read_group_id = h;
-	s = ovstage_release_group(F.st, &g);
+	s = ovstage_release_group(FP.f.st, &g);
 	FZ_CHECK(fz_status_documented(s) && s != OVSTAGE_ERROR_INTERNAL && s != OVSTAGE_OK, "release bogus = %d",
 		 (int)s);
 	ovstage_map_group_t mg;
-	s = ovstage_fetch_map_next(F.st, h, 0, &mg);
+	s = ovstage_fetch_map_next(FP.f.st, h, 0, &mg);
 	FZ_CHECK(fz_status_documented(s) && s != OVSTAGE_ERROR_INTERNAL && s != OVSTAGE_OK, "map fetch bogus = %d",
 		 (int)s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (++iterations % FZ_RESET_EVERY == 0)
-		full_reset();
+	fz_proc_next_input(&FP);
 	fz_in in = { data, size };
 	for (int cmd = 0; cmd < 8 && in.n; cmd++) {
 		uint8_t c = fz_u8(&in);

@@ -13,9 +13,6 @@
  */
 #include "fuzz_common.h"
 
-#include <sanitizer/lsan_interface.h>
-
-#define FZ_RESET_EVERY 512
 #define FZ_MAX_BATCH 4
 #define FZ_MAX_TENSORS 6
 #define FZ_MAX_COUNT 300
@@ -28,10 +25,9 @@ typedef struct fz_managed {
 	struct fz_managed *next;
 } fz_managed;
 
-static fz_fixture F;
+static void released_all(void);
+static fz_proc FP = { .after_destroy = released_all };
 static fz_managed *pending;    /* managed tensors of accepted ops: checked after destroy */
-static uint64_t floor_ord;      /* our view of the floor we last advanced to */
-static uint64_t iterations;
 
 static void count_deleter(DLManagedTensorVersioned *self)
 {
@@ -47,29 +43,20 @@ static void managed_free(fz_managed *m)
 	free(m);
 }
 
-static void full_reset(void)
+/* After each destroy: every accepted op's managed tensors were released exactly once. */
+static void released_all(void)
 {
-	fz_teardown(&F);
-	/* the instance is gone: every accepted op's managed tensors were released exactly once */
 	while (pending) {
 		fz_managed *m = pending;
 		pending = m->next;
 		FZ_CHECK(m->calls == 1, "accepted managed tensor released %d times after destroy", m->calls);
 		managed_free(m);
 	}
-	fz_setup(&F);
-	floor_ord = 0;
 }
 
 static void at_exit(void)
 {
-	if (F.st)
-		full_reset();
-	fz_teardown(&F);
-	ovstage_shutdown();
-	/* everything is released and the instance destroyed: nothing may remain allocated */
-	FZ_CHECK(__lsan_do_recoverable_leak_check() == 0, "leak at exit");
-	fprintf(stderr, "fuzz: clean exit after %" PRIu64 " iterations\n", iterations);
+	fz_proc_exit(&FP);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -79,9 +66,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
 	(void)argv;
-	FZ_CHECK(ovstage_initialize(NULL) == OVSTAGE_OK, "initialize"); /* keeps the runtime across resets */
-	fz_setup(&F);
-	atexit(at_exit);
+	fz_proc_init(&FP, at_exit);
 	return 0;
 }
 
@@ -90,11 +75,11 @@ static uint64_t pick_ordinal(fz_in *in)
 	uint8_t b = fz_u8(in);
 	switch (b >> 5) {
 	case 0: return 0;
-	case 1: return floor_ord; /* at the floor: rejected */
-	case 2: return floor_ord ? floor_ord - 1 : 0;
+	case 1: return FP.floor_ord; /* at the floor: rejected */
+	case 2: return FP.floor_ord ? FP.floor_ord - 1 : 0;
 	case 3: return UINT64_MAX;
 	case 4: return fz_u64(in);
-	default: return floor_ord + 1 + (b & 15);
+	default: return FP.floor_ord + 1 + (b & 15);
 	}
 }
 
@@ -114,7 +99,7 @@ typedef struct {
 static void decode_entry(fz_in *in, fz_entry *e, fz_managed **batch_managed, int *n_batch_managed)
 {
 	memset(e, 0, sizeof *e);
-	e->w.attribute = fz_pick_attr(&F, fz_u8(in));
+	e->w.attribute = fz_pick_attr(&FP.f, fz_u8(in));
 	ovstage_write_data_t *d = &e->w.data;
 	uint8_t b = fz_u8(in);
 	uint32_t nt = b & 7;
@@ -211,7 +196,7 @@ static void one_write(fz_in *in, int batch)
 	size_t n = batch ? (hb & 3) + ((hb & 4) ? 1 : 0) : 1; /* 0..4 */
 	if (n > FZ_MAX_BATCH)
 		n = FZ_MAX_BATCH;
-	ovstage_query_handle_t q = fz_pick_query(&F, fz_u8(in));
+	ovstage_query_handle_t q = fz_pick_query(&FP.f, fz_u8(in));
 	uint64_t ord = pick_ordinal(in);
 	uint8_t pm = fz_u8(in);
 	ovstage_prim_mode_t mode = (ovstage_prim_mode_t)(pm < 250 ? pm & 1 : pm);
@@ -221,9 +206,9 @@ static void one_write(fz_in *in, int batch)
 	}
 	ovstage_enqueue_result_t r;
 	if (batch)
-		r = ovstage_write_attributes(F.st, q, (hb & 0x80) && n == 0 ? NULL : writes, n, ord, mode);
+		r = ovstage_write_attributes(FP.f.st, q, (hb & 0x80) && n == 0 ? NULL : writes, n, ord, mode);
 	else
-		r = ovstage_write_attribute(F.st, q, writes[0].attribute, ord, writes[0].data, mode);
+		r = ovstage_write_attribute(FP.f.st, q, writes[0].attribute, ord, writes[0].data, mode);
 	fz_check_enqueue(r, batch ? "write_attributes" : "write_attribute");
 	if (r.status != OVSTAGE_OK) {
 		/* rejected: every distinct managed tensor given was released exactly once, at the call */
@@ -233,7 +218,7 @@ static void one_write(fz_in *in, int batch)
 		for (int i = 0; i < n_batch_managed; i++)
 			managed_free(batch_managed[i]);
 	} else {
-		fz_wait_release(F.st, r.op_index);
+		fz_wait_release(FP.f.st, r.op_index);
 		for (int i = 0; i < n_batch_managed; i++) {
 			FZ_CHECK(batch_managed[i]->calls <= 1, "accepted write: deleter called %d times",
 				 batch_managed[i]->calls);
@@ -248,28 +233,12 @@ static void one_write(fz_in *in, int batch)
 static void advance_floor(fz_in *in)
 {
 	uint8_t b = fz_u8(in);
-	ovstage_write_floor_desc_t d;
-	memset(&d, 0, sizeof d);
-	d.ordinal = (b & 0x80) ? fz_u64(in) : floor_ord + (b & 7);
-	d.scope = (ovstage_scope_t)((b >> 3) & 3);
-	ovx_token_t toks[2] = { F.tok[(b >> 5) & 3], F.tok[0] };
-	if (d.scope != OVSTAGE_SCOPE_ALL) {
-		d.attributes = toks;
-		d.attribute_count = (b >> 2) & 1 ? 2 : 1;
-	}
-	ovstage_enqueue_result_t r = ovstage_advance_write_floor(F.st, &d);
-	fz_check_enqueue(r, "advance_write_floor");
-	if (r.status == OVSTAGE_OK) {
-		fz_wait_release(F.st, r.op_index);
-		if (d.scope == OVSTAGE_SCOPE_ALL && d.ordinal > floor_ord)
-			floor_ord = d.ordinal;
-	}
+	fz_advance_floor(&FP, b, (b & 0x80) ? fz_u64(in) : 0, FP.f.tok[0]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (++iterations % FZ_RESET_EVERY == 0)
-		full_reset();
+	fz_proc_next_input(&FP);
 	fz_in in = { data, size };
 	for (int cmd = 0; cmd < 8 && in.n; cmd++) {
 		uint8_t c = fz_u8(&in);
@@ -281,8 +250,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			/* a floor far above: later writes are rejected (until the next reset) */
 			if (c == 0xff) {
 				ovstage_write_floor_desc_t d = { UINT64_MAX - 1, OVSTAGE_SCOPE_ALL, NULL, 0 };
-				fz_enqueue_wait(F.st, ovstage_advance_write_floor(F.st, &d), "advance_write_floor max");
-				floor_ord = UINT64_MAX - 1;
+				fz_enqueue_wait(FP.f.st, ovstage_advance_write_floor(FP.f.st, &d), "advance_write_floor max");
+				FP.floor_ord = UINT64_MAX - 1;
 			}
 			break;
 		}
