@@ -9,7 +9,8 @@
  *    the ordinal count: per column, retention versions + the held group's version + the one a seal
  *    builds;
  *  - nothing is left unsealed.
- * The curve (ordinal, unsealed, buffer, pooled bytes, buffers, live column buffers) is written every
+ * The curve (ordinal, unsealed, buffer, pooled bytes, buffers, live column buffers, the process's
+ * resident KiB) is written every
  * 1/1000th of the run to OVSTAGE_SOAK_CURVE (default soak_curve.tsv in the working directory).
  * Threads record the first failure (check's assertions are not thread-safe); the test asserts after
  * the join. Values are checked with plain loops: a ck_assert per value would write a check log
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ovstage/ovstage.h>
 #include <ovstage/ovstage_ext.h>
@@ -123,6 +125,19 @@ static void read_and_hold(soak *s, uint32_t id, uint64_t o, ovstage_read_group_t
 	op_ok(s, ovstage_release_read(s->st, rh), "release_read", o);
 }
 
+/* The process's resident set in KiB (Linux /proc/self/statm), -1 where it cannot be read. */
+static long rss_kb(void)
+{
+	long pages = -1, resident = -1;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+			resident = -1;
+		fclose(f);
+	}
+	return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 /* Thread 0, the stage quiescent: the memory bound and the curve. */
 static void check_memory(soak *s, uint64_t o, uint64_t step)
 {
@@ -142,8 +157,8 @@ static void check_memory(soak *s, uint64_t o, uint64_t step)
 	if (ms.unsealed_bytes)
 		soak_fail(s, "ordinal %" PRIu64 ": %" PRIu64 " unsealed bytes after the seal", o, ms.unsealed_bytes);
 	if (o % step == 0 || o == s->nord)
-		fprintf(s->curve, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\n", o,
-			ms.unsealed_bytes, ms.buffer_bytes, ms.pooled_bytes, ms.buffers, live);
+		fprintf(s->curve, "%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%ld\n", o,
+			ms.unsealed_bytes, ms.buffer_bytes, ms.pooled_bytes, ms.buffers, live, rss_kb());
 }
 
 static void *soak_thread(void *arg)
@@ -194,7 +209,7 @@ START_TEST(test_soak_live_buffers_bounded)
 	const char *curve_path = getenv("OVSTAGE_SOAK_CURVE");
 	s.curve = fopen(curve_path && *curve_path ? curve_path : "soak_curve.tsv", "w");
 	ck_assert_msg(s.curve != NULL, "cannot write the memory curve");
-	fprintf(s.curve, "ordinal\tunsealed_bytes\tbuffer_bytes\tpooled_bytes\tbuffers\tlive_buffers\n");
+	fprintf(s.curve, "ordinal\tunsealed_bytes\tbuffer_bytes\tpooled_bytes\tbuffers\tlive_buffers\trss_kb\n");
 	ck_assert_int_eq(ovstage_create_instance(NULL, &s.st), OVSTAGE_OK);
 	path_dictionary_instance_t *pd = ovstage_get_path_dictionary(s.st);
 	char (*names)[24] = malloc(NPRIMS * sizeof *names);
