@@ -199,8 +199,6 @@ static uint32_t mask_count(const uint64_t *mask, uint32_t n)
 	return mask_count_words(mask, n, 0, (n + 63) / 64);
 }
 
-/* The next run [*i, *end) of selected elements at or after *i (mask NULL: everything up to n);
- * false when there is none. Whole words at a time: zero words are skipped, full words extend. */
 /* The positions of the set bits of mask[0, n) into out, in order; returns how many. One pass over
  * the words with a count-trailing-zeros per set bit (no branch per element). */
 static uint32_t mask_positions(const uint64_t *mask, uint32_t n, uint32_t *out)
@@ -216,6 +214,8 @@ static uint32_t mask_positions(const uint64_t *mask, uint32_t n, uint32_t *out)
 	return k;
 }
 
+/* The next run [*i, *end) of selected elements at or after *i (mask NULL: everything up to n);
+ * false when there is none. Whole words at a time: zero words are skipped, full words extend. */
 static bool next_run(const uint64_t *mask, uint32_t n, uint32_t *i, uint32_t *end)
 {
 	uint32_t a = *i, nw = (n + 63) / 64;
