@@ -846,6 +846,7 @@ int main(int argc, char **argv)
 	char why[256];
 	if (o->cuda && !demo_cuda_usable(why, sizeof why)) {
 		printf("sim demo --device cuda: skipped: %s\n", why);
+		free(d);
 		return EXIT_SUCCESS;
 	}
 	long rss_start = proc_status_kb("VmRSS");
