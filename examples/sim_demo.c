@@ -839,6 +839,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	if (!parse_options(argc, argv, &d->o)) {
 		usage(argv[0]);
+		free(d);
 		return 2;
 	}
 	const options *o = &d->o;
