@@ -40,11 +40,23 @@ for s in $steps; do
                 timeout 150 $b --fib 34 --markdown >"$out/jobs-$v-$i.md" 2>&1; echo "jobs $v $i rc=$?"; done; done ;;
     fuzz) # the libFuzzer targets with 16 workers: FUZZ_RUNS executions per worker (default 625000: 10^7 per
           # target), FUZZ_TARGETS (default fuzz_write fuzz_read), FUZZ_SECS a time cap per target
-          mkdir -p /tmp/clangbin
-          for t in clang clang++; do v=$(ls /usr/bin/$t-[0-9]* 2>/dev/null | sort -V | tail -1)
-            [ -n "$v" ] && ln -sf "$v" /tmp/clangbin/$t; done
-          export PATH=/tmp/clangbin:$PATH
-          bash fuzz/run.sh 1 >/dev/null 2>&1 || true # builds build/fuzz (and runs each target for 1 s)
+          # FUZZ_PREBUILT: a folder with target binaries built on the dev machine (its clang has
+          # compiler-rt, the device's has none) and optionally <target>.corpus.tar to start from;
+          # OVSTAGE_WORKERS (default 2 here) keeps 16 processes from running 16 workers each.
+          export OVSTAGE_WORKERS=${OVSTAGE_WORKERS:-2}
+          if [ -n "${FUZZ_PREBUILT:-}" ]; then
+            mkdir -p build/fuzz/fuzz
+            for t in ${FUZZ_TARGETS:-fuzz_write fuzz_read}; do
+              cp "$FUZZ_PREBUILT/$t" build/fuzz/fuzz/ && mkdir -p build/fuzz/corpus/$t
+              [ -f "$FUZZ_PREBUILT/$t.corpus.tar" ] && tar -xf "$FUZZ_PREBUILT/$t.corpus.tar" -C build/fuzz/corpus/$t
+            done
+          else
+            mkdir -p /tmp/clangbin
+            for t in clang clang++; do v=$(ls /usr/bin/$t-[0-9]* 2>/dev/null | sort -V | tail -1)
+              [ -n "$v" ] && ln -sf "$v" /tmp/clangbin/$t; done
+            export PATH=/tmp/clangbin:$PATH
+            bash fuzz/run.sh 1 >/dev/null 2>&1 || true # builds build/fuzz (and runs each target for 1 s)
+          fi
           export ASAN_OPTIONS=abort_on_error=1:halt_on_error=1:detect_leaks=1:allocator_may_return_null=1
           for t in ${FUZZ_TARGETS:-fuzz_write fuzz_read}; do
             mkdir -p build/fuzz/corpus/$t build/fuzz/artifacts/$t
@@ -54,6 +66,8 @@ for s in $steps; do
             echo "$t rc=$? executions: $(cat build/fuzz/fuzz-*.log 2>/dev/null | awk '/^stat::number_of_executed_units:/ {n += $2} END {print n + 0}')" \
               "clean exits: $(cat build/fuzz/fuzz-*.log 2>/dev/null | grep -c '^fuzz: clean exit') findings: $(ls build/fuzz/artifacts/$t | wc -l)"
             mv build/fuzz/fuzz-*.log "$out/" 2>/dev/null; mkdir -p "$out/$t-jobs"; mv "$out"/fuzz-*.log "$out/$t-jobs/" 2>/dev/null
+            cp -r build/fuzz/artifacts/$t "$out/$t-artifacts" 2>/dev/null
+            tar -cf "$out/$t.corpus.tar" -C build/fuzz/corpus/$t . 2>/dev/null
           done ;;
     demo) for dev in cpu cuda; do for p in 2 4; do
             timeout 120 build-gpu/examples/ovstage_demo_sim --device $dev --envs 4096 --producers $p --steps 4000 --quiet \

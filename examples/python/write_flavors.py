@@ -12,12 +12,29 @@ import ovstage
 from ovstage import AttributeSemantic, ErrorCode, OrdinalRange, OvstageError, WriteDesc
 
 
-def column(stage, query, attr, ordinal):
+def column(stage, query, attr, ordinal, to_host=np.from_dlpack):
+    """The values of attr as of ordinal, in query order; to_host turns a group tensor into a numpy
+    array (numpy takes CPU tensors only: a GPU column's tensor goes through a GPU library)."""
     with stage.read_attributes(query, [attr], OrdinalRange.latest(ordinal)) as read:
         for g in read.groups():
-            a = np.from_dlpack(g.dlpack(0))
+            a = to_host(g.dlpack(0))
             return [a[g.data_row_index(i)] for i in range(g.prim_count)]
     return []
+
+
+def cuda_to_host(name):
+    """numpy copy of a CUDA group tensor through the GPU library `name` (zero copy on the device)."""
+    if name == "torch":
+        import torch
+
+        return lambda t: torch.from_dlpack(t).cpu().numpy()
+    if name == "cupy":
+        import cupy
+
+        return lambda t: cupy.from_dlpack(t).get()
+    import warp as wp
+
+    return lambda t: wp.from_dlpack(t).numpy()
 
 
 def cuda_array():
@@ -104,7 +121,8 @@ def main():
             print(f"gpu-samples: skipped ({name} array refused: {e.message})")
             return
         stage.advance_write_floor(8).wait()
-        print(f"gpu-samples ({name}) read back on CPU", np.array(column(stage, sample, "gpu-samples", 8)))
+        back = column(stage, sample, "gpu-samples", 8, cuda_to_host(name))
+        print(f"gpu-samples ({name}) read back on CPU", np.array(back))
 
 
 if __name__ == "__main__":

@@ -2079,8 +2079,13 @@ static void export_deleter_l(DLManagedTensor *m)
 	export_free(m->manager_ctx);
 }
 
+/* A consumer that refuses a capsule (numpy given a CUDA tensor or an unsupported dtype) raises and
+ * then drops it, so this can run with an exception pending: it is kept (fetched and restored, as in
+ * warn_unreleased), or the refusal would turn into "SystemError: error return without exception set". */
 static void export_capsule_destructor(PyObject *cap)
 {
+	PyObject *et, *ev, *tb;
+	PyErr_Fetch(&et, &ev, &tb);
 	/* An unconsumed capsule still owns its tensor. */
 	if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
 		DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
@@ -2091,7 +2096,8 @@ static void export_capsule_destructor(PyObject *cap)
 		if (m && m->deleter)
 			m->deleter(m);
 	}
-	PyErr_Clear();
+	PyErr_Clear(); /* anything the checks above raised is ours to drop */
+	PyErr_Restore(et, ev, tb);
 }
 
 /*

@@ -5,7 +5,8 @@
 # so a missing toolkit fails the configure instead of skipping everything) and the extension first
 # (release) into build/gpu-python, and imports the package from there: nothing needs to be installed
 # but numpy and pytest (plus torch and/or cupy for the GPU tests). Then runs pytest with -rs so every
-# skip prints its reason; both runs always run, and the exit status is non-zero if either failed.
+# skip prints its reason; then write_flavors.py (its GPU section) through test_examples.py. Every run
+# always runs, and the exit status is non-zero if any failed.
 #   usage: bash python/tests/run_gpu.sh [extra pytest args]
 # PYTHON selects the interpreter (default: python3 on PATH). OVSTAGE_CUDA (ON/AUTO/OFF) and
 # CUDA_ARCHS (e.g. 90: one architecture compiles faster) go to CMake.
@@ -40,4 +41,6 @@ PY
 rc=0
 "$py" -m pytest -q -rs -p no:cacheprovider -m gpu python/tests "$@" || rc=$?
 "$py" -m pytest -q -rs -p no:cacheprovider python/tests/test_cuda_protocol.py "$@" || rc=$((rc ? rc : $?))
+# write_flavors.py's GPU section (a CUDA column read back through torch, cupy or warp) checked line by line
+"$py" -m pytest -q -rs -p no:cacheprovider python/tests/test_examples.py -k write_flavors "$@" || rc=$((rc ? rc : $?))
 exit "$rc"

@@ -297,3 +297,53 @@ def test_torch_cpu_round_trip(stage, prims):
         assert out.tolist() == [1.0, 2.0, 3.0]
         del out
         g.release()
+
+
+
+class Bfloat16Producer:
+    """A CPU producer of kDLBfloat16 (n,) over a numpy uint16 buffer (numpy itself cannot make one)."""
+
+    def __init__(self, bits):
+        import ctypes
+
+        class Tensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device", ctypes.c_int32 * 2), ("ndim", ctypes.c_int32),
+                        ("dtype", ctypes.c_uint8 * 4), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                        ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+        class Managed(ctypes.Structure):
+            _fields_ = [("dl_tensor", Tensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+        self.bits = bits
+        self.shape = (ctypes.c_int64 * 1)(len(bits))
+        self.m = Managed()
+        self.m.dl_tensor.data = bits.ctypes.data
+        self.m.dl_tensor.device = (ctypes.c_int32 * 2)(1, 0)
+        self.m.dl_tensor.ndim = 1
+        self.m.dl_tensor.dtype = (ctypes.c_uint8 * 4)(int(DLDataTypeCode.kDLBfloat), 16, 1, 0)
+        self.m.dl_tensor.shape = self.shape
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        self._new = lambda: new(ctypes.addressof(self.m), b"dltensor", None)
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        return self._new()  # no deleter: self (kept alive by the caller) owns the descriptor
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_consumer_refusal_keeps_its_exception(stage, prims):
+    # numpy refuses a bfloat16 capsule and drops it; the capsule's destructor then runs with numpy's
+    # exception pending and must leave it there (it cleared it: "SystemError: error return without
+    # exception set" instead of numpy's error; seen with a CUDA group on the GPU machine)
+    p = prims(3)
+    src = Bfloat16Producer(np.array([0x3F80, 0x4000, 0x4040], np.uint16))  # 1, 2, 3
+    stage.write_attribute(p.query, "bf", 1, src, is_array=False).wait()
+    stage.advance_write_floor(1).wait()
+    with stage.read_attributes(p.query, ["bf"], ovstage.OrdinalRange.latest(1)) as read:
+        for g in read.groups():
+            assert g.dlpack(0).__dlpack_device__() == (1, 0)
+            with pytest.raises(Exception) as info:
+                np.from_dlpack(g.dlpack(0))
+            assert not isinstance(info.value, SystemError), repr(info.value)
