@@ -493,8 +493,7 @@ void *jobs_worker_main(void *arg)
 	if (s->cfg.pin)
 		(void)jobs_topology_pin(&s->topo, w->index);
 	/* Adaptive spin window (docs/jobs.md, "Sleeping and waking"): a search that ends in sleep
-	 * halves the next window (unless the work before it included steals: then the next is the
-	 * full window); one that finds work while spinning, or a sleep that is woken
+	 * halves the next window; one that finds work while spinning, or a sleep that is woken
 	 * within spin_max_ns, doubles it; between spin_max_ns (the configured spin_us) and
 	 * spin_max_ns / 32. Under a trickle of jobs farther
 	 * apart than the window every spin fails, so a woken worker spins briefly and sleeps again
@@ -510,9 +509,6 @@ void *jobs_worker_main(void *arg)
 	const uint64_t spin_max_ns = (uint64_t)s->cfg.spin_us * 1000u;
 	const uint64_t spin_min_ns = spin_max_ns / 32u;
 	uint64_t spin_ns = spin_max_ns;
-	/* Our steal count when we last went to sleep: a busy period that stole fork-join frames was a
-	 * parallel phase (relaxed: our own counter, read by its only writer). */
-	uint64_t steals_at_sleep = atomic_load_explicit(&w->n_steals, memory_order_relaxed);
 	start_searching(w);
 	for (;;) {
 		uint64_t idle_since = 0;
@@ -543,19 +539,8 @@ void *jobs_worker_main(void *arg)
 				break; /* the clock: see above */
 			jobs_backoff(&spins);
 		}
-		/* The window found nothing: halve the next one — unless we stole since our last sleep.
-		 * Parallel phases (an engine op's fork-join copy or gather) come back-to-back with short
-		 * gaps (the caller's next op, a seal run in its call: ~0.1 ms); a worker that shrank its
-		 * window between them is asleep when the next one forks, and waking the pool then costs a
-		 * chain of futex wakes at the start of every op (16 cores, bench/stage's masked writes:
-		 * 13-50 % slower with the halving). A trickle of single jobs steals nothing and still
-		 * adapts down. */
-		uint64_t steals = atomic_load_explicit(&w->n_steals, memory_order_relaxed);
-		if (steals != steals_at_sleep)
-			spin_ns = spin_max_ns;
-		else
-			spin_ns = spin_ns / 2u < spin_min_ns ? spin_min_ns : spin_ns / 2u;
-		steals_at_sleep = steals;
+		/* the window found nothing: halve the next one */
+		spin_ns = spin_ns / 2u < spin_min_ns ? spin_min_ns : spin_ns / 2u;
 		/* Sleep. */
 		/* acquire: we must read the sequence before re-checking for work, so that a wake issued
 		 * after our re-check changes the word and the futex returns at once. */
