@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (the device tool): build the CUDA build, run the GPU suite, compute-sanitizer
 # (memcheck with leak check, racecheck) on it, and bench/gpu; every log goes to $OUT (or ./device-out).
-# Usage: bash scripts/device-gpu.sh [build|test|sanitize|bench|python]...   (default: all but python)
+# Usage: bash scripts/device-gpu.sh [build|test|sanitize|bench|python|demo|stage-ab|jobs-ab|jobs-lace|fuzz]...
+#        (default: build test sanitize bench)
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
 eval "$(bash .debs/device-prefix.sh .debs)"
@@ -38,6 +39,13 @@ for s in $steps; do
               for i in 1 2 3; do for v in old new; do
                 b=build-gpu/bench/jobs/ovstage_bench_jobs; [ $v = old ] && b=old-src/build-old/bench/jobs/ovstage_bench_jobs
                 timeout 150 $b --fib 34 --markdown >"$out/jobs-$v-$i.md" 2>&1; echo "jobs $v $i rc=$?"; done; done ;;
+    jobs-lace) # bench/jobs at fib(LACE_FIB, default 40) beside Lace, built by bench/peers/lace.sh from LACE_SRC
+               # (a Lace source tree carried outside git, e.g. build/lace-src; never committed)
+              cp -r "${LACE_SRC:-build/lace-src}" /tmp/lace-src && bash bench/peers/lace.sh /tmp/lace-src /tmp/lace-peer >/dev/null 2>&1 ||
+                echo "jobs-lace: Lace peer build failed"
+              timeout 240 build-gpu/bench/jobs/ovstage_bench_jobs --fib ${LACE_FIB:-40} --reps 3 --no-slow-peers --markdown \
+                --lace /tmp/lace-peer/ovstage_peer_lace_fib >"$out/jobs-lace.md" 2>&1; echo "jobs-lace rc=$?"
+              grep -E '^\| (fib|per-spawn|submit|idle|CPU under)' "$out/jobs-lace.md" | awk -F'|' '{printf "%s | %s | %s | %s\n", substr($2,1,60), $3, $5, $6}' ;;
     fuzz) # the libFuzzer targets with 16 workers: FUZZ_RUNS executions per worker (default 625000: 10^7 per
           # target), FUZZ_TARGETS (default fuzz_write fuzz_read), FUZZ_SECS a time cap per target
           # FUZZ_PREBUILT: a folder with target binaries built on the dev machine (its clang has
