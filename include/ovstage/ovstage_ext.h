@@ -144,8 +144,9 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_get_instance_cuda_device(ovstage_in
  *                          that did not fail: their values are not sealed, so the buffer could not
  *                          hold them and the commit would silently overwrite them (advance the
  *                          floor first); as for a latest read above the floor
- *   INVALID_ARGUMENT       the column does not exist yet and desc.dtype is zero; desc.dtype or
- *                          desc.semantic differs from the column's; unknown flag bits
+ *   INVALID_ARGUMENT       the column does not exist yet and desc.dtype is zero; a desc.dtype
+ *                          given, or its desc.semantic, differs from the column's; unknown flag
+ *                          bits
  *   NOT_SUPPORTED          an array column (maps of array columns are not supported)
  * and otherwise as ovstage_map_attribute. The buffer is a copy (one gather of the mapped rows): the
  * sealed chunks stay readable by latest reads and held groups, so they are never handed out for
