@@ -12,7 +12,11 @@
  * ordinal of the newest version dropped). Reads are checked against it: latest reads (values as of
  * N), range reads (keys changed in [a, b], values as of b, deletes as is_delete groups),
  * WRITE_FLOOR_VIOLATION above a floor with pending writes, OUT_OF_RANGE below the frontier, and
- * held groups keep their values while later seals proceed.
+ * held groups keep their values while later seals proceed. Read-current maps
+ * (ovstage_ext_map_attribute, OVSTAGE_EXT_MAP_READ_CURRENT) are checked too: refused at the call
+ * while the column has pending writes or open sessions, or when a new column gets no dtype; their
+ * buffer holds the sealed state as of the call (zero for prims without a value) when it is fetched,
+ * whatever ran since, and half of it is committed as read (modified in place).
  *
  * Every op is waited right after it is submitted (each outcome is then deterministic, and a finding
  * replays from its input alone); handles, groups and map sessions live across commands. The one
@@ -118,6 +122,9 @@ typedef struct {
 	bool m_ok;            /* the map op succeeded */
 	int m_attr, m_list, m_dtype;
 	uint64_t m_ord;
+	bool m_rmw;           /* a read-current session (OVSTAGE_EXT_MAP_READ_CURRENT) */
+	uint64_t m_exp[NP];   /* its buffer's expected values, by query position (the sealed state at the
+	                       * call; zero for prims without a value) */
 } vthread;
 
 static struct {
@@ -941,9 +948,22 @@ static void map_commit(vthread *t, bool fill)
 			FZ_CHECK(tt->dtype.code == DT[t->m_dtype].code && tt->dtype.bits == DT[t->m_dtype].bits &&
 					 tt->dtype.lanes == DT[t->m_dtype].lanes, "map tensor dtype");
 			for (int i = 0; i < nq; i++) {
+				uint8_t *row = (uint8_t *)tt->data + tt->byte_offset + (size_t)i * dt_bytes(t->m_dtype);
+				if (t->m_rmw && !H.m.overflow) {
+					/* the sealed values as of the call, untouched by what ran since */
+					uint64_t got = 0, mask = dt_bytes(t->m_dtype) == 8 ? UINT64_MAX : 0xffffffffu;
+					memcpy(&got, row, dt_bytes(t->m_dtype));
+					FZ_CHECK((got & mask) == (t->m_exp[i] & mask), "read-current map of %s at %" PRIu64
+						 ": element %d (%s) = %#" PRIx64 ", model %#" PRIx64, ANAMES[t->m_attr], t->m_ord,
+						 i, P[list_prim(t->m_list, i)], got, t->m_exp[i]);
+				}
+				if (t->m_rmw && (i & 1)) { /* modified in place: the odd elements keep their values */
+					vals[i] = 0;
+					memcpy(&vals[i], row, dt_bytes(t->m_dtype));
+					continue;
+				}
 				vals[i] = lanes_val(next_val(list_prim(t->m_list, i)), t->m_dtype);
-				memcpy((uint8_t *)tt->data + tt->byte_offset + (size_t)i * dt_bytes(t->m_dtype), &vals[i],
-				       dt_bytes(t->m_dtype));
+				memcpy(row, &vals[i], dt_bytes(t->m_dtype));
 			}
 			filled = true;
 			s = ovstage_fetch_map_next(H.st, t->mh, 0, &g);
@@ -1004,20 +1024,27 @@ static void cmd_map(fz_in *in, vthread *t)
 	else
 		dt = c->dtype;
 	desc.prim_mode = (b & 0x20) ? OVSTAGE_PRIM_MODE_INSERT : OVSTAGE_PRIM_MODE_UPSERT;
+	bool rmw = (b & 0x80) != 0; /* a read-current session: the buffer starts as the sealed values */
 	uint64_t ord = pick_ord(in, c->created ? c->floor : H.m.all_floor);
 	ovstage_map_handle_t mh = 99;
-	ovstage_enqueue_result_t e = ovstage_map_attribute(H.st, q, &desc, ord, NULL, 0, &mh);
+	ovstage_enqueue_result_t e = rmw ? ovstage_ext_map_attribute(H.st, q, &desc, ord, NULL, 0,
+								     OVSTAGE_EXT_MAP_READ_CURRENT, &mh)
+					 : ovstage_map_attribute(H.st, q, &desc, ord, NULL, 0, &mh);
 	executed_calls++;
 	fz_check_enqueue(e, "map_attribute");
 	if (fz_debug)
-		fprintf(stderr, "  map %s list %d dtype %d zero %d mode %d ord %" PRIu64 " = %d\n", ANAMES[a], list, dt,
-			zero_dtype, (int)desc.prim_mode, ord, (int)e.status);
+		fprintf(stderr, "  map %s list %d dtype %d zero %d mode %d rmw %d ord %" PRIu64 " = %d\n", ANAMES[a], list,
+			dt, zero_dtype, (int)desc.prim_mode, rmw, ord, (int)e.status);
 	ovstage_api_status_t want = OVSTAGE_OK;
 	if (list < 0)
 		want = OVSTAGE_ERROR_INVALID_HANDLE;
 	else if (c->dtype >= 0 && !zero_dtype && dt != c->dtype) /* provable at the call */
 		want = OVSTAGE_ERROR_INVALID_ARGUMENT;
+	else if (rmw && c->dtype < 0 && zero_dtype) /* read-current: a new column needs a dtype, at the call */
+		want = OVSTAGE_ERROR_INVALID_ARGUMENT;
 	else if (ord <= (c->created ? c->floor : H.m.all_floor))
+		want = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
+	else if (rmw && c->created && m_written_through(a) > c->floor) /* unsealed writes of the column */
 		want = OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
 	if (e.status != OVSTAGE_OK) {
 		FZ_CHECK(mh == OVSTAGE_INVALID_MAP_HANDLE, "rejected map left a handle");
@@ -1031,6 +1058,11 @@ static void cmd_map(fz_in *in, vthread *t)
 	FZ_CHECK(mh != OVSTAGE_INVALID_MAP_HANDLE, "accepted map without a handle");
 	m_create_col(a);
 	int nq = list_len(list);
+	for (int i = 0; i < nq; i++) { /* a read-current buffer: the sealed state as of the call */
+		int p = list_prim(list, i);
+		t->m_exp[i] = c->head.present[p] ? c->head.val[p] : 0;
+	}
+	t->m_rmw = rmw;
 	bool fails = c->dtype < 0 && zero_dtype; /* a new column needs a dtype */
 	for (int i = 0; i < nq && desc.prim_mode == OVSTAGE_PRIM_MODE_INSERT; i++)
 		fails = fails || H.m.exists[list_prim(list, i)];

@@ -90,18 +90,16 @@ static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint
 	scratch_free(x, drows);
 }
 
-static void cuda_scatter_chunked(ovs_exec *x, void *const *bases, uint32_t nbases, uint32_t shift,
-				 const uint32_t *rows, uint32_t n, const void *src, size_t rb)
+/* A chunk table and a row list in one upload (the table first, then the rows at *rows_out), and the
+ * narrowest alignment of the bases (*align: it decides the kernels' word). NULL on failure (noted). */
+static unsigned char *chunked_up(ovs_exec *x, void *const *bases, uint32_t nbases, const uint32_t *rows, uint32_t n,
+				 const uint32_t **rows_out, unsigned *align)
 {
-	if (!n)
-		return;
-	/* One upload: the chunk table, then the rows. The narrowest alignment of the bases decides the
-	 * kernel's word. */
 	size_t tb = (size_t)nbases * sizeof(void *), bytes = tb + (size_t)n * sizeof *rows;
 	unsigned char *h = malloc(bytes);
 	if (!h) {
 		note(x, cudaErrorMemoryAllocation);
-		return;
+		return NULL;
 	}
 	uintptr_t any = 0;
 	for (uint32_t j = 0; j < nbases; j++)
@@ -110,11 +108,34 @@ static void cuda_scatter_chunked(ovs_exec *x, void *const *bases, uint32_t nbase
 	memcpy(h + tb, rows, (size_t)n * sizeof *rows);
 	unsigned char *d = scratch_up(x, h, bytes);
 	free(h);
-	if (d) {
-		unsigned align = (any & 7) == 0 ? 8 : (any & 3) == 0 ? 4 : 1;
-		note(x, (cudaError_t)ovs_cuda_scatter_chunked(x->stream, (void *const *)d, shift, (const uint32_t *)(d + tb), n,
-							  src, rb, align));
-	}
+	*align = (any & 7) == 0 ? 8 : (any & 3) == 0 ? 4 : 1;
+	*rows_out = d ? (const uint32_t *)(d + tb) : NULL;
+	return d;
+}
+
+static void cuda_scatter_chunked(ovs_exec *x, void *const *bases, uint32_t nbases, uint32_t shift,
+				 const uint32_t *rows, uint32_t n, const void *src, size_t rb)
+{
+	if (!n)
+		return;
+	const uint32_t *drows;
+	unsigned align;
+	unsigned char *d = chunked_up(x, bases, nbases, rows, n, &drows, &align);
+	if (d)
+		note(x, (cudaError_t)ovs_cuda_scatter_chunked(x->stream, (void *const *)d, shift, drows, n, src, rb, align));
+	scratch_free(x, d);
+}
+
+static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint32_t nbases, uint32_t shift,
+				const uint32_t *rows, uint32_t n, size_t rb)
+{
+	if (!n)
+		return;
+	const uint32_t *drows;
+	unsigned align;
+	unsigned char *d = chunked_up(x, bases, nbases, rows, n, &drows, &align);
+	if (d)
+		note(x, (cudaError_t)ovs_cuda_gather_chunked(x->stream, dst, (void *const *)d, shift, drows, n, rb, align));
 	scratch_free(x, d);
 }
 
@@ -133,6 +154,7 @@ static const ovs_memops g_cuda_memops = {
 	.scatter_rows = cuda_scatter_rows,
 	.gather_rows = cuda_gather_rows,
 	.scatter_chunked = cuda_scatter_chunked,
+	.gather_chunked = cuda_gather_chunked,
 	.record = cuda_record,
 };
 

@@ -70,6 +70,24 @@ __global__ void scatter_chunked_kernel(void *const *bases, uint32_t shift, const
 }
 
 template <typename W>
+__global__ void gather_chunked_kernel(W *dst, void *const *bases, uint32_t shift, const uint32_t *rows, uint32_t n,
+				      size_t wpr)
+{
+	unsigned long long total = (unsigned long long)n * wpr;
+	uint32_t mask = (1u << shift) - 1u;
+	for (unsigned long long t = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; t < total;
+	     t += (unsigned long long)gridDim.x * blockDim.x) {
+		unsigned long long i = t / wpr, w = t % wpr;
+		uint32_t r = rows[i];
+		if (r == 0xffffffffu)
+			continue;
+		const W *base = (const W *)bases[r >> shift];
+		if (base)
+			dst[i * wpr + w] = base[(unsigned long long)(r & mask) * wpr + w];
+	}
+}
+
+template <typename W>
 int launch_gather(cudaStream_t s, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb)
 {
 	size_t wpr = rb / sizeof(W);
@@ -92,6 +110,16 @@ int launch_chunked(cudaStream_t s, void *const *bases, uint32_t shift, const uin
 	size_t wpr = rb / sizeof(W);
 	scatter_chunked_kernel<W><<<grid_for((unsigned long long)n * wpr), kBlock, 0, s>>>(bases, shift, rows, n,
 										     (const W *)src, wpr);
+	return (int)cudaGetLastError();
+}
+
+template <typename W>
+int launch_gather_chunked(cudaStream_t s, void *dst, void *const *bases, uint32_t shift, const uint32_t *rows,
+			  uint32_t n, size_t rb)
+{
+	size_t wpr = rb / sizeof(W);
+	gather_chunked_kernel<W><<<grid_for((unsigned long long)n * wpr), kBlock, 0, s>>>((W *)dst, bases, shift, rows,
+										    n, wpr);
 	return (int)cudaGetLastError();
 }
 
@@ -134,5 +162,19 @@ extern "C" int ovs_cuda_scatter_chunked(void *stream, void *const *bases, uint32
 	case 8: return launch_chunked<unsigned long long>(s, bases, shift, rows, n, src, rb);
 	case 4: return launch_chunked<unsigned int>(s, bases, shift, rows, n, src, rb);
 	default: return launch_chunked<unsigned char>(s, bases, shift, rows, n, src, rb);
+	}
+}
+
+extern "C" int ovs_cuda_gather_chunked(void *stream, void *dst, void *const *bases, uint32_t shift,
+				       const uint32_t *rows, uint32_t n, size_t rb, unsigned align)
+{
+	if (!n || !rb)
+		return 0;
+	cudaStream_t s = (cudaStream_t)stream;
+	unsigned a = align < ptr_align(dst, dst) ? align : ptr_align(dst, dst);
+	switch (word_for(rb, a)) {
+	case 8: return launch_gather_chunked<unsigned long long>(s, dst, bases, shift, rows, n, rb);
+	case 4: return launch_gather_chunked<unsigned int>(s, dst, bases, shift, rows, n, rb);
+	default: return launch_gather_chunked<unsigned char>(s, dst, bases, shift, rows, n, rb);
 	}
 }

@@ -25,6 +25,11 @@ int ovs_cuda_scatter_rows(void *stream, void *dst, const uint32_t *rows, uint32_
 int ovs_cuda_scatter_chunked(void *stream, void *const *bases, uint32_t shift, const uint32_t *rows, uint32_t n,
 			     const void *src, size_t rb, unsigned align);
 
+/* dst row i = row rows[i] of a chunked column (addressed as for ovs_cuda_scatter_chunked), i < n;
+ * rows equal to UINT32_MAX, and rows whose chunk base is NULL, are skipped (dst keeps its bytes). */
+int ovs_cuda_gather_chunked(void *stream, void *dst, void *const *bases, uint32_t shift, const uint32_t *rows,
+			    uint32_t n, size_t rb, unsigned align);
+
 #ifdef __cplusplus
 }
 #endif

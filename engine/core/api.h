@@ -7,6 +7,7 @@
 #define OVSTAGE_ENGINE_API_H
 
 #include <ovstage/ovstage.h>
+#include <ovstage/ovstage_ext.h>
 
 /* floor.c */
 ovstage_enqueue_result_t ovs_advance_write_floor(ovstage_context_t *ctx, const ovstage_write_floor_desc_t *desc);
@@ -55,6 +56,11 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 					   const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
 					   const size_t *element_sizes, size_t element_count,
 					   ovstage_map_handle_t *out_map_handle);
+/* ovstage_ext_map_attribute (flags: OVSTAGE_EXT_MAP_*); flags 0 is ovs_map_attribute. */
+ovstage_enqueue_result_t ovs_map_attribute_ext(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+					       const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
+					       const size_t *element_sizes, size_t element_count,
+					       ovstage_ext_map_flags_t flags, ovstage_map_handle_t *out_map_handle);
 ovstage_api_status_t ovs_fetch_map_next(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,
 					ovstage_timeout_ns_t timeout, ovstage_map_group_t *out_group);
 ovstage_enqueue_result_t ovs_unmap_group(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,

@@ -160,6 +160,14 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 						       size_t ncols, ovs_column **const *slots, const ovs_op_desc *op,
 						       ovs_inflight **out_inflight)
 {
+	return ovs_sequencer_submit_mutation_if(st, ordinal, cols, ncols, slots, op, out_inflight, NULL, NULL);
+}
+
+ovstage_enqueue_result_t ovs_sequencer_submit_mutation_if(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
+							  size_t ncols, ovs_column **const *slots,
+							  const ovs_op_desc *op, ovs_inflight **out_inflight,
+							  ovs_admit_fn admit, void *admit_arg)
+{
 	bool prepared = false; /* a column of the op is still to be published */
 	for (size_t i = 0; slots && i < ncols; i++)
 		prepared = prepared || (*slots[i])->prepared;
@@ -192,6 +200,11 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 			ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION, "ordinal %llu is not above the write floor %llu",
 				    (unsigned long long)ordinal, (unsigned long long)fl);
 		return reject(f, cols, op, out_inflight, OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION);
+	}
+	ovstage_api_status_t as = admit ? admit(admit_arg) : OVSTAGE_OK; /* sets the last error */
+	if (as != OVSTAGE_OK) {
+		pthread_mutex_unlock(&st->seq_lock);
+		return reject(f, cols, op, out_inflight, as);
 	}
 	/* The op's arg holds `f` (via *out_inflight) before it can run: we are still inside the lock,
 	 * and the op only marks it done, which pruning reads under this lock. */

@@ -27,6 +27,18 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation(ovs_stage *st, ovstage_or
 						       size_t ncols, ovs_column **const *slots, const ovs_op_desc *op,
 						       ovs_inflight **out_inflight);
 
+/* A check made under the admission lock, after the floor check and before the op is submitted:
+ * atomic with respect to every other admission and advance submission of the stage (a map that
+ * must see no unsealed write of its column: ops/map.c). Returns OVSTAGE_OK, or a status with the
+ * last error set: the op is then refused as for a floor violation. It must not block. */
+typedef ovstage_api_status_t (*ovs_admit_fn)(void *arg);
+
+/* ovs_sequencer_submit_mutation with an admission check (admit NULL: none). */
+ovstage_enqueue_result_t ovs_sequencer_submit_mutation_if(ovs_stage *st, ovstage_ordinal_t ordinal, ovx_token_t *cols,
+							  size_t ncols, ovs_column **const *slots,
+							  const ovs_op_desc *op, ovs_inflight **out_inflight,
+							  ovs_admit_fn admit, void *admit_arg);
+
 /* Submits a floor advance to n over cols (ncols columns; all = ALL scope, the stage floor moves
  * too): raises their requested floors (so admission refuses mutations at or below n from now on),
  * and makes the op depend on the previous advance and on every mutation in flight at an ordinal

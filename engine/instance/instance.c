@@ -310,6 +310,25 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_wait_write_floor(ovstage_instance_t
 	return ovs_wait_write_floor(st, attribute, ordinal, timeout);
 }
 
+OVSTAGE_API ovstage_enqueue_result_t ovstage_ext_map_attribute(ovstage_instance_t *instance,
+							       ovstage_query_handle_t handle,
+							       const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
+							       const size_t *element_sizes, size_t element_count,
+							       ovstage_ext_map_flags_t flags,
+							       ovstage_map_handle_t *out_map_handle)
+{
+	ovs_err_clear();
+	if (out_map_handle)
+		*out_map_handle = OVSTAGE_INVALID_MAP_HANDLE;
+	if (!instance)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL"));
+	if (!ovs_stage_of(instance->context) || instance->vtable != &g_vtable)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT,
+						"instance was not created by ovstage_create_instance"));
+	return ovs_map_attribute_ext(instance->context, handle, desc, ordinal, element_sizes, element_count, flags,
+				     out_map_handle);
+}
+
 OVSTAGE_API ovstage_api_status_t ovstage_get_usd_stage_id(ovstage_instance_t *instance, uint64_t *out_usd_stage_id)
 {
 	ovs_err_clear();

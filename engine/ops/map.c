@@ -17,14 +17,23 @@
  * being written: the FULL delta adopts it and the seal publishes it without a copy. Otherwise the
  * buffer is a staging area of the query's rows and becomes the values of a SPARSE delta (no copy
  * either: the seal applies them).
- * Buffers are not pre-filled with the current values (as in ovstage 0.2.1). Array columns are not
- * supported yet (NOT_SUPPORTED).
+ * Buffers are not pre-filled with the current values (as in ovstage 0.2.1), unless the session is
+ * read-modify-write (ovstage_ext_map_attribute with OVSTAGE_EXT_MAP_READ_CURRENT): then the call pins
+ * the column's sealed state as of its write floor, in one step with C's admission (map_rmw_admit) —
+ * refused with WRITE_FLOOR_VIOLATION while the column has writes admitted above the floor, as a
+ * latest read above the floor is, so racing read-current sessions lose no update — and M copies
+ * the mapped rows' values out of it into the session buffer (zero for rows without a value) before
+ * the group is handed out. A copy, not a view: the pinned version is readable (and the chunk of its
+ * latest version is exactly what a latest read returns), so writing into it would change sealed
+ * history under readers; docs/api.md, *Read-modify-write maps*. Array columns are not supported
+ * yet (NOT_SUPPORTED).
  *
  * Devices: the session buffer lives on the column's device — a column that exists keeps its
  * device; a map that creates one creates it on the instance's CUDA device (the active-GPU list),
  * else on the CPU. A device buffer is allocated in stream order on the stage's engine stream, so the
- * group carries data.cuda_sync.wait_event (an event after the allocation: a producer on another
- * stream waits on it; the legacy default stream is ordered after it already). write_done_sync of
+ * group carries data.cuda_sync.wait_event (an event after the allocation — and after the fill of a
+ * read-modify-write session, a gather kernel on the same stream: a producer on another stream waits
+ * on it; the legacy default stream is ordered after it already). write_done_sync of
  * unmap_group and unmap_attribute is captured at the call (gpu.h fences); the commit makes the
  * engine stream wait on it (a CPU column's commit waits on its worker), and its receipt completes
  * when that work has finished (deferred completion), so nothing reads the buffer early.
@@ -37,7 +46,9 @@
 #include "api.h"
 #include "device.h"
 #include "errors.h"
+#include "gather.h"
 #include "gpu.h"
+#include "grace.h"
 #include "layout.h"
 #include "ops.h"
 #include "query.h"
@@ -52,6 +63,9 @@ typedef struct ovs_map {
 	ovstage_prim_mode_t mode;      /* UPSERT / INSERT */
 	DLDataType dtype;              /* column dtype (lanes = tuple width) */
 	ovstage_attribute_semantic_t semantic; /* role */
+	bool rmw;                      /* OVSTAGE_EXT_MAP_READ_CURRENT: the buffer starts as the sealed values */
+	ovs_version *src;              /* rmw: the version pinned at the call (NULL: none, zero-filled); M
+	                                * unpins it once the fill is issued, else the destroy does */
 	jobs_id map_op;                /* M (fenced until C is admitted or refused) */
 	_Atomic bool refused;          /* map_attribute refused the session after submitting M: M must
 	                                * leave no trace (no prims, no schema) */
@@ -95,6 +109,7 @@ static void map_destroy(ovs_hobj *h)
 	ovs_gpu_fence_release(atomic_load_explicit(&m->group_fence, memory_order_relaxed));
 	ovs_gpu_fence_release(m->unmap_fence);
 	ovs_gpu_event_release(m->ready_ev);
+	ovs_unpin(m->src); /* a session whose M did not fill (refused, failed before the fill) */
 	free(m->rows);
 	ovs_buffer_unref(m->buf);
 	ovs_query_put(m->q);
@@ -143,8 +158,27 @@ static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errl
 	return s;
 }
 
-/* The session buffer of n rows of rb bytes on m->device; on a device, also the event the group
- * hands out (the allocation is stream-ordered). The calling thread's CUDA device is put back. */
+/* A read-modify-write session's fill, issued on x: the mapped rows' values as of the version pinned
+ * at the call (zero where it has none). The pin goes once the copy is issued (on a device, stream
+ * order keeps the version's buffers until the copy ran: gather.h). */
+static ovstage_api_status_t map_fill(ovs_exec *x, ovs_map *m, uint32_t n, size_t rb, char *err, size_t errlen)
+{
+	bool ok = ovs_version_gather(x, m->buf->ops, m->src, rb, m->rows, n, m->buf->data, err, errlen);
+	ovs_unpin(m->src);
+	m->src = NULL;
+	if (!ok)
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	if (x->err) {
+		ovs_err_format(err, errlen, "filling the session buffer with the sealed values on CUDA device %d failed (%s)",
+			       (int)m->device.device_id, ovs_gpu_error_name(x->err));
+		return OVSTAGE_ERROR_OP_FAILED;
+	}
+	return OVSTAGE_OK;
+}
+
+/* The session buffer of n rows of rb bytes on m->device (filled from the pinned state for a
+ * read-modify-write session); on a device, also the event the group hands out (the allocation and
+ * the fill are stream-ordered). The calling thread's CUDA device is put back. */
 static ovstage_api_status_t map_alloc(jobs_worker *w, ovs_map *m, uint32_t n, size_t rb, char *err, size_t errlen)
 {
 	bool dev = m->device.device_type == kDLCUDA;
@@ -156,6 +190,8 @@ static ovstage_api_status_t map_alloc(jobs_worker *w, ovs_map *m, uint32_t n, si
 	} else if (!(m->buf = ovs_buffer_new_in(&m->st->store, &x, (size_t)n * rb))) {
 		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 		ovs_err_format(err, errlen, "out of %smemory allocating %zu bytes", dev ? "device " : "", (size_t)n * rb);
+	} else if (m->rmw && (s = map_fill(&x, m, n, rb, err, errlen)) != OVSTAGE_OK) {
+		/* the message is map_fill's */
 	} else if (dev && !(m->ready_ev = ovs_gpu_record(&x))) {
 		s = OVSTAGE_ERROR_OP_FAILED;
 		ovs_err_format(err, errlen, "recording the session buffer's allocation on CUDA device %d failed",
@@ -377,86 +413,107 @@ static void commit_free(void *arg, bool ran)
 	ovs_hobj_unref(&m->h);
 }
 
-ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query_handle_t handle,
-					   const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
-					   const size_t *element_sizes, size_t element_count,
-					   ovstage_map_handle_t *out_map_handle)
+/* The checks of map_attribute that need no column: the arguments, the attribute's name and
+ * desc.dtype. Sets the last error when refusing. */
+static ovstage_api_status_t map_check_args(ovs_stage *st, const ovstage_map_desc_t *desc, const size_t *element_sizes,
+					   size_t element_count, ovstage_ext_map_flags_t flags, ovx_token_t *t)
 {
-	ovs_err_clear();
-	ovs_stage *st = ovs_stage_of(ctx);
-	if (out_map_handle)
-		*out_map_handle = OVSTAGE_INVALID_MAP_HANDLE;
-	if (!st || !desc || !out_map_handle)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
-						!st ? "instance" : !desc ? "desc" : "out_map_handle"));
 	if (element_sizes || element_count)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "element_sizes given: mapping array "
-						"columns is not supported (write them with write_attribute)"));
+		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "element_sizes given: mapping array columns is not "
+				   "supported (write them with write_attribute)");
+	if (flags & ~OVSTAGE_EXT_MAP_READ_CURRENT)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "flags = %#x has bits this build does not know "
+				   "(OVSTAGE_EXT_MAP_READ_CURRENT = %#x)", (unsigned)flags,
+				   (unsigned)OVSTAGE_EXT_MAP_READ_CURRENT);
 	if (desc->prim_mode != OVSTAGE_PRIM_MODE_UPSERT && desc->prim_mode != OVSTAGE_PRIM_MODE_INSERT)
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "desc.prim_mode = %d is not UPSERT or "
-						"INSERT", (int)desc->prim_mode));
-	ovx_token_t t;
-	ovstage_api_status_t s = ovs_resolve_attr(st, desc->attribute, false, &t, "desc.attribute");
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "desc.prim_mode = %d is not UPSERT or INSERT",
+				   (int)desc->prim_mode);
+	ovstage_api_status_t s = ovs_resolve_attr(st, desc->attribute, false, t, "desc.attribute");
 	if (s != OVSTAGE_OK)
-		return ovs_rejected(s);
-	if (ovs_attr_is_derived(st, t))
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "\"%s\" is derived and cannot be mapped",
-						ovs_attr_name(st, t)));
+		return s;
+	if (ovs_attr_is_derived(st, *t))
+		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "\"%s\" is derived and cannot be mapped",
+				   ovs_attr_name(st, *t));
 	char err[512];
 	if (desc->dtype.bits || desc->dtype.lanes || desc->dtype.code) {
 		if (!ovs_dtype_supported(desc->dtype) || desc->dtype.lanes == 0 || desc->dtype.lanes > 255)
-			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "desc.dtype %s cannot be stored",
-							ovs_dtype_format(desc->dtype, err, sizeof err)));
-		s = ovs_layout_check_reserved(false, desc->dtype, desc->semantic, ovs_attr_name(st, t), err, sizeof err);
+			return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "desc.dtype %s cannot be stored",
+					   ovs_dtype_format(desc->dtype, err, sizeof err));
+		s = ovs_layout_check_reserved(false, desc->dtype, desc->semantic, ovs_attr_name(st, *t), err, sizeof err);
 		if (s != OVSTAGE_OK)
-			return ovs_rejected(ovs_err_set(s, "%s", err));
+			return ovs_err_set(s, "%s", err);
 	}
-	s = ovs_check_unsealed(&st->store, ordinal, &t, 1);
-	if (s != OVSTAGE_OK)
-		return ovs_rejected(s);
-	ovs_query *q = ovs_query_get(st, handle);
-	if (!q)
-		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
-	ovs_map *m = calloc(1, sizeof *m);
-	ovx_token_t *cols = malloc(sizeof *cols);
-	/* a new column is prepared only: the sequencer publishes it when C is admitted */
-	ovs_column *c = ovs_column_prepare(&st->store, t);
-	/* the handle too: once C is admitted nothing may fail (the session is then committed to) */
-	void *hprep = ovs_handle_prepare(&st->handles);
-	if (!m || !cols || !c || !hprep) {
-		ovs_column_discard(&st->store, c);
-		ovs_handle_unprepare(hprep);
-		free(m);
-		free(cols);
-		ovs_query_put(q);
-		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory starting a map session"));
+	return OVSTAGE_OK;
+}
+
+/* OVSTAGE_EXT_MAP_READ_CURRENT, at the call: what the column's schema decides. Refused, with the
+ * last error set, when the column has no schema and desc gives no dtype (INVALID_ARGUMENT: the
+ * session would fail in M), or is an array column (NOT_SUPPORTED). */
+static ovstage_api_status_t map_rmw_check(ovs_stage *st, ovs_column *c, DLDataType dtype)
+{
+	const char *name = ovs_attr_name(st, c->name);
+	/* acquire: pairs with the release that published the schema; its fields are then stable. */
+	bool schema = atomic_load_explicit(&c->has_schema, memory_order_acquire);
+	if (!schema && !dtype.bits)
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "\"%s\" does not exist yet: desc.dtype is required to "
+				   "create it (a read-current map of a new column starts zero-filled)", name);
+	if (schema && c->schema.is_array)
+		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED, "\"%s\" is an array column: mapping array columns is not "
+				   "supported", name);
+	return OVSTAGE_OK;
+}
+
+/* OVSTAGE_EXT_MAP_READ_CURRENT, under the admission lock (ovs_admit_fn, arg: the session): pins the
+ * sealed state the session buffer will hold — the column's version as of its write floor (m->src;
+ * NULL when it has no value as of the floor: the buffer is then zero-filled). Refused with
+ * WRITE_FLOOR_VIOLATION while the column has writes (or map sessions) admitted above its floor that
+ * did not fail: their values are not sealed, so the buffer could not hold them, and the commit
+ * would silently overwrite them (the rule of a latest read above the floor, read.c). Under the lock
+ * the check and the admission are one step: of two read-current maps of one column racing, one is
+ * admitted and the other refused, so no update is lost. */
+static ovstage_api_status_t map_rmw_admit(void *arg)
+{
+	ovs_map *m = arg;
+	ovs_stage *st = m->st;
+	/* the published column of that name: a concurrent first write may have published one since our
+	 * ovs_column_prepare (the sequencer then hands us that one after submission) */
+	ovs_column *c = ovs_column_find(&st->store, m->col->name);
+	if (!c)
+		return OVSTAGE_OK; /* no column yet: no writes, nothing sealed, zeros */
+	const char *name = ovs_attr_name(st, c->name);
+	for (unsigned tries = 0;; tries++) {
+		/* acquire: pairs with the sealer's release of the floor, which follows the publication of
+		 * the snapshot holding it (store.md, *A seal*): the pin below finds the state as of it. */
+		uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+		/* relaxed: max_written is stored under seq_lock only, which we hold: exact here */
+		uint64_t mw = atomic_load_explicit(&c->max_written, memory_order_relaxed);
+		if (mw > floor)
+			return ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION, "\"%s\" has unsealed writes (admitted "
+					   "through ordinal %llu, write floor %llu): a read-current map fills its buffer "
+					   "from sealed values only; advance the floor first", name,
+					   (unsigned long long)mw, (unsigned long long)floor);
+		bool had_any = false;
+		if (ovs_pin_history(&st->store.grace, c, floor, false, 0, &m->src, 1, &had_any) || !had_any)
+			return OVSTAGE_OK; /* the state as of the floor, or never sealed: zeros */
+		/* acquire: pairs with the sealer's release when a version leaves retention */
+		if (!atomic_load_explicit(&c->dropped_through, memory_order_acquire))
+			return OVSTAGE_OK; /* nothing reclaimed: no value as of the floor, zeros */
+		/* The state as of `floor` left retention, so newer versions were sealed since our loads: not
+		 * while nothing is admitted above the floor (then no seal makes a version of the column),
+		 * kept as a guard. Take the newer floor. */
+		if (tries == 8)
+			return ovs_err_set(OVSTAGE_ERROR_OUT_OF_RANGE, "\"%s\": the sealed state kept moving past the "
+					   "retention depth while the map pinned it (retry)", name);
 	}
-	/* A column that already has a schema: check dtype and role now (provable at the call). */
-	if (atomic_load_explicit(&c->has_schema, memory_order_acquire) && desc->dtype.bits) {
-		s = ovs_layout_check_schema_of(false, desc->dtype, desc->semantic, c->schema.is_array, c->schema.dtype,
-					       c->schema.semantic, ovs_attr_name(st, t), err, sizeof err);
-		if (s != OVSTAGE_OK) {
-			ovs_handle_unprepare(hprep);
-			free(m);
-			free(cols);
-			ovs_query_put(q);
-			return ovs_rejected(ovs_err_set(s, "%s", err)); /* c has a schema: published */
-		}
-	}
-	ovs_hobj_init(&m->h, OVS_H_MAP, map_destroy);
-	m->st = st;
-	m->q = q;
-	m->col = c;
-	m->ordinal = ordinal;
-	m->mode = desc->prim_mode;
-	m->dtype = desc->dtype;
-	m->semantic = desc->semantic;
-	ovs_opstate_init(&m->state);
-	atomic_init(&m->fetched, 0);
-	atomic_init(&m->unmapped, false);
-	atomic_init(&m->refused, false);
-	atomic_init(&m->commit_unfenced, false);
-	atomic_init(&m->group_fence, NULL);
+}
+
+/* Submits a checked session: M, held by a fence until C's admission is decided, then C through the
+ * sequencer; the handle when both are in. Takes over m (one reference), cols and hprep. */
+static ovstage_enqueue_result_t map_submit(ovstage_context_t *ctx, ovs_map *m, ovx_token_t *cols, void *hprep,
+					   ovstage_map_handle_t *out_map_handle)
+{
+	ovs_stage *st = m->st;
+	ovs_query *q = m->q;
 	/* M first (so that C can depend on it), then C through the sequencer (admission + in-flight).
 	 * M is held by a fence until C's admission is decided: a session refused at the call (write
 	 * floor, out of memory) must not create prims or a schema through M (fuzz_api finding). */
@@ -473,12 +530,14 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 		return r;
 	}
 	m->map_op = r.op_index;
-	cols[0] = t;
+	cols[0] = m->col->name;
 	ovs_hobj_ref(&m->h); /* C's reference */
 	ovs_op_desc cd = { .fn = commit_job, .arg = m, .cleanup = commit_free, .after = &m->map_op, .after_count = 1,
 			   .fences = 1 };
 	ovs_column **slot = &m->col; /* M reads it after its fence, resolved below */
-	ovstage_enqueue_result_t rc = ovs_sequencer_submit_mutation(st, ordinal, cols, 1, &slot, &cd, &m->inflight);
+	/* a read-current session pins its state in the same step as its admission (map_rmw_admit) */
+	ovstage_enqueue_result_t rc = ovs_sequencer_submit_mutation_if(st, m->ordinal, cols, 1, &slot, &cd, &m->inflight,
+								       m->rmw ? map_rmw_admit : NULL, m);
 	if (rc.status != OVSTAGE_OK) {
 		/* C's cleanup dropped its reference. M runs regardless; its outcome is unobservable. */
 		char keep[OVS_ERR_MAX];
@@ -503,6 +562,88 @@ ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query
 	jobs_fence_resolve(st->sched, m->map_op); /* admitted: M may run */
 	*out_map_handle = id;
 	return r;
+}
+
+/* map_attribute and ovstage_ext_map_attribute: checks, then M and C (see the top of the file). */
+static ovstage_enqueue_result_t map_start(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+					  const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
+					  const size_t *element_sizes, size_t element_count,
+					  ovstage_ext_map_flags_t flags, ovstage_map_handle_t *out_map_handle)
+{
+	ovs_err_clear();
+	ovs_stage *st = ovs_stage_of(ctx);
+	if (out_map_handle)
+		*out_map_handle = OVSTAGE_INVALID_MAP_HANDLE;
+	if (!st || !desc || !out_map_handle)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL",
+						!st ? "instance" : !desc ? "desc" : "out_map_handle"));
+	ovx_token_t t;
+	ovstage_api_status_t s = map_check_args(st, desc, element_sizes, element_count, flags, &t);
+	if (s == OVSTAGE_OK)
+		s = ovs_check_unsealed(&st->store, ordinal, &t, 1);
+	if (s != OVSTAGE_OK)
+		return ovs_rejected(s);
+	ovs_query *q = ovs_query_get(st, handle);
+	if (!q)
+		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
+	ovs_map *m = calloc(1, sizeof *m);
+	ovx_token_t *cols = malloc(sizeof *cols);
+	/* a new column is prepared only: the sequencer publishes it when C is admitted */
+	ovs_column *c = ovs_column_prepare(&st->store, t);
+	/* the handle too: once C is admitted nothing may fail (the session is then committed to) */
+	void *hprep = ovs_handle_prepare(&st->handles);
+	if (!m || !cols || !c || !hprep) {
+		s = ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory starting a map session");
+	} else if (atomic_load_explicit(&c->has_schema, memory_order_acquire) && desc->dtype.bits) {
+		/* A column that already has a schema: check dtype and role now (provable at the call). */
+		char err[512];
+		s = ovs_layout_check_schema_of(false, desc->dtype, desc->semantic, c->schema.is_array, c->schema.dtype,
+					       c->schema.semantic, ovs_attr_name(st, t), err, sizeof err);
+		if (s != OVSTAGE_OK)
+			s = ovs_err_set(s, "%s", err);
+	}
+	if (s == OVSTAGE_OK && (flags & OVSTAGE_EXT_MAP_READ_CURRENT))
+		s = map_rmw_check(st, c, desc->dtype);
+	if (s != OVSTAGE_OK) { /* refused: no trace (a prepared column is dropped, a published one kept) */
+		ovs_column_discard(&st->store, c);
+		ovs_handle_unprepare(hprep);
+		free(m);
+		free(cols);
+		ovs_query_put(q);
+		return ovs_rejected(s);
+	}
+	ovs_hobj_init(&m->h, OVS_H_MAP, map_destroy);
+	m->st = st;
+	m->q = q;
+	m->col = c;
+	m->ordinal = ordinal;
+	m->mode = desc->prim_mode;
+	m->dtype = desc->dtype;
+	m->semantic = desc->semantic;
+	m->rmw = (flags & OVSTAGE_EXT_MAP_READ_CURRENT) != 0;
+	ovs_opstate_init(&m->state);
+	atomic_init(&m->fetched, 0);
+	atomic_init(&m->unmapped, false);
+	atomic_init(&m->refused, false);
+	atomic_init(&m->commit_unfenced, false);
+	atomic_init(&m->group_fence, NULL);
+	return map_submit(ctx, m, cols, hprep, out_map_handle);
+}
+
+ovstage_enqueue_result_t ovs_map_attribute(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+					   const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
+					   const size_t *element_sizes, size_t element_count,
+					   ovstage_map_handle_t *out_map_handle)
+{
+	return map_start(ctx, handle, desc, ordinal, element_sizes, element_count, 0, out_map_handle);
+}
+
+ovstage_enqueue_result_t ovs_map_attribute_ext(ovstage_context_t *ctx, ovstage_query_handle_t handle,
+					       const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
+					       const size_t *element_sizes, size_t element_count,
+					       ovstage_ext_map_flags_t flags, ovstage_map_handle_t *out_map_handle)
+{
+	return map_start(ctx, handle, desc, ordinal, element_sizes, element_count, flags, out_map_handle);
 }
 
 ovstage_api_status_t ovs_fetch_map_next(ovstage_context_t *ctx, ovstage_map_handle_t map_handle,

@@ -90,6 +90,7 @@ const ovs_memops ovs_memops_cpu = {
 	.scatter_rows = cpu_scatter_rows,
 	.gather_rows = cpu_gather_rows,
 	.scatter_chunked = NULL, /* chunk.c applies host rows itself */
+	.gather_chunked = NULL,  /* gather.c copies host rows itself */
 	.record = NULL, /* synchronous: every operation is complete when it returns */
 };
 

@@ -54,6 +54,11 @@ typedef struct ovs_memops {
 	 * (the CPU's seal applies rows with its own loops); NULL on the CPU. */
 	void (*scatter_chunked)(ovs_exec *x, void *const *bases, uint32_t nbases, uint32_t shift, const uint32_t *rows,
 				uint32_t n, const void *src, size_t rb);
+	/* dst row i = row rows[i] of a chunked column (addressed as for scatter_chunked), for i < n; rows
+	 * equal to UINT32_MAX, and rows of a chunk whose base is NULL, are skipped (dst keeps its bytes).
+	 * Device backends only (gather.c copies host rows itself); NULL on the CPU. */
+	void (*gather_chunked)(ovs_exec *x, void *dst, void *const *bases, uint32_t nbases, uint32_t shift,
+			       const uint32_t *rows, uint32_t n, size_t rb);
 	/* NULL on synchronous devices; else records the completion of the work issued so far on x. */
 	bool (*record)(ovs_exec *x, void **out_fence);
 } ovs_memops;

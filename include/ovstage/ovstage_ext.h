@@ -127,4 +127,40 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_get_gpu_status(int *device_count, c
 OVSTAGE_API ovstage_api_status_t ovstage_ext_get_instance_cuda_device(ovstage_instance_t *instance,
 								      int *cuda_device);
 
+/*
+ * Read-modify-write maps (an extension; ovstage 0.2.1's map buffers are write-only staging):
+ * ovstage_ext_map_attribute takes the arguments of ovstage_map_attribute plus a flag word; with
+ * flags 0 it is ovstage_map_attribute. The session it opens is used as any map session
+ * (fetch_map_next, unmap_group, unmap_attribute) and commits as one (docs/api.md: the commit takes
+ * its place among same-ordinal writes at unmap_attribute).
+ *
+ * OVSTAGE_EXT_MAP_READ_CURRENT: the buffer fetch_map_next hands out already holds, for each mapped
+ * prim, the column's latest sealed value as of the call — the state as of the column's write floor
+ * at the call, which is what a latest read at the map's ordinal returns then — so the producer can
+ * modify it in place and unmap. Prims without a sealed value (new to the column, or deleted) read
+ * as zero bytes; a column that does not exist yet needs desc.dtype and starts all zero. Refused at
+ * the call, with a message and no trace:
+ *   WRITE_FLOOR_VIOLATION  the column has writes (or other map sessions) admitted above its floor
+ *                          that did not fail: their values are not sealed, so the buffer could not
+ *                          hold them and the commit would silently overwrite them (advance the
+ *                          floor first); as for a latest read above the floor
+ *   INVALID_ARGUMENT       the column does not exist yet and desc.dtype is zero; a desc.dtype
+ *                          given, or its desc.semantic, differs from the column's; unknown flag
+ *                          bits
+ *   NOT_SUPPORTED          an array column (maps of array columns are not supported)
+ * and otherwise as ovstage_map_attribute. The buffer is a copy (one gather of the mapped rows): the
+ * sealed chunks stay readable by latest reads and held groups, so they are never handed out for
+ * writing. A device column's buffer is filled on the device, on the stage's engine stream; the
+ * group's data.cuda_sync.wait_event fires after the fill.
+ */
+typedef uint32_t ovstage_ext_map_flags_t;
+#define OVSTAGE_EXT_MAP_READ_CURRENT ((ovstage_ext_map_flags_t)1u)
+
+OVSTAGE_API ovstage_enqueue_result_t ovstage_ext_map_attribute(ovstage_instance_t *instance,
+							       ovstage_query_handle_t handle,
+							       const ovstage_map_desc_t *desc, ovstage_ordinal_t ordinal,
+							       const size_t *element_sizes, size_t element_count,
+							       ovstage_ext_map_flags_t flags,
+							       ovstage_map_handle_t *out_map_handle);
+
 #endif /* OVSTAGE_EXT_H */

@@ -4142,15 +4142,17 @@ static PyObject *stage_map_attribute(StageObject *st, PyObject *const *args, Py_
 {
 	static signature sig = SIGNATURE("map_attribute", 3, 3, A_HANDLE("query", &QueryType), A_ATTR("attribute"),
 					 A_U64("ordinal"), A_ENUM("prim_mode", 0, 1), A_OBJ("dtype"),
-					 A_ENUM("semantic", 0, 65535), A_OBJ("element_sizes"));
+					 A_ENUM("semantic", 0, 65535), A_OBJ("element_sizes"), A_OBJ("read_current"));
 	uint64_t q, ordinal;
 	ovstage_map_desc_t desc;
 	memset(&desc, 0, sizeof desc);
 	int prim_mode = 0, sem = 0;
-	PyObject *dtype, *element_sizes;
+	PyObject *dtype, *element_sizes, *read_current;
+	bool rmw = false;
 	if (parse_call(&sig, st, args, nargs, kwnames, OUTS(&q, &desc.attribute, &ordinal, &prim_mode, &dtype, &sem,
-		       &element_sizes)) < 0 ||
-	    (dtype && dtype != Py_None && parse_dtype(dtype, &desc.dtype) < 0))
+		       &element_sizes, &read_current)) < 0 ||
+	    (dtype && dtype != Py_None && parse_dtype(dtype, &desc.dtype) < 0) ||
+	    (read_current && read_current != Py_None && parse_bool(read_current, "read_current", &rmw) < 0))
 		return NULL;
 	desc.prim_mode = (ovstage_prim_mode_t)prim_mode;
 	desc.semantic = (ovstage_attribute_semantic_t)sem;
@@ -4171,7 +4173,10 @@ static PyObject *stage_map_attribute(StageObject *st, PyObject *const *args, Py_
 		Py_DECREF(m);
 	}
 	ovstage_map_handle_t h = 0;
-	ovstage_enqueue_result_t e = ovstage_map_attribute(st->inst, q, &desc, ordinal, sizes, nsizes, &h);
+	/* read_current=True: the extension's read-modify-write session (ovstage_ext.h); flags 0 is
+	 * map_attribute itself */
+	ovstage_enqueue_result_t e = ovstage_ext_map_attribute(st->inst, q, &desc, ordinal, sizes, nsizes,
+							       rmw ? OVSTAGE_EXT_MAP_READ_CURRENT : 0, &h);
 	PyObject *op = new_operation(st, "map_attribute", e, arena, NULL);
 	if (!op)
 		return NULL;
@@ -4993,7 +4998,10 @@ static PyMethodDef stage_methods[] = {
 	{ "release_hierarchy", (PyCFunction)stage_release_hierarchy, METH_O, "release_hierarchy(hierarchy) -> Operation" },
 	{ "map_attribute", FASTKW(stage_map_attribute),
 	  "map_attribute(query, attribute, ordinal, *, prim_mode=UPSERT, dtype=None, semantic=NONE,\n"
-	  "              element_sizes=None) -> Map" },
+	  "              element_sizes=None, read_current=False) -> Map\n\n"
+	  "read_current=True (an extension, ovstage_ext_map_attribute with OVSTAGE_EXT_MAP_READ_CURRENT): the\n"
+	  "groups' buffers hold the latest sealed values (zeros for prims without one), to modify in place;\n"
+	  "refused with WRITE_FLOOR_VIOLATION while the column has unsealed writes." },
 	{ "fetch_map_next", FASTKW(stage_fetch_map_next), "fetch_map_next(map, timeout=TIMEOUT_INFINITE) -> MapGroup | None" },
 	{ "unmap_group", FASTKW(stage_unmap_group), "unmap_group(map, group, cuda_event=None, cuda_stream=None) -> Operation" },
 	{ "unmap_attribute", FASTKW(stage_unmap_attribute), "unmap_attribute(map, cuda_event=None, cuda_stream=None) -> Operation" },

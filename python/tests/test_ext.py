@@ -337,3 +337,57 @@ def test_config_extension_keys_and_cuda_device():
     with pytest.raises(OvstageError) as e:
         st.cuda_device
     assert e.value.code == ErrorCode.INVALID_HANDLE
+
+
+# ---- read-current maps (Stage.map_attribute(..., read_current=True)) --------------------------
+
+
+def test_read_current_map_modifies_sealed_values_in_place(stage, prims):
+    p = prims(4)
+    stage.write_attribute(p.query, "v", 1, f32(1, 2, 3, 4), is_array=False).wait()
+    stage.advance_write_floor(1).wait()
+    with stage.map_attribute(p.query, "v", 2, read_current=True) as m:
+        m.wait()
+        [g] = list(m.groups())
+        a = g.array(0)
+        np.testing.assert_array_equal(a, [1, 2, 3, 4])  # the latest sealed values
+        a *= 10
+        del a
+    stage.advance_write_floor(2).wait()
+    with stage.read_attributes(p.query, ["v"], ovstage.OrdinalRange(2)) as r:
+        r.wait()
+        [got] = [g.array(0).copy() for g in r.groups()]
+    np.testing.assert_array_equal(got, [10, 20, 30, 40])
+
+
+def test_read_current_map_of_a_subset_and_a_new_prim(stage, prims):
+    p = prims(3)
+    stage.write_attribute(p.query, "v", 1, f32(5, 6, 7), is_array=False).wait()
+    stage.advance_write_floor(1).wait()
+    plist = p.pd.create_path_list_from_strings(["/P2", "/New", "/P0"])
+    q = stage.query_from_path_list(plist)
+    with stage.map_attribute(q, "v", 2, read_current=True) as m:
+        m.wait()
+        [g] = list(m.groups())
+        np.testing.assert_array_equal(g.array(0), [7, 0, 5])  # query order; no value: zero
+
+
+def test_read_current_map_refusals(stage, prims):
+    """Refused at the call: the Map's op carries the status and message (raised by wait())."""
+    p = prims(2)
+    with pytest.raises(OvstageError) as e:
+        stage.map_attribute(p.query, "fresh", 1, read_current=True).wait()  # no column, no dtype
+    assert e.value.code == ErrorCode.INVALID_ARGUMENT and "desc.dtype is required" in e.value.message
+    stage.write_attribute(p.query, "v", 1, f32(1, 2), is_array=False).wait()
+    with pytest.raises(OvstageError) as e:
+        stage.map_attribute(p.query, "v", 2, read_current=True).wait()  # 1 is not sealed yet
+    assert e.value.code == ErrorCode.WRITE_FLOOR_VIOLATION and "unsealed writes" in e.value.message
+    with pytest.raises(OvstageError) as e:
+        stage.map_attribute(p.query, "v", 2, dtype=np.int32, read_current=True).wait()
+    assert e.value.code == ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(TypeError):
+        stage.map_attribute(p.query, "v", 2, read_current=1)
+    stage.advance_write_floor(1).wait()  # nothing held the floor
+    m = stage.map_attribute(p.query, "v", 2, read_current=False)  # 0.2.1's map
+    m.wait()
+    m.unmap().wait()

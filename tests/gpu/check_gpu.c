@@ -23,6 +23,7 @@
 #include "../engine/stage_test_util.h"
 
 int tst_gpu_spin_fill(void *stream, float *dst, unsigned n, float base, long long spin_cycles);
+int tst_gpu_add(void *stream, float *dst, unsigned n, float delta);
 
 #define CU(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 #define SPIN (20LL * 1000 * 1000) /* ~10 ms of GPU clocks: the write is submitted while it runs */
@@ -589,6 +590,110 @@ START_TEST(test_map_of_written_device_column_and_clone_refused)
 }
 END_TEST
 
+/* ---- read-current maps (OVSTAGE_EXT_MAP_READ_CURRENT) ------------------------------------------ */
+
+/* A read-current map of device column a over q (n prims) at o: its device group, and the buffer's
+ * values copied to host[] on stream s after the group's event. */
+static ovstage_map_handle_t rmw_open_dev(fixture *f, ovstage_query_handle_t q, uint32_t n, ovx_token_t a,
+					 ovstage_ordinal_t o, cudaStream_t s, ovstage_map_group_t *g, float *host)
+{
+	ovstage_map_desc_t md;
+	memset(&md, 0, sizeof md);
+	md.attribute = tst_attr(a);
+	md.prim_mode = OVSTAGE_PRIM_MODE_UPSERT;
+	ovstage_map_handle_t mh = OVSTAGE_INVALID_MAP_HANDLE;
+	tst_wait_ok(f->st, ovstage_ext_map_attribute(f->st, q, &md, o, NULL, 0, OVSTAGE_EXT_MAP_READ_CURRENT, &mh));
+	ck_assert_int_eq(ovstage_fetch_map_next(f->st, mh, OVSTAGE_TIMEOUT_INFINITE, g), OVSTAGE_OK);
+	const DLTensor *t = &g->data.tensors[0];
+	ck_assert_int_eq(t->device.device_type, kDLCUDA);
+	ck_assert_int_eq(t->shape[0], n);
+	ck_assert_msg(g->data.cuda_sync.wait_event != 0, "a device map group carries its fill's event");
+	/* a non-blocking stream: only the event orders it after the fill on the engine stream */
+	CU(cudaStreamWaitEvent(s, (cudaEvent_t)g->data.cuda_sync.wait_event, 0));
+	CU(cudaMemcpyAsync(host, t->data, n * sizeof *host, cudaMemcpyDeviceToHost, s));
+	CU(cudaStreamSynchronize(s));
+	return mh;
+}
+
+/* The buffer of a read-current map of a device column holds the sealed values (a column of several
+ * chunks, partly rewritten by a sparse session so that its version spans several buffers), zeros
+ * for a prim new to the column, in query order for a sparse reversed query; a kernel modifying it
+ * in place on the producer's stream, unmapped with that stream, commits the modified values. */
+START_TEST(test_read_current_map_of_device_column)
+{
+	fixture f;
+	fx_open(&f, 200000); /* 800 KB of float32: four 256 KiB chunks */
+	ovx_token_t a = tst_tok(f.pd, "rmwdev");
+	cudaStream_t s;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	float *d = dev_alloc(f.n * sizeof *d);
+	ck_assert_int_eq(tst_gpu_spin_fill(s, d, f.n, 3.f, 0), 0);
+	CU(cudaStreamSynchronize(s));
+	tst_tensor tt;
+	tst_wait_ok(f.st, write1(&f, a, 1, wdata_dev(&tt, d, f.n, kDLCUDA)));
+	seal(&f, 1);
+	float *want = malloc(f.n * sizeof *want), *host = malloc(f.n * sizeof *host);
+	for (uint32_t i = 0; i < f.n; i++)
+		want[i] = 3.f + (float)i;
+	/* every fifth prim rewritten by a plain (sparse) map: the version's chunks now differ in memory */
+	uint32_t k = (f.n + 4) / 5;
+	char **paths = malloc((k + 1) * sizeof *paths);
+	for (uint32_t i = 0; i < k; i++) {
+		paths[i] = malloc(24);
+		snprintf(paths[i], 24, "/w/p%u", 5 * i);
+	}
+	ovstage_query_handle_t q5 = tst_query_of(f.st, f.pd, (const char *const *)paths, k, NULL);
+	map_fill_unmap(&f, q5, k, a, 2, 1e6f, s, (uintptr_t)s);
+	seal(&f, 2);
+	for (uint32_t i = 0; i < k; i++)
+		want[5 * i] = 1e6f + (float)i;
+	/* the whole column */
+	ovstage_map_group_t g;
+	ovstage_map_handle_t mh = rmw_open_dev(&f, f.q, f.n, a, 3, s, &g, host);
+	expect(host, want, f.n, "read-current map of the whole device column");
+	ck_assert_int_eq(tst_gpu_add(s, g.data.tensors[0].data, f.n, 0.5f), 0);
+	ovstage_cuda_sync_t on_s = { (uintptr_t)s, 0 };
+	tst_wait_ok(f.st, ovstage_unmap_attribute(f.st, mh, on_s));
+	seal(&f, 3);
+	for (uint32_t i = 0; i < f.n; i++)
+		want[i] += 0.5f;
+	float *vals = malloc(f.n * sizeof *vals);
+	DLDeviceType dev[1];
+	read_latest(&f, &a, 1, vals, dev);
+	ck_assert_int_eq(dev[0], kDLCUDA);
+	expect(vals, want, f.n, "after the in-place kernel and the unmap");
+	/* a sparse reversed query with a prim the column has never seen: its values, then zero */
+	uint32_t m = 99;
+	for (uint32_t i = 0; i < m; i++)
+		snprintf(paths[i], 24, "/w/p%u", f.n - 1 - 2 * i);
+	snprintf(paths[m], 24, "/w/new");
+	ovstage_query_handle_t qr = tst_query_of(f.st, f.pd, (const char *const *)paths, m + 1, NULL);
+	mh = rmw_open_dev(&f, qr, m + 1, a, 4, s, &g, host);
+	for (uint32_t i = 0; i < m; i++)
+		ck_assert_msg(host[i] == want[f.n - 1 - 2 * i], "sparse element %u = %g, want %g", i, (double)host[i],
+			      (double)want[f.n - 1 - 2 * i]);
+	ck_assert_msg(host[m] == 0.f, "a new prim's value = %g, want 0", (double)host[m]);
+	ck_assert_int_eq(tst_gpu_add(s, g.data.tensors[0].data, m + 1, 1.f), 0);
+	tst_wait_ok(f.st, ovstage_unmap_attribute(f.st, mh, on_s));
+	seal(&f, 4);
+	read_latest(&f, &a, 1, vals, dev);
+	for (uint32_t i = 0; i < m; i++)
+		want[f.n - 1 - 2 * i] += 1.f;
+	expect(vals, want, f.n, "after the sparse in-place session");
+	for (uint32_t i = 0; i < k; i++)
+		free(paths[i]);
+	free(paths);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, qr));
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q5));
+	free(vals);
+	free(want);
+	free(host);
+	CU(cudaFree(d));
+	CU(cudaStreamDestroy(s));
+	fx_close(&f);
+}
+END_TEST
+
 /* ---- stress ---------------------------------------------------------------------------------- */
 
 enum { STRESS_THREADS = 6, STRESS_STEPS = 40, STRESS_N = 20000 };
@@ -728,6 +833,7 @@ int main(void)
 		tcase_add_test(tc, test_bad_device_input_refused_at_call);
 		tcase_add_test(tc, test_map_of_written_device_column_and_clone_refused);
 		tcase_add_test(tc, test_map_creates_device_column_on_instance_gpu);
+		tcase_add_test(tc, test_read_current_map_of_device_column);
 		tcase_add_test(tc, test_instance_devices_round_robin_and_invisible_refused);
 		tcase_add_test(tc, test_threads_write_seal_read_device_columns);
 	} else {

@@ -13,11 +13,24 @@ __global__ void spin_fill(float *dst, unsigned n, float base, long long spin_cyc
 		dst[i] = base + (float)i;
 }
 
+__global__ void add_kernel(float *dst, unsigned n, float delta)
+{
+	for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+		dst[i] += delta;
+}
+
 } // namespace
 
 // dst[i] = base + i on `stream` after spinning ~spin_cycles GPU clocks; returns the launch error.
 extern "C" int tst_gpu_spin_fill(void *stream, float *dst, unsigned n, float base, long long spin_cycles)
 {
 	spin_fill<<<(n + 255) / 256 > 0 ? (n + 255) / 256 : 1, 256, 0, (cudaStream_t)stream>>>(dst, n, base, spin_cycles);
+	return (int)cudaGetLastError();
+}
+
+// dst[i] += delta on `stream` (a producer modifying a read-current map's buffer in place).
+extern "C" int tst_gpu_add(void *stream, float *dst, unsigned n, float delta)
+{
+	add_kernel<<<(n + 255) / 256 > 0 ? (n + 255) / 256 : 1, 256, 0, (cudaStream_t)stream>>>(dst, n, delta);
 	return (int)cudaGetLastError();
 }
