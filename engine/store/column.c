@@ -250,6 +250,7 @@ void ovs_store_fini(ovs_store *st)
 			d = nx;
 		}
 		ovs_version_unref(c->latest);
+		ovs_lc_fold_fini(&c->lcfold);
 		ovs_chunks_drop_spares(c);
 		ovs_radix_fini(&c->rows);
 		pthread_mutex_destroy(&c->schema_lock);

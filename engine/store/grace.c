@@ -161,6 +161,31 @@ size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool 
 	return n;
 }
 
+size_t ovs_pin_range(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, ovs_version **out, size_t cap,
+		     bool *asof, bool *had_any)
+{
+	size_t n = 0;
+	unsigned p = ovs_grace_enter(g);
+	ovs_version *top = ovs_snapshot_version(ovs_grace_snapshot_acq(g), c), *v = top;
+	*had_any = top != NULL;
+	/* acquire on `older`: as in ovs_pin_history (what the chain no longer reaches was folded into
+	 * the column's last changes before it was cut: trim_retention) */
+	while (v && v->ordinal > end)
+		v = atomic_load_explicit(&v->older, memory_order_acquire);
+	*asof = v != NULL;
+	if (!v)
+		v = top; /* the state as of end is not reachable: the newest version and every older one */
+	for (ovs_version *u = v; u; u = atomic_load_explicit(&u->older, memory_order_acquire))
+		n++;
+	if (n <= cap)
+		for (size_t i = 0; i < n; i++, v = atomic_load_explicit(&v->older, memory_order_acquire)) {
+			ovs_version_ref(v);
+			out[i] = v;
+		}
+	ovs_grace_leave(g, p);
+	return n;
+}
+
 void ovs_unpin(ovs_version *v)
 {
 	if (v)

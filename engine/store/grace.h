@@ -117,6 +117,13 @@ size_t ovs_pin_all_latest(ovs_grace *g, const ovx_token_t *names, size_t nnames,
  * had any sealed version at all (false: a column that was never sealed). */
 size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool has_start,
 		       ovstage_ordinal_t start, ovs_version **out, size_t cap, bool *had_any);
+/* A range read ending at `end` (ovs_pin_range): pins into out, newest first, the version as of end
+ * (the newest at or below it) and every older version the chain still reaches (*asof true), or,
+ * when the chain no longer reaches the state as of end, the newest version and every older one
+ * (*asof false). Returns how many versions that is; when more than cap, pins none (retry with room
+ * for the count). Unpin each. *had_any as for ovs_pin_history. */
+size_t ovs_pin_range(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, ovs_version **out, size_t cap,
+		     bool *asof, bool *had_any);
 /* Drops a pin (NULL is ignored). */
 void ovs_unpin(ovs_version *v);
 

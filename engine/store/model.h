@@ -43,6 +43,7 @@
 #include <ovstage/ovstage.h>
 
 #include "buffer.h"
+#include "lastchange.h"
 #include "radix.h"
 
 typedef struct ovs_store ovs_store;
@@ -164,6 +165,8 @@ typedef struct ovs_column {
 	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
+	ovs_lcfold lcfold;                /* last changes of the versions that left retention (written by
+	                                   * the sealer, read by range reads: lastchange.h) */
 
 	/* --- written by every write (a push), taken by the seal --- */
 	_Alignas(OVS_COLUMN_LINE) _Atomic(ovs_delta *) inbox; /* deltas waiting for a seal (Treiber push,

@@ -33,8 +33,20 @@ static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t ke
 	ovs_version *drop = atomic_load_explicit(&v->older, memory_order_relaxed);
 	if (!drop)
 		return NULL;
+	/* Fold the versions leaving retention into the column's last changes (oldest first; usually
+	 * one version) before the cut: a reader that finds the chain cut finds them folded. Out of
+	 * memory: cut nothing now (the versions stay chained; the next seal folds them). */
+	for (ovs_version *end = NULL; end != drop;) {
+		ovs_version *u = drop;
+		for (ovs_version *o; (o = atomic_load_explicit(&u->older, memory_order_relaxed)) != end;)
+			u = o;
+		if (!ovs_lc_fold_version(&c->lcfold, u))
+			return NULL;
+		end = u;
+	}
 	/* release: pairs with readers' acquire loads of `older` (they see either the old link, and
-	 * the version stays alive until the grace period ends, or NULL). */
+	 * the version stays alive until the grace period ends, or NULL); the fold's stores happen
+	 * before it. */
 	atomic_store_explicit(&v->older, NULL, memory_order_release);
 	uint64_t dropped = drop->ordinal;
 	uint64_t cur = atomic_load_explicit(&c->dropped_through, memory_order_relaxed);
@@ -124,6 +136,12 @@ static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *
 		uint64_t sealed_cost = 0;
 		for (ovs_delta *d = ds; d; d = d->next)
 			sealed_cost += d->cost;
+		/* the version this one pushes out of retention: its fold's lines are fetched while the
+		 * new version is built */
+		ovs_version *out = c->latest;
+		for (uint32_t i = 1; out && i < st->retention; i++)
+			out = atomic_load_explicit(&out->older, memory_order_relaxed); /* seal-owned chain */
+		ovs_lc_fold_prefetch(&c->lcfold, out);
 		ovs_version *v = ovs_version_build(st, x, c, c->latest, ds, err, errlen);
 		if (!v) {
 			/* keep the deltas for a later seal */
