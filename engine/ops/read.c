@@ -25,6 +25,7 @@
 #include "layout.h"
 #include "ops.h"
 #include "query.h"
+#include "fold.h"
 
 /* Reads of resolved queries over at most this many (prim, attribute) elements run in the call. */
 #define READ_INLINE_MAX_ELEMS ((size_t)1 << 18)
@@ -515,71 +516,68 @@ static bool latest_groups(ovs_read *r, ovs_column *c, ovs_version *v)
 	return emit_groups(r, c, v, &el, qn);
 }
 
-/* The chain a range read pinned (ovs_pin_range), newest first: v[0] is the version as of the end
- * when asof, else the newest version. Not to be copied (v may point into small). */
+/* What a range read pinned (ovs_pin_range): its versions, newest first (v[0] is the version as of
+ * the end when asof, else the newest version), then the unfolded change sets below them. Not to be
+ * copied (the arrays may point into small and small_sets). */
 typedef struct range_pins {
+	ovs_range_pins pin;
 	ovs_version *small[16];
-	ovs_version **v;
-	size_t n;
-	bool asof, had_any;
+	ovs_chset *small_sets[16];
 } range_pins;
 
-/* Which pinned versions changed a row, and the fold for the rest (lastchange.h). */
+/* Which pinned change sets changed a row, and the fold for the rest (lastchange.h). Set j is
+ * version j's for j < n, else unfolded set j - n. */
 typedef struct range_hist {
-	const range_pins *p;
-	uint64_t *bits[16];  /* per pinned version (the first 16): a bitmap of its changed rows, or NULL
-	                      * (all_changed, no changes, or looked up in `changed` itself) */
+	const ovs_range_pins *p;
+	size_t nsets;        /* n + p->nsets */
+	uint64_t *bits[16];  /* per pinned set (the first 16): a bitmap of its listed rows, or NULL (a
+	                      * run, every row, no rows, or looked up in the list itself) */
 	ovs_lcview fold;     /* values at or above the oldest pinned ordinal are stale */
 	bool stale;          /* a fold value read was stale: pin again */
 } range_hist;
 
-/* Whether pinned version j changed row r. Its `changed` rows are sorted (build_changed). */
-static bool hist_changed(const range_hist *h, size_t j, uint32_t r)
+static const ovs_chset *hist_set(const range_hist *h, size_t j)
 {
-	const ovs_version *u = h->p->v[j];
-	if (r >= u->rows)
-		return false;
-	if (u->all_changed)
-		return true;
-	if (j < 16 && h->bits[j])
-		return (h->bits[j][r / 64] >> (r % 64)) & 1;
-	uint32_t lo = 0, hi = u->nchanged;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (u->changed[mid] < r)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < u->nchanged && u->changed[lo] == r;
+	return j < h->p->n ? h->p->v[j]->cs : h->p->sets[j - h->p->n];
 }
 
-/* The ordinal at which row r last changed (a value written or deleted) as of pinned version i:
- * that of the newest pinned version at or below it that changed r, else the fold's; 0: never. */
+/* Whether pinned set j changed row r. */
+static bool hist_changed(const range_hist *h, size_t j, uint32_t r)
+{
+	const ovs_chset *u = hist_set(h, j);
+	if (j < 16 && h->bits[j])
+		return r < u->rows && ((h->bits[j][r / 64] >> (r % 64)) & 1);
+	return ovs_chset_has(u, r);
+}
+
+/* The ordinal at which row r last changed (a value written or deleted) as of pinned set i: that
+ * of the newest pinned set at or below it that changed r, else the fold's; 0: never. */
 static uint64_t hist_last_change(range_hist *h, size_t i, uint32_t r)
 {
-	for (size_t j = i; j < h->p->n; j++)
+	for (size_t j = i; j < h->nsets; j++)
 		if (hist_changed(h, j, r))
-			return h->p->v[j]->ordinal;
+			return hist_set(h, j)->ordinal;
 	return ovs_lc_fold_get(&h->fold, r, &h->stale);
 }
 
-/* Bitmaps for the pinned versions whose changes a query of qn elements looks up often enough that
- * one pass over them beats a binary search per element. False when out of memory. */
-static bool hist_init(range_hist *h, ovs_column *c, const range_pins *p, size_t qn)
+/* Bitmaps for the pinned sets whose rows a query of qn elements looks up often enough that one
+ * pass over them beats a binary search per element. False when out of memory. */
+static bool hist_init(range_hist *h, ovs_column *c, const ovs_range_pins *p, size_t qn)
 {
 	memset(h, 0, sizeof *h);
 	h->p = p;
-	ovs_lc_view(&c->lcfold, p->v[p->n - 1]->ordinal, &h->fold);
-	for (size_t j = 0; j < p->n && j < 16; j++) {
-		const ovs_version *u = p->v[j];
+	h->nsets = p->n + p->nsets;
+	/* after ovs_pin_range's acquire load of `folded` (lastchange.h) */
+	ovs_lc_view(&c->lcfold, hist_set(h, h->nsets - 1)->ordinal, &h->fold);
+	for (size_t j = 0; j < h->nsets && j < 16; j++) {
+		const ovs_chset *u = hist_set(h, j);
 		size_t words = ((size_t)u->rows + 63) / 64;
-		if (u->all_changed || !u->nchanged || (uint64_t)qn * 16 < words + u->nchanged)
+		if (u->all_changed || u->run || !u->n || (uint64_t)qn * 16 < words + u->n)
 			continue;
 		if (!(h->bits[j] = calloc(words, sizeof *h->bits[j])))
 			return false;
-		for (uint32_t k = 0; k < u->nchanged; k++)
-			h->bits[j][u->changed[k] / 64] |= (uint64_t)1 << (u->changed[k] % 64);
+		for (uint32_t k = 0; k < u->n; k++)
+			h->bits[j][u->list[k] / 64] |= (uint64_t)1 << (u->list[k] % 64);
 	}
 	return true;
 }
@@ -632,7 +630,7 @@ static ovstage_api_status_t range_gone(ovs_read *r, ovs_column *c, size_t i, uin
  *    changed in (D, u)): its last change there if that is <= b; not selected if it last changed at
  *    u itself and a > D (or u is the column's first version); else unknown, and the read fails
  *    OUT_OF_RANGE naming the prim rather than guess. */
-static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, const range_pins *p, char *err, size_t errlen)
+static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, const ovs_range_pins *p, char *err, size_t errlen)
 {
 	size_t qn = r->q->count;
 	uint64_t a = r->range.start_ordinal, b = r->range.end_ordinal;
@@ -695,33 +693,78 @@ static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, const range
 	return OVSTAGE_ERROR_OUT_OF_MEMORY;
 }
 
-/* A range read of one column: the bounds, then the chain it needs (ovs_pin_range), pinned again
- * when the fold moved past it meanwhile (a reader slower than retention seals: rare, and each
- * retry pins a newer chain). */
+/* acquire/release: the hook and whatever the test prepared for it are published together. */
+static _Atomic(ovs_read_range_hook_fn) g_range_hook;
+
+void ovs_read_set_range_hook(ovs_read_range_hook_fn fn)
+{
+	atomic_store_explicit(&g_range_hook, fn, memory_order_release);
+}
+
+/* Unpins what ovs_pin_range pinned (the sets only when it pinned them). */
+static void range_unpin(ovs_range_pins *p)
+{
+	for (size_t i = 0; i < p->n && p->n <= p->cap; i++)
+		ovs_unpin(p->v[i]);
+	for (size_t i = 0; i < p->nsets && p->nsets <= p->setcap; i++)
+		ovs_chset_unref(p->sets[i]);
+}
+
+/* Room for what the last ovs_pin_range counted (and a little more). False when out of memory. */
+static bool range_room(range_pins *rp)
+{
+	ovs_range_pins *p = &rp->pin;
+	if (p->n > p->cap) {
+		if (p->v != rp->small)
+			free(p->v);
+		p->cap = p->n + 4;
+		if (!(p->v = malloc(p->cap * sizeof *p->v)))
+			return false;
+	}
+	if (p->nsets > p->setcap) {
+		if (p->sets != rp->small_sets)
+			free(p->sets);
+		p->setcap = p->nsets + 4;
+		if (!(p->sets = malloc(p->setcap * sizeof *p->sets)))
+			return false;
+	}
+	return true;
+}
+
+/* A range read of one column: the bounds, then the change sets below retention folded when it
+ * gets the fold flag (else the holder folds them and this read pins them), then the versions and
+ * sets it needs (ovs_pin_range), pinned again when the fold moved past them meanwhile (a reader
+ * slower than a retention's worth of seals: rare, and each retry pins a newer chain). */
 static ovstage_api_status_t read_range(ovs_read *r, ovs_column *c, uint64_t floor, char *err, size_t errlen)
 {
 	uint64_t dropped;
 	ovstage_api_status_t s = check_bounds(r->st, c, &r->range, floor, &dropped, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
-	range_pins p;
-	p.v = p.small;
-	size_t cap = sizeof p.small / sizeof *p.small;
+	ovs_lc_fold_column(&r->st->store, c);
+	range_pins rp;
+	ovs_range_pins *p = &rp.pin;
+	memset(p, 0, sizeof *p);
+	p->v = rp.small;
+	p->cap = sizeof rp.small / sizeof *rp.small;
+	p->sets = rp.small_sets;
+	p->setcap = sizeof rp.small_sets / sizeof *rp.small_sets;
 	for (unsigned tries = 0;; tries++) {
-		p.n = ovs_pin_range(&r->st->store.grace, c, r->range.end_ordinal, p.v, cap, &p.asof, &p.had_any);
-		if (p.n > cap) { /* a chain longer than the room: make room for it (and a little more) */
-			if (p.v != p.small)
-				free(p.v);
-			cap = p.n + 4;
-			if (!(p.v = malloc(cap * sizeof *p.v))) {
-				ovs_err_format(err, errlen, "out of memory pinning versions");
-				return OVSTAGE_ERROR_OUT_OF_MEMORY;
-			}
-			continue;
+		ovs_pin_range(&r->st->store.grace, c, r->range.end_ordinal, p);
+		if (p->n > p->cap || p->nsets > p->setcap) { /* more than the room: make room, again */
+			range_unpin(p);
+			if (range_room(&rp))
+				continue;
+			ovs_err_format(err, errlen, "out of memory pinning versions");
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			p->n = p->nsets = 0;
+			break;
 		}
-		s = p.n ? range_groups(r, c, &p, err, errlen) : OVSTAGE_OK;
-		for (size_t i = 0; i < p.n; i++)
-			ovs_unpin(p.v[i]);
+		ovs_read_range_hook_fn hook = atomic_load_explicit(&g_range_hook, memory_order_acquire);
+		if (hook)
+			hook();
+		s = p->n ? range_groups(r, c, p, err, errlen) : OVSTAGE_OK;
+		range_unpin(p);
 		if (s != RANGE_STALE)
 			break;
 		if (tries == 1000) {
@@ -731,8 +774,10 @@ static ovstage_api_status_t read_range(ovs_read *r, ovs_column *c, uint64_t floo
 			break;
 		}
 	}
-	if (p.v != p.small)
-		free(p.v);
+	if (p->v != rp.small)
+		free(p->v);
+	if (p->sets != rp.small_sets)
+		free(p->sets);
 	return s;
 }
 
