@@ -6,14 +6,20 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ovstage/ovstage.h>
+#include <ovstage/ovstage_ext.h>
 #include <ovx/path_dictionary/path_dictionary.h>
 
+#include "api.h"
+#include "column.h"
+#include "stage.h"
 #include "stage_test_util.h"
 
 typedef struct fixture {
@@ -582,6 +588,336 @@ START_TEST(test_range_reads_while_folding)
 }
 END_TEST
 
+/* Range reads racing with the folds of change sets that left retention (docs/store.md): one thread
+ * writes and seals ordinals 1..FR_ORDS of a FR_ROWS-row column — at ordinal n the rows with
+ * (7r + n) % 10 == 0, a block of whole 4096-row chunks plus a partial one (a run: folded per chunk
+ * and per row), and at every 50th ordinal every row (a full write) — while two readers range-read:
+ * one without pause (it folds before it pins, or pins the sets another fold is taking), one in
+ * bursts, pausing for more than OVS_LC_PENDING_SETS (64) seals between them, so that the seals'
+ * fold job folds meanwhile. Every read gives exactly the rows last written in [a, b] with that
+ * write's value, or OUT_OF_RANGE where b left retention before the read pinned (as in
+ * test_range_reads_while_folding). Run under ThreadSanitizer by the tsan build. */
+enum { FR_ROWS = 4 * 4096 + 300, FR_ORDS = 400, FR_CHUNKS = FR_ROWS / 4096 };
+
+static bool fr_written(uint32_t r, uint64_t n)
+{
+	if (n % 50 == 0 || (7u * r + n) % 10 == 0)
+		return true;
+	uint32_t s = (uint32_t)((n * 2654435761u) % (FR_CHUNKS - 1)) * 4096u; /* chunk-aligned start */
+	uint32_t len = 4096u * (uint32_t)(1 + n % 2) + (uint32_t)(n % 3) * 100u;
+	return r >= s && r < s + len;
+}
+
+/* The last ordinal <= b that wrote row r (every row is written at least every 10 ordinals). */
+static uint64_t fr_last(uint32_t r, uint64_t b)
+{
+	for (uint64_t n = b; n >= 1 && n + 10 > b; n--)
+		if (fr_written(r, n))
+			return n;
+	return 0;
+}
+
+typedef struct fold_race {
+	ovstage_instance_t *st;
+	ovstage_query_handle_t q;
+	ovx_token_t t;
+	_Atomic uint64_t sealed;
+	_Atomic bool done;
+	_Atomic int reads[2], oor[2];
+} fold_race;
+
+/* One range read [a, b] checked against fr_last; false for OUT_OF_RANGE. */
+static bool fr_read(fold_race *c, uint64_t a, uint64_t b, bool *seen)
+{
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t rg = { a, b, true };
+	ovstage_enqueue_result_t e = ovstage_read_attributes(c->st, c->q, &c->t, 1, rg, &rh);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t w;
+	ovstage_api_status_t ws = ovstage_wait_op(c->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w);
+	ck_assert_int_eq(ovstage_release_op(c->st, e.op_index), OVSTAGE_OK);
+	ovstage_read_group_t g;
+	if (ws != OVSTAGE_OK) {
+		ck_assert_int_eq(ws, OVSTAGE_ERROR_OUT_OF_RANGE);
+		tst_wait_ok(c->st, ovstage_release_read(c->st, rh));
+		return false;
+	}
+	memset(seen, 0, FR_ROWS * sizeof *seen);
+	while (ovstage_fetch_read_next(c->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+		ck_assert(!g.is_delete);
+		for (uint32_t i = 0; i < g.prims.count; i++) {
+			uint32_t p = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+			uint32_t row = g.data.index_map ? g.data.index_map[i] : i;
+			ck_assert(!seen[p]);
+			seen[p] = true;
+			ck_assert_float_eq(((const float *)g.data.tensors[0].data)[row], (float)fr_last(p, b));
+		}
+		ck_assert_int_eq(ovstage_release_group(c->st, &g), OVSTAGE_OK);
+	}
+	for (uint32_t p = 0; p < FR_ROWS; p++)
+		ck_assert_msg(seen[p] == (fr_last(p, b) >= a), "row %u, range [%llu, %llu]: %s", p, (unsigned long long)a,
+			      (unsigned long long)b, seen[p] ? "selected" : "not selected");
+	tst_wait_ok(c->st, ovstage_release_read(c->st, rh));
+	return true;
+}
+
+typedef struct fr_arg {
+	fold_race *c;
+	int id; /* 0: without pause, 1: in bursts */
+} fr_arg;
+
+static void *fr_reader(void *arg)
+{
+	fr_arg *x = arg;
+	fold_race *c = x->c;
+	bool *seen = malloc(FR_ROWS * sizeof *seen);
+	ck_assert_ptr_nonnull(seen);
+	uint64_t k = 0, next = 0;
+	while (!atomic_load(&c->done)) {
+		uint64_t b = atomic_load(&c->sealed);
+		if (b < 2 || (x->id == 1 && b < next)) {
+			sched_yield();
+			continue;
+		}
+		uint64_t a = 1 + (k++ * 13 + (uint64_t)x->id) % b; /* any start: beyond retention too */
+		if (fr_read(c, a, b, seen))
+			atomic_fetch_add(&c->reads[x->id], 1);
+		else
+			atomic_fetch_add(&c->oor[x->id], 1);
+		if (x->id == 1 && k % 3 == 0)
+			next = b + 80; /* a pause of more than 64 seals: the fold job folds meanwhile */
+	}
+	free(seen);
+	return NULL;
+}
+
+static void fold_race_run(void)
+{
+	fold_race c;
+	memset(&c, 0, sizeof c);
+	ovstage_instance_desc_t d = { "fold_race" };
+	ck_assert_int_eq(ovstage_create_instance(&d, &c.st), OVSTAGE_OK);
+	path_dictionary_instance_t *pd = ovstage_get_path_dictionary(c.st);
+	static char names[FR_ROWS][16];
+	static const char *pp[FR_ROWS];
+	for (int i = 0; i < FR_ROWS; i++) {
+		snprintf(names[i], sizeof names[i], "/F/R%d", i);
+		pp[i] = names[i];
+	}
+	c.q = tst_query_of(c.st, pd, pp, FR_ROWS, NULL);
+	c.t = tst_tok(pd, "fr");
+	static float vals[FR_ROWS];
+	static uint64_t mask[(FR_ROWS + 63) / 64];
+	pthread_t th[2];
+	fr_arg args[2] = { { &c, 0 }, { &c, 1 } };
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, fr_reader, &args[i]), 0);
+	for (uint64_t n = 1; n <= FR_ORDS; n++) {
+		memset(mask, 0, sizeof mask);
+		for (uint32_t r = 0; r < FR_ROWS; r++) {
+			vals[r] = (float)n;
+			if (fr_written(r, n))
+				mask[r / 64] |= 1ull << (r % 64);
+		}
+		tst_tensor tt;
+		ovstage_write_data_t w = tst_wdata(&tt, vals, FR_ROWS, kDLFloat, 32, 1);
+		if (n % 50) { /* else a full write */
+			w.mask = mask;
+			w.count = FR_ROWS;
+		}
+		tst_wait_ok(c.st, ovstage_write_attribute(c.st, c.q, tst_attr(c.t), n, w, OVSTAGE_PRIM_MODE_UPSERT));
+		ovstage_write_floor_desc_t fd = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
+		tst_wait_ok(c.st, ovstage_advance_write_floor(c.st, &fd));
+		atomic_store(&c.sealed, n);
+	}
+	/* the last reads see the whole history (the bursty reader's pause may have been pending) */
+	bool *seen = malloc(FR_ROWS * sizeof *seen);
+	for (uint64_t a = 1; a <= FR_ORDS; a += 37)
+		ck_assert(fr_read(&c, a, FR_ORDS, seen));
+	free(seen);
+	atomic_store(&c.done, true);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+	ck_assert_int_gt(c.reads[0], 0);
+	ck_assert_int_gt(c.reads[1], 0);
+	tst_wait_ok(c.st, ovstage_release_query(c.st, c.q));
+	ck_assert_int_eq(ovstage_destroy_instance(c.st), OVSTAGE_OK);
+}
+
+START_TEST(test_range_reads_race_folds)
+{
+	fold_race_run();
+}
+END_TEST
+
+/* The same with retention 1: the version as of b leaves retention at the next seal, and a fold of
+ * it and newer sets during a read makes the read pin again (the stale path of lastchange.h). */
+START_TEST(test_range_reads_race_folds_retention1)
+{
+	ovstage_config_entry_t e = ovstage_config_entry_uint64(OVSTAGE_CONFIG_EXT_RETENTION, 1);
+	ovstage_config_t cfg = { &e, 1 };
+	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
+	fold_race_run();
+	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+}
+END_TEST
+
+/* The stale path, deterministically: with retention 1, a range read [1, 3] pins version 3 (the
+ * latest); a hook between its pin and its lookups (on the reading thread) writes and seals
+ * ordinals 4 and 5 — every 5th row at each — and range-reads the column once more, which folds
+ * the change sets of 3 and 4 that left retention. The first read then finds newer ordinals in the
+ * fold for rows none of its pinned sets changed, pins again (the hook runs a second time, then
+ * does nothing) and answers from the new pins: OUT_OF_RANGE, since rows written at 1 and 2 changed
+ * again at 4 or 5 and their payloads as of 3 are gone. */
+enum { ST_ROWS = 1000 };
+static ovstage_instance_t *g_st_inst;
+static ovstage_query_handle_t g_st_q;
+static ovx_token_t g_st_t;
+static _Atomic int g_st_calls;
+
+static void st_write_seal(uint64_t n, uint32_t step)
+{
+	static float vals[ST_ROWS];
+	static uint64_t mask[(ST_ROWS + 63) / 64];
+	memset(mask, 0, sizeof mask);
+	for (uint32_t r = 0; r < ST_ROWS; r++) {
+		vals[r] = (float)n;
+		if (r % step == n % step)
+			mask[r / 64] |= 1ull << (r % 64);
+	}
+	tst_tensor tt;
+	ovstage_write_data_t w = tst_wdata(&tt, vals, ST_ROWS, kDLFloat, 32, 1);
+	w.mask = mask;
+	w.count = ST_ROWS;
+	tst_wait_ok(g_st_inst, ovstage_write_attribute(g_st_inst, g_st_q, tst_attr(g_st_t), n, w, OVSTAGE_PRIM_MODE_UPSERT));
+	ovstage_write_floor_desc_t fd = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	tst_wait_ok(g_st_inst, ovstage_advance_write_floor(g_st_inst, &fd));
+}
+
+static void st_hook(void)
+{
+	if (atomic_fetch_add(&g_st_calls, 1) != 0)
+		return;
+	st_write_seal(4, 5);
+	st_write_seal(5, 5);
+	ovstage_read_handle_t rh; /* folds what left retention before it pins */
+	ovstage_ordinal_range_t rg = { 5, 5, true };
+	tst_wait_ok(g_st_inst, ovstage_read_attributes(g_st_inst, g_st_q, &g_st_t, 1, rg, &rh));
+	tst_wait_ok(g_st_inst, ovstage_release_read(g_st_inst, rh));
+}
+
+START_TEST(test_fold_during_read_pins_again)
+{
+	ovstage_config_entry_t e = ovstage_config_entry_uint64(OVSTAGE_CONFIG_EXT_RETENTION, 1);
+	ovstage_config_t cfg = { &e, 1 };
+	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
+	ovstage_instance_desc_t d = { "stale_fold" };
+	ck_assert_int_eq(ovstage_create_instance(&d, &g_st_inst), OVSTAGE_OK);
+	path_dictionary_instance_t *pd = ovstage_get_path_dictionary(g_st_inst);
+	static char names[ST_ROWS][16];
+	static const char *pp[ST_ROWS];
+	for (int i = 0; i < ST_ROWS; i++) {
+		snprintf(names[i], sizeof names[i], "/S/R%d", i);
+		pp[i] = names[i];
+	}
+	g_st_q = tst_query_of(g_st_inst, pd, pp, ST_ROWS, NULL);
+	g_st_t = tst_tok(pd, "st");
+	for (uint64_t n = 1; n <= 3; n++)
+		st_write_seal(n, 1 + (n == 3) * 4); /* every row at 1 and 2, every 5th at 3 */
+	atomic_store(&g_st_calls, 0);
+	ovs_read_set_range_hook(st_hook);
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t rg = { 1, 3, true };
+	ovstage_enqueue_result_t er = ovstage_read_attributes(g_st_inst, g_st_q, &g_st_t, 1, rg, &rh);
+	ck_assert_int_eq(er.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t w;
+	ovstage_api_status_t ws = ovstage_wait_op(g_st_inst, er.op_index, OVSTAGE_TIMEOUT_INFINITE, &w);
+	ovs_read_set_range_hook(NULL);
+	ck_assert_int_eq(ovstage_release_op(g_st_inst, er.op_index), OVSTAGE_OK);
+	ck_assert_int_eq(ws, OVSTAGE_ERROR_OUT_OF_RANGE);
+	/* the first read's two pins and the hook's own read */
+	ck_assert_int_ge(atomic_load(&g_st_calls), 3);
+	tst_wait_ok(g_st_inst, ovstage_release_read(g_st_inst, rh));
+	tst_wait_ok(g_st_inst, ovstage_release_query(g_st_inst, g_st_q));
+	ck_assert_int_eq(ovstage_destroy_instance(g_st_inst), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+}
+END_TEST
+
+/* Without range reads, the change sets that left retention are folded by the seals' fold job once
+ * OVS_LC_PENDING_SETS of them wait: 400 ordinals of scattered writes (listed rows, not runs) keep
+ * the unfolded sets and the memory of change membership (history_bytes: the sets' row lists and
+ * the fold table) bounded, and a range read afterwards still sees the whole history. */
+START_TEST(test_unread_history_bounded)
+{
+	enum { HB_ROWS = 20000, HB_ORDS = 400 };
+	ovstage_instance_t *st;
+	ovstage_instance_desc_t d = { "hist_bound" };
+	ck_assert_int_eq(ovstage_create_instance(&d, &st), OVSTAGE_OK);
+	path_dictionary_instance_t *pd = ovstage_get_path_dictionary(st);
+	static char names[HB_ROWS][16];
+	static const char *pp[HB_ROWS];
+	for (int i = 0; i < HB_ROWS; i++) {
+		snprintf(names[i], sizeof names[i], "/H/R%d", i);
+		pp[i] = names[i];
+	}
+	ovstage_query_handle_t q = tst_query_of(st, pd, pp, HB_ROWS, NULL);
+	ovx_token_t t = tst_tok(pd, "hb");
+	static float vals[HB_ROWS];
+	static uint64_t mask[(HB_ROWS + 63) / 64];
+	ovs_store *store = &ovs_stage_of(st->context)->store;
+	for (uint64_t n = 1; n <= HB_ORDS + 1; n++) {
+		if (n == HB_ORDS + 1) /* the last fold job done: the next seal cuts what it folded */
+			for (int k = 0; k < 10000 && atomic_load(&store->lc_job_busy); k++)
+				usleep(1000);
+		memset(mask, 0, sizeof mask);
+		for (uint32_t r = 0; r < HB_ROWS; r++)
+			vals[r] = (float)n;
+		for (uint32_t r = (uint32_t)(n % 97); r < HB_ROWS; r += 97) /* every 97th row from n % 97 */
+			mask[r / 64] |= 1ull << (r % 64);
+		tst_tensor tt;
+		ovstage_write_data_t w = tst_wdata(&tt, vals, HB_ROWS, kDLFloat, 32, 1);
+		if (n > 1) { /* a full write first */
+			w.mask = mask;
+			w.count = HB_ROWS;
+		}
+		tst_wait_ok(st, ovstage_write_attribute(st, q, tst_attr(t), n, w, OVSTAGE_PRIM_MODE_UPSERT));
+		ovstage_write_floor_desc_t fd = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
+		tst_wait_ok(st, ovstage_advance_write_floor(st, &fd));
+	}
+	ovs_column *c = ovs_column_find(store, t);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_gt(atomic_load(&c->lcfold.folded), 0); /* the job ran */
+	ck_assert_uint_le(c->lcq_n, 2 * OVS_LC_PENDING_SETS);
+	/* the table (one 2 MiB slab of chunks and its directory) and at most 2 x 64 sets of 207 rows */
+	int64_t bound = (2 << 20) + 4096 + 2 * OVS_LC_PENDING_SETS * (int64_t)(sizeof(ovs_chset) + 207 * 4);
+	ck_assert_int_le(atomic_load(&store->history_bytes), bound);
+	/* every row's last write, from the start of the history */
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t rg = { 2, HB_ORDS + 1, true };
+	tst_wait_ok(st, ovstage_read_attributes(st, q, &t, 1, rg, &rh));
+	ovstage_read_group_t g;
+	size_t seen = 0;
+	while (ovstage_fetch_read_next(st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+		for (uint32_t i = 0; i < g.prims.count; i++) {
+			uint32_t p = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+			uint32_t row = g.data.index_map ? g.data.index_map[i] : i;
+			uint64_t last = 0; /* the last n in [2, HB_ORDS + 1] with n % 97 == p % 97 */
+			for (uint64_t n = 2; n <= HB_ORDS + 1; n++)
+				if (n % 97 == p % 97)
+					last = n;
+			ck_assert_float_eq(((const float *)g.data.tensors[0].data)[row], (float)last);
+			seen++;
+		}
+		ck_assert_int_eq(ovstage_release_group(st, &g), OVSTAGE_OK);
+	}
+	ck_assert_uint_eq(seen, HB_ROWS); /* every row was written in [2, HB_ORDS + 1] */
+	tst_wait_ok(st, ovstage_release_read(st, rh));
+	tst_wait_ok(st, ovstage_release_query(st, q));
+	ck_assert_int_eq(ovstage_destroy_instance(st), OVSTAGE_OK);
+}
+END_TEST
+
 /* ---- item 6: execution-time failures report 0.2.1's documented status ------------------------ */
 
 /* Waits for e: wait_op's status, the failed ids it listed (1 expected) and the first message. */
@@ -739,6 +1075,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_range_end_older_than_retention);
 	tcase_add_test(tc, test_last_change_matches_model);
 	tcase_add_test(tc, test_range_reads_while_folding);
+	tcase_add_test(tc, test_range_reads_race_folds);
+	tcase_add_test(tc, test_range_reads_race_folds_retention1);
+	tcase_add_test(tc, test_fold_during_read_pins_again);
+	tcase_add_test(tc, test_unread_history_bounded);
 	tcase_add_test(tc, test_insert_onto_existing_prim_status);
 	tcase_add_test(tc, test_clone_statuses);
 	tcase_add_test(tc, test_deferred_read_statuses);
