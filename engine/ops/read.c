@@ -576,8 +576,9 @@ static bool hist_init(range_hist *h, ovs_column *c, const ovs_range_pins *p, siz
 			continue;
 		if (!(h->bits[j] = calloc(words, sizeof *h->bits[j])))
 			return false;
+		const uint32_t *list = ovs_chset_list(u);
 		for (uint32_t k = 0; k < u->n; k++)
-			h->bits[j][u->list[k] / 64] |= (uint64_t)1 << (u->list[k] % 64);
+			h->bits[j][list[k] / 64] |= (uint64_t)1 << (list[k] % 64);
 	}
 	return true;
 }

@@ -30,6 +30,7 @@ void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_
 	atomic_init(&s->unsealed_bytes, 0);
 	atomic_init(&s->history_bytes, 0);
 	atomic_init(&s->lc_job_busy, false);
+	atomic_init(&s->lc_fold_due, false);
 	ovs_grace_init(&s->grace);
 	for (int d = 0; d < OVS_STORE_GPUS; d++)
 		atomic_init(&s->gpu[d], NULL);

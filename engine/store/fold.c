@@ -3,6 +3,8 @@
 
 #include "grace.h"
 #include "lastchange.h"
+#include "seal.h"
+#include "version.h"
 
 /* Sets one pass of a fold pins (it passes again while there are more). */
 #define FOLD_PASS 64
@@ -33,7 +35,30 @@ void ovs_lc_fold_column(ovs_store *st, ovs_column *c)
 	ovs_lc_fold_unlock(&c->lcfold);
 }
 
-/* The fold job: every column of the store with unfolded sets. */
+/* Copies the rows of the pooled change sets of c's retained versions (lastchange.h). Each version
+ * is pinned while its set is copied: its delta holds the rows. */
+static void copy_column(ovs_store *st, ovs_column *c)
+{
+	ovs_version *vs[FOLD_PASS];
+	size_t n = 0;
+	unsigned p = ovs_grace_enter(&st->grace);
+	/* acquire on `older`: as in ovs_pin_history (grace.h) */
+	for (ovs_version *v = ovs_snapshot_version(ovs_grace_snapshot_acq(&st->grace), c); v && n < FOLD_PASS;
+	     v = atomic_load_explicit(&v->older, memory_order_acquire))
+		/* relaxed: a hint; ovs_chset_copy decides */
+		if (v->cs->pooled && !atomic_load_explicit(&v->cs->copy, memory_order_relaxed)) {
+			ovs_version_ref(v);
+			vs[n++] = v;
+		}
+	ovs_grace_leave(&st->grace, p);
+	for (size_t i = 0; i < n; i++) {
+		(void)ovs_chset_copy(vs[i]->cs); /* out of memory: the seal that cuts it copies */
+		ovs_version_unref(vs[i]);
+	}
+}
+
+/* The fold job: the copies of pooled sets' rows, then, when due, the fold of every column of the
+ * store with unfolded sets. */
 static void lc_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	(void)w;
@@ -43,13 +68,19 @@ static void lc_job(jobs_worker *w, void *arg, jobs_run *run)
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
 	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_acquire);
 	for (size_t i = 0; i < n; i++)
-		ovs_lc_fold_column(st, cols[i]);
+		copy_column(st, cols[i]);
+	/* relaxed: set by the sealer before it submitted this job (the submission orders it) */
+	if (atomic_exchange_explicit(&st->lc_fold_due, false, memory_order_relaxed))
+		for (size_t i = 0; i < n; i++)
+			ovs_lc_fold_column(st, cols[i]);
 	/* release: the next submission (the sealer's acquire exchange) comes after this job's work */
 	atomic_store_explicit(&st->lc_job_busy, false, memory_order_release);
 }
 
-void ovs_lc_job_kick(ovs_store *st)
+void ovs_lc_job_kick(ovs_store *st, bool fold)
 {
+	if (fold) /* relaxed: the submission below (or the next one) orders it before the job */
+		atomic_store_explicit(&st->lc_fold_due, true, memory_order_relaxed);
 	/* acquire: pairs with the previous job's release of the flag */
 	if (!st->sched || atomic_exchange_explicit(&st->lc_job_busy, true, memory_order_acquire))
 		return;

@@ -16,8 +16,9 @@ bool ovs_lc_unfolded(ovs_column *c);
 /* Folds c's unfolded change sets, oldest first, if it gets c's fold flag (else returns at once:
  * the holder folds them). Any thread. */
 void ovs_lc_fold_column(ovs_store *st, ovs_column *c);
-/* The sealer, after a publication: submits the store's fold job unless one is in flight. */
-void ovs_lc_job_kick(ovs_store *st);
+/* The sealer, after a publication: submits the store's fold job unless one is in flight. It copies
+ * the rows of the retained versions' pooled change sets (lastchange.h), and folds when `fold`. */
+void ovs_lc_job_kick(ovs_store *st, bool fold);
 /* Destroy: waits for the last fold job and releases its receipt. */
 void ovs_lc_job_fini(ovs_store *st);
 

@@ -22,15 +22,34 @@ void ovs_chset_unref(ovs_chset *s)
 		ovs_chset *older = atomic_load_explicit(&s->older, memory_order_relaxed); /* last holder */
 		if (s->map)
 			ovs_rowmap_unref(s->map);
-		else if (s->buf)
-			ovs_buffer_unref(s->buf);
 		free(s->own);
+		free(atomic_load_explicit(&s->copy, memory_order_relaxed)); /* last holder */
 		if (s->counter)
 			/* relaxed: a statistic */
 			atomic_fetch_sub_explicit(s->counter, (int64_t)s->bytes, memory_order_relaxed);
 		free(s);
 		s = older; /* the reference this set held on the older one */
 	}
+}
+
+bool ovs_chset_copy(ovs_chset *s)
+{
+	if (!s->pooled || atomic_load_explicit(&s->copy, memory_order_acquire)) /* acquire: as below */
+		return true;
+	size_t bytes = (size_t)s->n * sizeof *s->list;
+	uint32_t *c = malloc(bytes ? bytes : 1), *none = NULL;
+	if (!c)
+		return false;
+	memcpy(c, s->list, bytes);
+	/* acq_rel: release publishes the rows with the pointer; acquire (on failure) sees the winner's */
+	if (!atomic_compare_exchange_strong_explicit(&s->copy, &none, c, memory_order_acq_rel, memory_order_acquire)) {
+		free(c);
+		return true;
+	}
+	if (s->counter) /* relaxed: a statistic */
+		atomic_fetch_add_explicit(s->counter, (int64_t)bytes, memory_order_relaxed);
+	s->bytes += bytes; /* read only by the last holder, which acquires this thread's accesses */
+	return true;
 }
 
 bool ovs_chset_has(const ovs_chset *s, uint32_t r)
@@ -41,15 +60,16 @@ bool ovs_chset_has(const ovs_chset *s, uint32_t r)
 		return true;
 	if (s->run)
 		return r - s->row0 < s->n; /* unsigned: r below row0 wraps above n */
+	const uint32_t *list = ovs_chset_list(s);
 	uint32_t lo = 0, hi = s->n;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (s->list[mid] < r)
+		if (list[mid] < r)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < s->n && s->list[lo] == r;
+	return lo < s->n && list[lo] == r;
 }
 
 bool ovs_lc_fold_trylock(ovs_lcfold *f)
@@ -214,13 +234,14 @@ bool ovs_lc_fold_set(ovs_lcfold *f, const ovs_chset *s)
 	}
 	if (!s->n)
 		return true;
-	uint32_t last = s->run ? s->row0 + s->n - 1 : s->list[s->n - 1];
+	const uint32_t *list = s->run ? NULL : ovs_chset_list(s);
+	uint32_t last = s->run ? s->row0 + s->n - 1 : list[s->n - 1];
 	ovs_lcdir *d = dir_reserve(f, last + 1);
 	if (!d)
 		return false;
 	/* A failure part-way leaves some rows stored: harmless, since the set stays unfolded (readers
 	 * consult it) and the stored values are its own ordinal, which a later fold stores again. */
-	return s->run ? fold_run(f, d, s->row0, s->n, s->ordinal) : fold_list(f, d, s->list, s->n, s->ordinal);
+	return s->run ? fold_run(f, d, s->row0, s->n, s->ordinal) : fold_list(f, d, list, s->n, s->ordinal);
 }
 
 void ovs_lc_view(const ovs_lcfold *f, uint64_t limit, ovs_lcview *out)

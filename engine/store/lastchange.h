@@ -64,11 +64,16 @@ typedef struct ovs_chset {
 	bool run;                     /* rows [row0, row0 + n) */
 	uint32_t row0;                /* run: the first row */
 	uint32_t n;                   /* rows in the set */
-	const uint32_t *list;         /* neither: the sorted, unique rows (n entries) */
-	/* the list's storage, owned by the set: malloc'd, a pooled buffer, or a query's row map */
+	const uint32_t *list;         /* neither: the sorted, unique rows (n entries; ovs_chset_list) */
+	/* the list's storage, owned by the set: malloc'd, or a query's row map */
 	uint32_t *own;
-	struct ovs_buffer *buf;
 	const struct ovs_rowmap *map;
+	/* or the rows of the version's delta in a buffer of the store's pool, which the delta keeps
+	 * (it goes back to the pool when the version is freed, as without change sets): valid while
+	 * the version lives, so the set gets a copy of its own before the version leaves retention —
+	 * from the fold job, or from the seal that cuts the version if the job has not run yet */
+	bool pooled;
+	uint32_t *_Atomic copy;       /* that copy (NULL: none yet); once set, list's rows for good */
 	size_t bytes;                 /* counted in the store's history_bytes while the set lives */
 	_Atomic int64_t *counter;     /* that count */
 	struct ovs_chset *_Atomic older; /* the previous version's set (owned reference); cut by the
@@ -76,6 +81,16 @@ typedef struct ovs_chset {
 	                                  * snapshot grace section */
 } ovs_chset;
 
+/* The set's row list: its copy once made, else list (valid while its version lives). */
+static inline const uint32_t *ovs_chset_list(const ovs_chset *s)
+{
+	/* acquire: the copy's rows are visible before its pointer (ovs_chset_copy's release CAS) */
+	const uint32_t *c = atomic_load_explicit(&((ovs_chset *)s)->copy, memory_order_acquire);
+	return c ? c : s->list;
+}
+/* A pooled set's copy of its rows (its version must be alive): made unless there is one. False
+ * when out of memory. Any thread; one of racing copies wins. */
+bool ovs_chset_copy(ovs_chset *s);
 void ovs_chset_ref(ovs_chset *s);
 /* Drops a reference; the last frees the set and drops its reference on `older` (iteratively). */
 void ovs_chset_unref(ovs_chset *s);

@@ -81,10 +81,12 @@ static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t ke
 	if (!drop)
 		return NULL;
 	uint32_t k = 0; /* usually one version */
-	for (ovs_version *u = drop; u; u = atomic_load_explicit(&u->older, memory_order_relaxed))
-		k++;
+	for (ovs_version *u = drop; u; u = atomic_load_explicit(&u->older, memory_order_relaxed), k++)
+		/* a pooled set's rows are the delta's: its copy first (usually the fold job made it) */
+		if (!ovs_chset_copy(u->cs))
+			return NULL; /* out of memory: cut nothing now (the next seal cuts them) */
 	if (!lcq_reserve(c, k))
-		return NULL; /* out of memory: cut nothing now (the next seal cuts them) */
+		return NULL;
 	lcq_push(c, drop, k);
 	/* release: pairs with readers' acquire loads of `older` (they see either the old link, and
 	 * the version stays alive until the grace period ends, or NULL). */
@@ -214,7 +216,7 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
 /* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
  * retention. The inbox was taken by the caller. */
 static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *c, ovstage_ordinal_t n,
-					ovs_limbo *gy, bool *fold, char *err, size_t errlen)
+					ovs_limbo *gy, bool *fold, bool *copy, char *err, size_t errlen)
 {
 	if (c->latest) { /* the change sets folded since the last seal leave the chain */
 		ovs_version *oldest = c->latest;
@@ -250,6 +252,7 @@ static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *
 		c->latest = v;
 		bury(gy, c, trim_retention(c, v, st->retention));
 		*fold |= fold_due(c);
+		*copy |= v->cs->pooled; /* the fold job copies its rows while v is retained */
 		ovs_seal_hook_fn hook = atomic_load_explicit(&g_seal_hook, memory_order_acquire);
 		if (hook)
 			hook();
@@ -351,11 +354,11 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 	 * holds every ordinal up to its end, in every column of the scope. */
 	uint32_t batch = st->retention / 2 > OVS_SEAL_BATCH ? OVS_SEAL_BATCH : (st->retention / 2 ? st->retention / 2 : 1);
 	ovstage_ordinal_t done = 0;
-	bool fold = false; /* a column's unfolded change sets passed the bound */
+	bool fold = false, copy = false; /* unfolded change sets passed the bound; a set to copy */
 	for (;;) {
 		ovstage_ordinal_t m = batch_end(cols, ncols, done, n, batch);
 		for (size_t i = 0; i < ncols; i++) {
-			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, err, errlen);
+			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, err, errlen);
 			if (s != OVSTAGE_OK) {
 				/* Versions built so far stay chained (the next seal publishes them); the ones cut
 				 * from retention are dropped after a grace period (rare path: wait for it here). */
@@ -367,8 +370,8 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 		for (size_t i = 0; i < ncols; i++)
 			ovs_column_min_unsealed_reset(cols[i]);
 		ovstage_api_status_t s = publish(st, cols, ncols, m, advance_stage_floor, err, errlen);
-		if (s == OVSTAGE_OK && m >= n && fold)
-			ovs_lc_job_kick(st); /* after the publication: the fold never delays it */
+		if (s == OVSTAGE_OK && m >= n && (fold || copy))
+			ovs_lc_job_kick(st, fold); /* after the publication: the job never delays it */
 		if (s != OVSTAGE_OK || m >= n)
 			return s;
 		reclaim_limbo(st); /* the batch's retirees, before the next batch cuts more */

@@ -46,6 +46,7 @@ struct ovs_store {
 	                                 * reads' change membership (lastchange.h; a statistic) */
 	/* --- the fold job (lastchange.h): one at a time per store --- */
 	_Atomic bool lc_job_busy;       /* submitted and not finished */
+	_Atomic bool lc_fold_due;       /* the next job folds (else it only copies pooled sets' rows) */
 	jobs_id lc_job;                 /* its receipt (seal-owned; released by the next submission or
 	                                 * at destroy), 0 = none */
 

@@ -128,8 +128,11 @@ static void chset_runs(ovs_chset *cs)
 	}
 }
 
-/* The one delta's sorted rows become the set's: their storage moves from the delta to the set,
- * which outlives it (the delta keeps using them while its version is retained). */
+/* The one delta's sorted rows become the set's: malloc'd storage or a query's row map moves from
+ * the delta to the set, which outlives it (the delta keeps using the rows while its version is
+ * retained); rows in a buffer of the pool stay the delta's, and the set is `pooled` (lastchange.h:
+ * it gets a copy before the version leaves retention, and the buffer goes back to the pool on
+ * time for the writes that take it). */
 static void chset_borrow(ovs_chset *cs, ovs_delta *d)
 {
 	cs->n = d->nrows;
@@ -138,9 +141,12 @@ static void chset_borrow(ovs_chset *cs, ovs_delta *d)
 		chset_runs(cs);
 		return; /* a run: the delta keeps its storage */
 	}
+	if (!d->rows_map && d->rows_buf) {
+		cs->pooled = true;
+		return;
+	}
 	cs->map = d->rows_map;
-	cs->buf = d->rows_map ? NULL : d->rows_buf;
-	cs->own = d->rows_map || d->rows_buf ? NULL : d->rows;
+	cs->own = d->rows_map ? NULL : d->rows;
 	cs->bytes = (size_t)d->nrows * sizeof *d->rows;
 	d->rows_lent = true;
 }
