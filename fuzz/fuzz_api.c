@@ -10,13 +10,16 @@
  * applies the pending mutations at ordinals <= N of the columns in scope, ordinal by ordinal, each
  * ordinal one version; the column keeps the newest `retention` versions (the frontier is the
  * ordinal of the newest version dropped). Reads are checked against it: latest reads (values as of
- * N), range reads (keys changed in [a, b], values as of b, deletes as is_delete groups),
- * WRITE_FLOOR_VIOLATION above a floor with pending writes, OUT_OF_RANGE below the frontier, and
- * held groups keep their values while later seals proceed. Read-current maps
- * (ovstage_ext_map_attribute, OVSTAGE_EXT_MAP_READ_CURRENT) are checked too: refused at the call
- * while the column has pending writes or open sessions, or when a new column gets no dtype; their
- * buffer holds the sealed state as of the call (zero for prims without a value) when it is fetched,
- * whatever ran since, and half of it is committed as read (modified in place).
+ * N), range reads (keys whose last change as of b is in [a, b], values as of b, deletes as
+ * is_delete groups, whatever a while b's version is retained; as 0.2.1 beyond that: m_range),
+ * WRITE_FLOOR_VIOLATION above a floor with pending writes, OUT_OF_RANGE from the op (a latest state
+ * that left retention, a range read that cannot be answered), the statuses wait_op returns for
+ * failed ops (0.2.1's documented ones), and held groups keep their values while later seals
+ * proceed. Read-current maps (ovstage_ext_map_attribute, OVSTAGE_EXT_MAP_READ_CURRENT) are checked
+ * too: refused at the call while the column has pending writes or open sessions, or when a new
+ * column gets no dtype; their buffer holds the sealed state as of the call (zero for prims without
+ * a value) when it is fetched, whatever ran since, and half of it is committed as read (modified in
+ * place).
  *
  * Every op is waited right after it is submitted (each outcome is then deterministic, and a finding
  * replays from its input alone); handles, groups and map sessions live across commands. The one
@@ -120,6 +123,7 @@ typedef struct {
 	ovstage_map_handle_t mh;
 	ovstage_op_id_t mop;  /* its op, waited (kept until the session ends) */
 	bool m_ok;            /* the map op succeeded */
+	ovstage_api_status_t m_fail; /* else its status (fetch_map_next returns it) */
 	int m_attr, m_list, m_dtype;
 	uint64_t m_ord;
 	bool m_rmw;           /* a read-current session (OVSTAGE_EXT_MAP_READ_CURRENT) */
@@ -154,13 +158,25 @@ static void expect_message(const char *what)
 	FZ_CHECK(e.length > 0 && e.ptr != NULL, "%s: rejected without a message", what);
 }
 
-/* The status of an enqueue and, when accepted, of its op: OK, or the op's failure. */
+/* The statuses wait_op returns for a done op beside OK: 0.2.1's documented status of an op that
+ * itself failed with one of them (docs/errors.md). */
+static bool wait_status_documented(ovstage_api_status_t s)
+{
+	return s == OVSTAGE_ERROR_PRIM_NOT_FOUND || s == OVSTAGE_ERROR_NOT_FOUND ||
+	       s == OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION || s == OVSTAGE_ERROR_OUT_OF_RANGE;
+}
+
+/* The outcome of an accepted op as wait_op reports it: OK (nothing failed); the waited op's own
+ * documented status (wait_status_documented: it failed with it, the failure listed); or OP_FAILED
+ * for any other failure (wait_op OK with the failed ids listed: another status, or a failure of an
+ * op it depended on). Callers compare it with the model's exact expectation. */
 static ovstage_api_status_t wait_outcome(ovstage_op_id_t op, char *msg, size_t msglen)
 {
 	ovstage_op_wait_result_t w;
 	memset(&w, 0, sizeof w);
 	ovstage_api_status_t s = ovstage_wait_op(H.st, op, OVSTAGE_TIMEOUT_INFINITE, &w);
-	FZ_CHECK(s == OVSTAGE_OK, "wait_op(%" PRIu64 ") = %d", op, (int)s);
+	FZ_CHECK(s == OVSTAGE_OK || (w.error_op_id_count > 0 && wait_status_documented(s)),
+		 "wait_op(%" PRIu64 ") = %d with %zu failures", op, (int)s, w.error_op_id_count);
 	ovstage_api_status_t out = OVSTAGE_OK;
 	if (msg && msglen)
 		msg[0] = 0;
@@ -168,12 +184,12 @@ static ovstage_api_status_t wait_outcome(ovstage_op_id_t op, char *msg, size_t m
 		ovx_string_t e = ovstage_get_last_op_error(H.st, w.error_op_ids[i]);
 		/* the root cause (first) has the message; a dependent op's own is empty */
 		if (fz_debug)
-			fprintf(stderr, "wait %" PRIu64 ": failed[%zu] = %" PRIu64 " '%.*s'\n", op, i, w.error_op_ids[i],
-				(int)e.length, e.ptr ? e.ptr : "");
+			fprintf(stderr, "wait %" PRIu64 " = %d: failed[%zu] = %" PRIu64 " '%.*s'\n", op, (int)s, i,
+				w.error_op_ids[i], (int)e.length, e.ptr ? e.ptr : "");
 		FZ_CHECK(i > 0 || e.length > 0, "failed op %" PRIu64 " without a message", w.error_op_ids[i]);
 		if (msg && msglen && !msg[0])
 			snprintf(msg, msglen, "%.*s", (int)e.length, e.ptr);
-		out = OVSTAGE_ERROR_OP_FAILED;
+		out = s != OVSTAGE_OK ? s : OVSTAGE_ERROR_OP_FAILED;
 	}
 	FZ_CHECK(ovstage_release_op(H.st, op) == OVSTAGE_OK, "release_op");
 	FZ_CHECK(ovstage_release_op(H.st, op) == OVSTAGE_ERROR_INVALID_HANDLE, "second release_op of %" PRIu64
@@ -485,8 +501,10 @@ static void cmd_write(fz_in *in, vthread *t)
 	uint64_t seq = ++H.m.seq;
 	char msg[300];
 	ovstage_api_status_t s = wait_outcome(e.op_index, msg, sizeof msg);
-	FZ_CHECK((s == OVSTAGE_OK) == !insert_fail, "write(%s, list %d, INSERT %d) op = %d, model %s (%s)", ANAMES[a],
-		 list, mode == OVSTAGE_PRIM_MODE_INSERT, (int)s, insert_fail ? "fails" : "succeeds", msg);
+	/* INSERT onto an existing prim: PRIM_NOT_FOUND, as 0.2.1 documents it */
+	FZ_CHECK(s == (insert_fail ? OVSTAGE_ERROR_PRIM_NOT_FOUND : OVSTAGE_OK), "write(%s, list %d, INSERT %d) op = %d, "
+		 "model %s (%s)", ANAMES[a], list, mode == OVSTAGE_PRIM_MODE_INSERT, (int)s,
+		 insert_fail ? "PRIM_NOT_FOUND" : "OK", msg);
 	if (s != OVSTAGE_OK)
 		return;
 	m_written(a, ord); /* even an empty write: reads above the floor then wait for its seal */
@@ -673,8 +691,20 @@ static ovstage_api_status_t m_latest(int a, uint64_t e, const mstate **out)
 	return c->dropped ? OVSTAGE_ERROR_OUT_OF_RANGE : OVSTAGE_OK;
 }
 
-/* A range read of column a over [s, e]: status; changed[] and the state as of e. */
-static ovstage_api_status_t m_range(int a, uint64_t s, uint64_t e, bool *changed, const mstate **asof)
+/* The ordinal at which prim p last changed (a value written or deleted) as of version i of column
+ * c; 0: never. */
+static uint64_t m_last_change(const mcol *c, int i, int p)
+{
+	for (; i >= 0; i--)
+		if (c->ver[i].changed[p])
+			return c->ver[i].ord;
+	return 0;
+}
+
+/* A range read of column a over [s, e] through `list`, as the engine answers it from change
+ * membership (docs/store.md, "Range reads"): the status (WRITE_FLOOR_VIOLATION at the call,
+ * OUT_OF_RANGE from the op); changed[] and the state whose payloads the groups carry. */
+static ovstage_api_status_t m_range(int a, int list, uint64_t s, uint64_t e, bool *changed, const mstate **asof)
 {
 	mcol *c = &H.m.col[a];
 	memset(changed, 0, NP * sizeof *changed);
@@ -683,20 +713,47 @@ static ovstage_api_status_t m_range(int a, uint64_t s, uint64_t e, bool *changed
 		return OVSTAGE_OK;
 	if (e > c->floor && m_written_through(a) > c->floor)
 		return OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
-	if (c->dropped && s <= c->dropped)
-		return OVSTAGE_ERROR_OUT_OF_RANGE;
-	for (int i = 0; i < c->nver; i++) {
-		if (c->ver[i].ord < s || c->ver[i].ord > e)
-			continue;
-		for (int p = 0; p < NP; p++)
-			changed[p] = changed[p] || c->ver[i].changed[p];
-		*asof = &c->ver[i].s;
-	}
-	for (int i = c->nver - 1; i >= 0 && *asof; i--)
+	if (!c->nver)
+		return OVSTAGE_OK;
+	int u = c->nver > RETENTION ? c->nver - RETENTION : 0; /* the oldest retained version */
+	for (int i = c->nver - 1; i >= u; i--)
 		if (c->ver[i].ord <= e) {
+			/* the version as of e is retained: a prim is selected when its last change as of e is
+			 * at or after s, whatever s */
+			for (int p = 0; p < NP; p++) {
+				uint64_t lc = m_last_change(c, i, p);
+				changed[p] = lc && lc >= s;
+			}
 			*asof = &c->ver[i].s;
-			break;
+			return OVSTAGE_OK;
 		}
+	/* e is older than every retained version (0.2.1's answer): payloads of the newest, l; a prim that
+	 * changed after e is decided by its last change as of the oldest retained one, u (built on the
+	 * version at D, nothing changed in between) */
+	int l = c->nver - 1;
+	uint64_t D = u ? c->ver[u - 1].ord : 0, uo = c->ver[u].ord;
+	*asof = &c->ver[l].s;
+	for (int j = 0; j < list_len(list); j++) {
+		int p = list_prim(list, j);
+		uint64_t lc = m_last_change(c, l, p);
+		if (!lc)
+			continue;
+		if (lc <= e) {
+			changed[p] = lc >= s;
+			continue;
+		}
+		uint64_t lo = m_last_change(c, u, p);
+		if (!lo)
+			continue; /* no change through u, which is newer than e */
+		if (lo <= e) {
+			if (lo >= s)
+				return OVSTAGE_ERROR_OUT_OF_RANGE; /* selected, and its payload as of e is gone */
+			continue;
+		}
+		if (lo == uo && (!D || s > D))
+			continue; /* its change before u is at or below D < s */
+		return OVSTAGE_ERROR_OUT_OF_RANGE; /* whether it changed in [s, e] is no longer known */
+	}
 	return OVSTAGE_OK;
 }
 
@@ -723,110 +780,172 @@ static void release_held(held_group *h, bool recheck)
 	h->used = false;
 }
 
-/* read_attributes (latest or range) + fetch_read_next until END_OF_ITERATION, checked against the
- * model; some groups are held across commands. */
-static void cmd_read(fz_in *in, vthread *t)
-{
-	int list;
-	ovstage_query_handle_t q = pick_query(in, t, &list);
-	uint8_t b = fz_u8(in);
+/* ---- read_attributes: the request, the model's answer, one helper per kind of group ---------- */
+
+typedef struct {
+	int list;                  /* the query's list (-1: a bad handle) */
+	ovstage_query_handle_t q;
 	ovx_token_t attrs[NA];
-	int ia[NA];
-	size_t na = 0;
+	int ia[NA];                /* the model columns read */
+	size_t na;                 /* attributes named (0: every column) */
+	int nread;                 /* columns read */
+	ovstage_ordinal_range_t rg;
+} read_req;
+
+typedef struct {
+	ovstage_api_status_t call; /* at the call */
+	ovstage_api_status_t op;   /* of the op (wait_outcome) */
+	const mstate *st_of[NA];   /* per column: the state the values come from */
+	bool changed[NA][NP];      /* per column (range reads): the prims selected */
+} read_want;
+
+/* What the groups gave, per column and query position: 0 nothing, 1 value, 2 delete. */
+typedef struct {
+	uint8_t got[NA][NP];
+	uint64_t val[NA][NP];
+} read_got;
+
+static void read_decode(fz_in *in, vthread *t, read_req *r)
+{
+	memset(r, 0, sizeof *r);
+	r->q = pick_query(in, t, &r->list);
+	uint8_t b = fz_u8(in);
 	if (!(b & 0x80)) { /* a list of 1..3 distinct columns; else every column (count 0) */
 		for (int a = 0; a < NA; a++)
 			if ((b >> a) & 1) {
-				ia[na] = a;
-				attrs[na++] = H.tok[a];
+				r->ia[r->na] = a;
+				r->attrs[r->na++] = H.tok[a];
 			}
-		if (!na) {
-			ia[0] = (b >> 3) % NA;
-			attrs[na++] = H.tok[ia[0]];
+		if (!r->na) {
+			r->ia[0] = (b >> 3) % NA;
+			r->attrs[r->na++] = H.tok[r->ia[0]];
 		}
 	} else {
 		for (int a = 0; a < NA; a++)
-			ia[a] = a;
+			r->ia[a] = a;
 	}
-	int nread = na ? (int)na : NA;
+	r->nread = r->na ? (int)r->na : NA;
 	uint64_t fl = H.m.all_floor;
-	for (int i = 0; i < nread; i++)
-		if (H.m.col[ia[i]].created)
-			fl = H.m.col[ia[i]].floor;
-	ovstage_ordinal_range_t rg;
-	memset(&rg, 0, sizeof rg);
-	rg.has_start_ordinal = (b & 0x40) != 0;
+	for (int i = 0; i < r->nread; i++)
+		if (H.m.col[r->ia[i]].created)
+			fl = H.m.col[r->ia[i]].floor;
+	r->rg.has_start_ordinal = (b & 0x40) != 0;
 	uint8_t ob = fz_u8(in);
 	switch (ob & 7) {
-	case 0: rg.end_ordinal = fl; break;
-	case 1: rg.end_ordinal = fl + 1 + (ob >> 6); break;
-	case 2: rg.end_ordinal = UINT64_MAX; break;
-	default: rg.end_ordinal = fl > (uint64_t)(ob >> 3 & 7) ? fl - (ob >> 3 & 7) : 0; break;
+	case 0: r->rg.end_ordinal = fl; break;
+	case 1: r->rg.end_ordinal = fl + 1 + (ob >> 6); break;
+	case 2: r->rg.end_ordinal = UINT64_MAX; break;
+	default: r->rg.end_ordinal = fl > (uint64_t)(ob >> 3 & 7) ? fl - (ob >> 3 & 7) : 0; break;
 	}
-	rg.start_ordinal = rg.end_ordinal > (uint64_t)(ob >> 5) ? rg.end_ordinal - (ob >> 5) : 0;
+	r->rg.start_ordinal = r->rg.end_ordinal > (uint64_t)(ob >> 5) ? r->rg.end_ordinal - (ob >> 5) : 0;
 	if ((ob & 0x18) == 0x18)
-		rg.start_ordinal = 0;
-	ovstage_read_handle_t rh = 4242;
-	ovstage_enqueue_result_t e = ovstage_read_attributes(H.st, q, na ? attrs : NULL, na, rg, &rh);
-	executed_calls++;
-	fz_check_enqueue(e, "read_attributes");
-	/* the model's answer per column */
-	ovstage_api_status_t want = list < 0 ? OVSTAGE_ERROR_INVALID_HANDLE : OVSTAGE_OK;
-	bool any_wfv = false, any_oor = false, late_oor = false;
-	const mstate *st_of[NA] = { 0 };
-	bool changed[NA][NP];
-	for (int i = 0; i < nread && list >= 0; i++) {
-		ovstage_api_status_t s = rg.has_start_ordinal ? m_range(ia[i], rg.start_ordinal, rg.end_ordinal,
-									  changed[ia[i]], &st_of[ia[i]])
-							      : m_latest(ia[i], rg.end_ordinal, &st_of[ia[i]]);
+		r->rg.start_ordinal = 0;
+}
+
+/* The model's answer: WRITE_FLOOR_VIOLATION (any column) is known at the call; OUT_OF_RANGE (a
+ * latest read whose state left retention, a range read that cannot be answered) comes from the op,
+ * and wait_op returns it (0.2.1's documented status). */
+static void read_model(const read_req *r, read_want *w)
+{
+	memset(w, 0, sizeof *w);
+	w->call = r->list < 0 ? OVSTAGE_ERROR_INVALID_HANDLE : OVSTAGE_OK;
+	const ovstage_ordinal_range_t *rg = &r->rg;
+	for (int i = 0; i < r->nread && r->list >= 0; i++) {
+		int a = r->ia[i];
+		ovstage_api_status_t s = rg->has_start_ordinal
+						 ? m_range(a, r->list, rg->start_ordinal, rg->end_ordinal, w->changed[a], &w->st_of[a])
+						 : m_latest(a, rg->end_ordinal, &w->st_of[a]);
 		if (fz_debug)
-			fprintf(stderr, "  read model %s [%" PRIu64 ", %" PRIu64 "] range %d: %d\n", ANAMES[ia[i]],
-				rg.start_ordinal, rg.end_ordinal, rg.has_start_ordinal, (int)s);
-		any_wfv = any_wfv || s == OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION;
-		/* a range start below the frontier is known at the call; a latest read's state that left
-		 * retention is found by the op, against the versions it pins (docs/api.md) */
-		if (rg.has_start_ordinal)
-			any_oor = any_oor || s == OVSTAGE_ERROR_OUT_OF_RANGE;
-		else
-			late_oor = late_oor || s == OVSTAGE_ERROR_OUT_OF_RANGE;
+			fprintf(stderr, "  read model %s [%" PRIu64 ", %" PRIu64 "] range %d: %d\n", ANAMES[a],
+				rg->start_ordinal, rg->end_ordinal, rg->has_start_ordinal, (int)s);
+		if (s == OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION)
+			w->call = s;
+		else if (s == OVSTAGE_ERROR_OUT_OF_RANGE)
+			w->op = s;
 	}
-	if (want == OVSTAGE_OK && (any_wfv || any_oor))
-		want = any_wfv ? OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION : OVSTAGE_ERROR_OUT_OF_RANGE;
+}
+
+/* The call's status against the model; true when accepted (then with a handle). */
+static bool read_check_call(const read_req *r, const read_want *w, ovstage_enqueue_result_t e,
+			    ovstage_read_handle_t rh)
+{
+	const ovstage_ordinal_range_t *rg = &r->rg;
 	if (e.status != OVSTAGE_OK) {
 		FZ_CHECK(rh == OVSTAGE_INVALID_READ_HANDLE, "rejected read left a handle");
-		FZ_CHECK(!H.m.overflow || list < 0 || e.status == OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION ||
-				 e.status == OVSTAGE_ERROR_OUT_OF_RANGE, "read = %d", (int)e.status);
-		if (!H.m.overflow)
-			FZ_CHECK(e.status == want || (any_wfv && any_oor && e.status == OVSTAGE_ERROR_OUT_OF_RANGE),
-				 "read(list %d, %zu attrs, range %d [%" PRIu64 ", %" PRIu64 "]) = %d, model %d", list, na,
-				 rg.has_start_ordinal, rg.start_ordinal, rg.end_ordinal, (int)e.status, (int)want);
+		FZ_CHECK(!H.m.overflow || r->list < 0 || e.status == OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION, "read = %d",
+			 (int)e.status);
+		FZ_CHECK(H.m.overflow || e.status == w->call, "read(list %d, %zu attrs, range %d [%" PRIu64 ", %" PRIu64
+			 "]) = %d, model %d", r->list, r->na, rg->has_start_ordinal, rg->start_ordinal, rg->end_ordinal,
+			 (int)e.status, (int)w->call);
 		expect_message("read_attributes");
-		return;
+		return false;
 	}
-	FZ_CHECK(H.m.overflow || want == OVSTAGE_OK, "read(list %d, %zu attrs (first %s), range %d [%" PRIu64
-		 ", %" PRIu64 "]) accepted, model %d", list, na, ANAMES[ia[0]], rg.has_start_ordinal, rg.start_ordinal,
-		 rg.end_ordinal, (int)want);
+	FZ_CHECK(H.m.overflow || w->call == OVSTAGE_OK, "read(list %d, %zu attrs (first %s), range %d [%" PRIu64
+		 ", %" PRIu64 "]) accepted, model %d", r->list, r->na, ANAMES[r->ia[0]], rg->has_start_ordinal,
+		 rg->start_ordinal, rg->end_ordinal, (int)w->call);
 	FZ_CHECK(rh != OVSTAGE_INVALID_READ_HANDLE, "accepted read without a handle");
-	char msg[300];
-	ovstage_api_status_t os = wait_outcome(e.op_index, msg, sizeof msg);
-	FZ_CHECK(H.m.overflow || (os == OVSTAGE_OK) == !late_oor, "read(list %d, range %d [%" PRIu64 ", %" PRIu64 "]) op = %d, model %s (%s)",
-		 list, rg.has_start_ordinal, rg.start_ordinal, rg.end_ordinal, (int)os, late_oor ? "OUT_OF_RANGE" : "OK", msg);
-	if (os != OVSTAGE_OK) {
-		FZ_CHECK(strstr(msg, "no longer retained") != NULL, "read op failed: %s", msg);
-		ovstage_read_group_t g;
-		ovstage_api_status_t fs = ovstage_fetch_read_next(H.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g);
-		FZ_CHECK(fs != OVSTAGE_OK && fs != OVSTAGE_ERROR_TIMEOUT && fz_status_documented(fs),
-			 "fetch of a failed read = %d", (int)fs);
-		ovstage_enqueue_result_t r = ovstage_release_read(H.st, rh);
-		FZ_CHECK(r.status == OVSTAGE_OK, "release_read of a failed read = %d", (int)r.status);
-		(void)wait_outcome(r.op_index, NULL, 0);
-		remember_stale(rh);
-		return;
+	return true;
+}
+
+/* A read whose op failed: the message, the fetch gives the op's status, the handle is released. */
+static void read_failed(ovstage_read_handle_t rh, ovstage_api_status_t os, const char *msg)
+{
+	FZ_CHECK(strstr(msg, "no longer retained") != NULL, "read op failed: %s", msg);
+	ovstage_read_group_t g;
+	ovstage_api_status_t fs = ovstage_fetch_read_next(H.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g);
+	FZ_CHECK(fs == os, "fetch of a failed read = %d, its op's status %d", (int)fs, (int)os);
+	ovstage_enqueue_result_t r = ovstage_release_read(H.st, rh);
+	FZ_CHECK(r.status == OVSTAGE_OK, "release_read of a failed read = %d", (int)r.status);
+	FZ_CHECK(wait_outcome(r.op_index, NULL, 0) == OVSTAGE_OK, "release_read of a failed read: its op failed");
+	remember_stale(rh);
+}
+
+/* A value group of model column a: the column was read and has a schema; its elements recorded
+ * (each query position once) and kept in h for the check at release. */
+static void take_value_group(const read_req *r, const ovstage_read_group_t *g, int a, read_got *got, held_group *h)
+{
+	FZ_CHECK(!g->is_array, "fixed-size column read as an array");
+	FZ_CHECK(H.m.col[a].dtype >= 0, "value group of %s, which has no schema", ANAMES[a]);
+	int pos[NP];
+	uint64_t val[NP];
+	int k = decode_group(g, r->list, H.m.col[a].dtype, pos, val);
+	for (int i = 0; i < k; i++) {
+		FZ_CHECK(!got->got[a][pos[i]], "%s: query position %d in two groups", ANAMES[a], pos[i]);
+		got->got[a][pos[i]] = 1;
+		got->val[a][pos[i]] = val[i];
 	}
-	int nq = list_len(list);
-	/* what the groups gave, per column and query position: 0 nothing, 1 value, 2 delete */
-	uint8_t got[NA][NP];
-	uint64_t gotv[NA][NP];
-	memset(got, 0, sizeof got);
+	h->nexp = k;
+	memcpy(h->pos, pos, sizeof pos);
+	memcpy(h->val, val, sizeof val);
+}
+
+/* An is_delete group of model column a: only range reads have them. */
+static void take_delete_group(const read_req *r, const ovstage_read_group_t *g, int a, read_got *got)
+{
+	FZ_CHECK(r->rg.has_start_ordinal, "tombstone group in a latest read");
+	FZ_CHECK(!g->is_array, "fixed-size column's tombstones as an array");
+	int pos[NP];
+	uint64_t val[NP];
+	int k = decode_group(g, r->list, H.m.col[a].dtype >= 0 ? H.m.col[a].dtype : 0, pos, val);
+	for (int i = 0; i < k; i++) {
+		FZ_CHECK(!got->got[a][pos[i]], "%s: query position %d in two groups", ANAMES[a], pos[i]);
+		got->got[a][pos[i]] = 2;
+		got->val[a][pos[i]] = 0;
+	}
+}
+
+/* A group of a column the model does not know (a read of every column): not when columns are named. */
+static void take_other_group(const read_req *r, const ovstage_read_group_t *g)
+{
+	(void)g;
+	FZ_CHECK(!r->na, "group of an attribute not read");
+}
+
+/* Every group until END_OF_ITERATION, each taken by its kind, then held (across commands) or
+ * released. */
+static void read_groups(fz_in *in, vthread *t, const read_req *r, ovstage_read_handle_t rh, read_got *got)
+{
+	memset(got, 0, sizeof *got);
 	uint8_t hb = fz_u8(in);
 	for (int iter = 0;; iter++) {
 		FZ_CHECK(iter < 64, "more than 64 groups");
@@ -842,34 +961,18 @@ static void cmd_read(fz_in *in, vthread *t)
 		memset(&h, 0, sizeof h);
 		h.g = g;
 		h.attr = a;
-		h.list = list;
+		h.list = r->list;
 		h.used = true;
-		if (a >= 0) {
-			bool asked = false;
-			for (int i = 0; i < nread; i++)
-				asked = asked || ia[i] == a;
-			FZ_CHECK(asked, "group of %s, not read", ANAMES[a]);
-			FZ_CHECK(!g.is_array, "fixed-size column read as an array");
-			FZ_CHECK(g.is_delete == false || rg.has_start_ordinal, "tombstone group in a latest read");
-			FZ_CHECK(g.is_delete || H.m.col[a].dtype >= 0, "value group of %s, which has no schema",
-				 ANAMES[a]);
-			int pos[NP];
-			uint64_t val[NP];
-			int k = decode_group(&g, list, H.m.col[a].dtype, pos, val);
-			for (int i = 0; i < k; i++) {
-				FZ_CHECK(!got[a][pos[i]], "%s: query position %d in two groups", ANAMES[a], pos[i]);
-				got[a][pos[i]] = g.is_delete ? 2 : 1;
-				gotv[a][pos[i]] = g.is_delete ? 0 : val[i];
-			}
-			if (!g.is_delete) {
-				h.nexp = k;
-				memcpy(h.pos, pos, sizeof pos);
-				memcpy(h.val, val, sizeof val);
-			}
-		} else {
-			FZ_CHECK(!na, "group of an attribute not read");
-		}
-		/* hold it (across commands) or release it now */
+		bool asked = false;
+		for (int i = 0; i < r->nread; i++)
+			asked = asked || r->ia[i] == a;
+		FZ_CHECK(a < 0 || asked, "group of %s, not read", ANAMES[a]);
+		if (a < 0)
+			take_other_group(r, &g);
+		else if (g.is_delete)
+			take_delete_group(r, &g, a, got);
+		else
+			take_value_group(r, &g, a, got, &h);
 		int slot = -1;
 		if (hb & 1)
 			for (int i = 0; i < NG && slot < 0; i++)
@@ -881,47 +984,84 @@ static void cmd_read(fz_in *in, vthread *t)
 		else
 			release_held(&h, false);
 	}
-	/* compare with the model */
-	for (int i = 0; i < nread && !H.m.overflow; i++) {
-		int a = ia[i];
+}
+
+/* What the groups gave against the model, per column and query position. */
+static void read_compare(const read_req *r, const read_want *w, const read_got *got)
+{
+	const ovstage_ordinal_range_t *rg = &r->rg;
+	int nq = list_len(r->list);
+	for (int i = 0; i < r->nread && !H.m.overflow; i++) {
+		int a = r->ia[i];
 		for (int j = 0; j < nq; j++) {
-			int p = list_prim(list, j);
-			const mstate *ms = st_of[a];
-			uint8_t w = 0;
+			int p = list_prim(r->list, j);
+			const mstate *ms = w->st_of[a];
+			uint8_t want = 0;
 			uint64_t wv = 0;
-			if (!rg.has_start_ordinal) {
+			if (!rg->has_start_ordinal) {
 				if (ms && ms->present[p]) {
-					w = 1;
+					want = 1;
 					wv = ms->val[p];
 				}
-			} else if (changed[a][p]) {
-				w = ms && ms->present[p] ? 1 : 2;
-				wv = w == 1 ? ms->val[p] : 0;
+			} else if (w->changed[a][p]) {
+				want = ms && ms->present[p] ? 1 : 2;
+				wv = want == 1 ? ms->val[p] : 0;
 			}
-			FZ_CHECK(got[a][j] == w, "read %s of %s (list %d position %d), range %d [%" PRIu64 ", %" PRIu64
-				 "], floor %" PRIu64 ": got %s, model %s", ANAMES[a], P[p], list, j, rg.has_start_ordinal,
-				 rg.start_ordinal, rg.end_ordinal, H.m.col[a].floor,
-				 got[a][j] == 0 ? "nothing" : got[a][j] == 1 ? "a value" : "a delete",
-				 w == 0 ? "nothing" : w == 1 ? "a value" : "a delete");
-			if (w == 1) {
+			FZ_CHECK(got->got[a][j] == want, "read %s of %s (list %d position %d), range %d [%" PRIu64 ", %" PRIu64
+				 "], floor %" PRIu64 ": got %s, model %s", ANAMES[a], P[p], r->list, j, rg->has_start_ordinal,
+				 rg->start_ordinal, rg->end_ordinal, H.m.col[a].floor,
+				 got->got[a][j] == 0 ? "nothing" : got->got[a][j] == 1 ? "a value" : "a delete",
+				 want == 0 ? "nothing" : want == 1 ? "a value" : "a delete");
+			if (want == 1) {
 				uint64_t mask = dt_bytes(H.m.col[a].dtype) == 8 ? UINT64_MAX : 0xffffffffu;
-				FZ_CHECK((gotv[a][j] & mask) == (wv & mask), "read %s of %s: %#" PRIx64 ", model %#" PRIx64,
-					 ANAMES[a], P[p], gotv[a][j], wv);
+				FZ_CHECK((got->val[a][j] & mask) == (wv & mask), "read %s of %s: %#" PRIx64 ", model %#" PRIx64,
+					 ANAMES[a], P[p], got->val[a][j], wv);
 			}
 		}
 	}
+}
+
+/* The end of a read: nothing after the last group, release_read, then the handle is gone. */
+static void read_release(ovstage_read_handle_t rh)
+{
 	ovstage_read_group_t g;
-	FZ_CHECK(ovstage_fetch_read_next(H.st, rh, 0, &g) == OVSTAGE_ERROR_END_OF_ITERATION,
-		 "fetch after the end");
+	FZ_CHECK(ovstage_fetch_read_next(H.st, rh, 0, &g) == OVSTAGE_ERROR_END_OF_ITERATION, "fetch after the end");
 	ovstage_enqueue_result_t r = ovstage_release_read(H.st, rh);
 	fz_check_enqueue(r, "release_read");
 	FZ_CHECK(r.status == OVSTAGE_OK, "release_read = %d", (int)r.status);
 	FZ_CHECK(wait_outcome(r.op_index, NULL, 0) == OVSTAGE_OK, "release_read op failed");
-	FZ_CHECK(ovstage_fetch_read_next(H.st, rh, 0, &g) == OVSTAGE_ERROR_INVALID_HANDLE,
-		 "fetch on a released read");
+	FZ_CHECK(ovstage_fetch_read_next(H.st, rh, 0, &g) == OVSTAGE_ERROR_INVALID_HANDLE, "fetch on a released read");
 	r = ovstage_release_read(H.st, rh);
 	FZ_CHECK(r.status == OVSTAGE_ERROR_INVALID_HANDLE, "second release_read = %d", (int)r.status);
 	remember_stale(rh);
+}
+
+/* read_attributes (latest or range) + fetch_read_next until END_OF_ITERATION, checked against the
+ * model; some groups are held across commands. */
+static void cmd_read(fz_in *in, vthread *t)
+{
+	read_req r;
+	read_decode(in, t, &r);
+	ovstage_read_handle_t rh = 4242;
+	ovstage_enqueue_result_t e = ovstage_read_attributes(H.st, r.q, r.na ? r.attrs : NULL, r.na, r.rg, &rh);
+	executed_calls++;
+	fz_check_enqueue(e, "read_attributes");
+	read_want w;
+	read_model(&r, &w);
+	if (!read_check_call(&r, &w, e, rh))
+		return;
+	char msg[300];
+	ovstage_api_status_t os = wait_outcome(e.op_index, msg, sizeof msg);
+	FZ_CHECK(H.m.overflow || os == w.op, "read(list %d, range %d [%" PRIu64 ", %" PRIu64 "]) op = %d, model %d (%s)",
+		 r.list, r.rg.has_start_ordinal, r.rg.start_ordinal, r.rg.end_ordinal, (int)os, (int)w.op, msg);
+	if (os != OVSTAGE_OK) {
+		read_failed(rh, os, msg);
+		return;
+	}
+	read_got got;
+	read_groups(in, t, &r, rh, &got);
+	read_compare(&r, &w, &got);
+	read_release(rh);
 }
 
 /* Fetches, fills and commits (unmap_attribute) the thread's open map session. */
@@ -970,8 +1110,8 @@ static void map_commit(vthread *t, bool fill)
 			FZ_CHECK(s == OVSTAGE_ERROR_END_OF_ITERATION, "second fetch_map_next = %d", (int)s);
 		}
 	} else {
-		FZ_CHECK(s != OVSTAGE_OK && s != OVSTAGE_ERROR_TIMEOUT && fz_status_documented(s) &&
-				 s != OVSTAGE_ERROR_INTERNAL, "fetch_map_next of a failed map = %d", (int)s);
+		FZ_CHECK(s == t->m_fail, "fetch_map_next of a failed map = %d, its op's status %d", (int)s,
+			 (int)t->m_fail);
 	}
 	(void)fill;
 	ovstage_cuda_sync_t none = { 0, 0 };
@@ -983,8 +1123,10 @@ static void map_commit(vthread *t, bool fill)
 		fprintf(stderr, "  unmap %s ord %" PRIu64 " ok %d filled %d = %d\n", ANAMES[t->m_attr], t->m_ord, t->m_ok,
 			filled, (int)e.status);
 	if (e.status == OVSTAGE_OK) {
+		/* a failed map fails the unmap's op as its dependency: wait_op OK, both listed */
 		ovstage_api_status_t os = wait_outcome(e.op_index, NULL, 0);
-		FZ_CHECK(os == OVSTAGE_OK || !t->m_ok, "unmap_attribute op failed");
+		FZ_CHECK(os == (t->m_ok ? OVSTAGE_OK : OVSTAGE_ERROR_OP_FAILED), "unmap_attribute op = %d (map ok %d)",
+			 (int)os, t->m_ok);
 	} else {
 		FZ_CHECK(!t->m_ok, "unmap_attribute of a good map = %d", (int)e.status);
 	}
@@ -996,7 +1138,9 @@ static void map_commit(vthread *t, bool fill)
 			c->has_row[p] = true;
 		}
 	}
-	(void)wait_outcome(t->mop, NULL, 0);
+	ovstage_api_status_t ms = wait_outcome(t->mop, NULL, 0); /* waited again: the same outcome */
+	FZ_CHECK(ms == (t->m_ok ? OVSTAGE_OK : t->m_fail == OVSTAGE_ERROR_PRIM_NOT_FOUND ? t->m_fail : OVSTAGE_ERROR_OP_FAILED),
+		 "map op waited again = %d (its status %d)", (int)ms, (int)t->m_fail);
 	e = ovstage_unmap_attribute(H.st, t->mh, none);
 	FZ_CHECK(e.status == OVSTAGE_ERROR_INVALID_HANDLE, "second unmap_attribute = %d", (int)e.status);
 	remember_stale(t->mh);
@@ -1063,17 +1207,23 @@ static void cmd_map(fz_in *in, vthread *t)
 		t->m_exp[i] = c->head.present[p] ? c->head.val[p] : 0;
 	}
 	t->m_rmw = rmw;
-	bool fails = c->dtype < 0 && zero_dtype; /* a new column needs a dtype */
-	for (int i = 0; i < nq && desc.prim_mode == OVSTAGE_PRIM_MODE_INSERT; i++)
-		fails = fails || H.m.exists[list_prim(list, i)];
+	/* the map op's status: a new column needs a dtype (INVALID_ARGUMENT, checked first), INSERT onto
+	 * an existing prim is PRIM_NOT_FOUND; wait_op returns the latter (0.2.1's documented status) and
+	 * OK with the failure listed for the former */
+	ovstage_api_status_t fails = c->dtype < 0 && zero_dtype ? OVSTAGE_ERROR_INVALID_ARGUMENT : OVSTAGE_OK;
+	for (int i = 0; i < nq && desc.prim_mode == OVSTAGE_PRIM_MODE_INSERT && fails == OVSTAGE_OK; i++)
+		if (H.m.exists[list_prim(list, i)])
+			fails = OVSTAGE_ERROR_PRIM_NOT_FOUND;
 	/* wait for the map op (it does not wait for the unmap) */
 	ovstage_op_wait_result_t w;
 	memset(&w, 0, sizeof w);
-	FZ_CHECK(ovstage_wait_op(H.st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w) == OVSTAGE_OK, "wait map");
+	ovstage_api_status_t ws = ovstage_wait_op(H.st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w);
 	bool failed = w.error_op_id_count > 0;
-	FZ_CHECK(failed == fails, "map(%s, list %d, dtype %d zero %d (column %d), INSERT %d) op %s, model %s",
-		 ANAMES[a], list, dt, zero_dtype, c->dtype, desc.prim_mode == OVSTAGE_PRIM_MODE_INSERT,
-		 failed ? "failed" : "succeeded", fails ? "fails" : "succeeds");
+	FZ_CHECK(failed == (fails != OVSTAGE_OK) && ws == (fails == OVSTAGE_ERROR_PRIM_NOT_FOUND ? fails : OVSTAGE_OK),
+		 "map(%s, list %d, dtype %d zero %d (column %d), INSERT %d) op %s, wait %d, model %d", ANAMES[a], list,
+		 dt, zero_dtype, c->dtype, desc.prim_mode == OVSTAGE_PRIM_MODE_INSERT, failed ? "failed" : "succeeded",
+		 (int)ws, (int)fails);
+	t->m_fail = fails;
 	t->mh = mh;
 	t->mop = e.op_index;
 	t->m_ok = !failed;
@@ -1141,17 +1291,17 @@ static void cmd_clone(fz_in *in)
 	int sub[2] = { src, kids[si] };
 	int nsub = kids[si] >= 0 && H.m.exists[kids[si]] ? 2 : 1;
 	static const int tkid[NP] = { 2, -1, -1, -1, 5, -1, 7, -1 };
-	bool fails = !H.m.exists[src];
-	for (int i = 0; i < nt && !fails; i++) {
+	/* a missing source: NOT_FOUND (checked first); an existing target prim: PRIM_NOT_FOUND */
+	ovstage_api_status_t fails = H.m.exists[src] ? OVSTAGE_OK : OVSTAGE_ERROR_NOT_FOUND;
+	for (int i = 0; i < nt && fails == OVSTAGE_OK; i++) {
 		if (H.m.exists[tg[i]])
-			fails = true;
+			fails = OVSTAGE_ERROR_PRIM_NOT_FOUND;
 		if (nsub == 2 && H.m.exists[tkid[tg[i]]])
-			fails = true;
+			fails = OVSTAGE_ERROR_PRIM_NOT_FOUND;
 	}
 	char msg[300];
 	ovstage_api_status_t s = wait_outcome(e.op_index, msg, sizeof msg);
-	FZ_CHECK((s == OVSTAGE_OK) == !fails, "clone(%s -> %d targets) op = %d, model %s (%s)", P[src], nt, (int)s,
-		 fails ? "fails" : "succeeds", msg);
+	FZ_CHECK(s == fails, "clone(%s -> %d targets) op = %d, model %d (%s)", P[src], nt, (int)s, (int)fails, msg);
 	if (s != OVSTAGE_OK)
 		return;
 	for (int i = 0; i < nt; i++) {

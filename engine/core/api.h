@@ -37,6 +37,10 @@ ovstage_api_status_t ovs_fetch_read_next(ovstage_context_t *ctx, ovstage_read_ha
 					 ovstage_timeout_ns_t timeout, ovstage_read_group_t *out_group);
 ovstage_api_status_t ovs_release_group(ovstage_context_t *ctx, const ovstage_read_group_t *group);
 ovstage_enqueue_result_t ovs_release_read(ovstage_context_t *ctx, ovstage_read_handle_t read_handle);
+/* Test hook: when set, a range read calls it after each pin of a column's versions and change sets,
+ * before it reads them (on the reading thread), so a test can seal and fold meanwhile. */
+typedef void (*ovs_read_range_hook_fn)(void);
+void ovs_read_set_range_hook(ovs_read_range_hook_fn fn);
 
 /* write.c */
 ovstage_enqueue_result_t ovs_write_attribute(ovstage_context_t *ctx, ovstage_query_handle_t handle,

@@ -245,6 +245,17 @@ ovstage_api_status_t ovs_wait_op(ovstage_context_t *ctx, ovstage_op_id_t op_id, 
 		if (record_failure(st, op_id) && listed)
 			tls_err_msgs[tls_err_count - 1][0] = '\0'; /* the waited op's own message is empty */
 		out->error_op_id_count = tls_err_count;
+		/* The statuses 0.2.1 documents for these execution-time failures are returned as well (an
+		 * INSERT onto an existing prim or a clone target that exists: PRIM_NOT_FOUND; a clone
+		 * source that does not exist: NOT_FOUND; an ordinal at or below the floor, an unsealed
+		 * read: WRITE_FLOOR_VIOLATION; a range whose payload or membership is gone: OUT_OF_RANGE),
+		 * when the waited op itself failed with one. A failure of an op it depended on (its own
+		 * message is empty) and every other failure keep OK with the ids listed, as in 0.2.1. */
+		int code = 0;
+		if (!dep && jobs_receipt_result(st->sched, op_id, &code, NULL, 0) == JOBS_FAILED &&
+		    (code == OVSTAGE_ERROR_PRIM_NOT_FOUND || code == OVSTAGE_ERROR_NOT_FOUND ||
+		     code == OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION || code == OVSTAGE_ERROR_OUT_OF_RANGE))
+			return (ovstage_api_status_t)code;
 	}
 	return OVSTAGE_OK;
 }

@@ -196,8 +196,10 @@ static int collect_changes(ovs_column *c, const ovs_hforest *f, int k, ovstage_o
 		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
 		if (v->all_changed || (older && older->generation != v->generation))
 			return 0;
-		for (uint32_t j = 0; j < v->nchanged; j++) {
-			uint32_t r = v->changed[j];
+		const ovs_chset *cs = v->cs;
+		const uint32_t *list = cs->run ? NULL : ovs_chset_list(cs);
+		for (uint32_t j = 0; j < cs->n; j++) {
+			uint32_t r = cs->run ? cs->row0 + j : list[j];
 			if (r < f->nrows[k] && f->node_of[k][r] != OVS_HF_NONE && !ulist_push(out, f->node_of[k][r]))
 				return -1;
 		}

@@ -11,8 +11,10 @@
  *    floor is accepted only if nothing was written above the floor (then "as of N" = "as of the
  *    floor"); otherwise WRITE_FLOOR_VIOLATION. If the version as of N has left retention:
  *    OUT_OF_RANGE.
- *  - range read [a, b]: the keys that changed at an ordinal in [a, b], with their values as of b;
- *    deleted keys come as is_delete groups. a at or below the retention frontier: OUT_OF_RANGE.
+ *  - range read [a, b]: the keys whose last change (a write or a delete) as of b is at an ordinal in
+ *    [a, b], from the retained versions' changed rows and the column's fold of those that left
+ *    retention (lastchange.h; whatever a is), with their values as of b; deleted keys come as is_delete groups. When b's version left retention: as
+ *    0.2.1, OUT_OF_RANGE for a selected key that changed after b (range_groups).
  *  - a column that does not exist, or has no data at N: zero groups.
  */
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include "layout.h"
 #include "ops.h"
 #include "query.h"
+#include "fold.h"
 
 /* Reads of resolved queries over at most this many (prim, attribute) elements run in the call. */
 #define READ_INLINE_MAX_ELEMS ((size_t)1 << 18)
@@ -141,39 +144,55 @@ static ovs_group *add_new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool
 	return g;
 }
 
+/* Whether a[0..k) is one ascending block a[0], a[0] + 1, ... (NULL: the identity, a block from 0). */
+static bool is_block(const uint32_t *a, uint32_t k)
+{
+	for (uint32_t i = 1; a && i < k; i++)
+		if (a[i] != a[0] + i)
+			return false;
+	return true;
+}
+
 /* Fills a value group over elements E (query positions) with rows R (relative to the run's first
- * row), viewing the run of v that holds them. */
+ * row), viewing the run of v that holds them. When the rows form one ascending block (the common
+ * case of a query selecting consecutive rows: one prim of many, a slice of a column) the tensor is a
+ * sub-view starting at the block's first row, shape = the block, and no data index map (what
+ * programs written for 0.2.1 expect); only the general case carries data.index_map. The sub-view is
+ * pointer arithmetic on the run's address: never a dereference, also for a column on a device.
+ * Likewise prims: an ascending block of query positions is an offset, anything else an index map. */
 static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_run *run, uint32_t *E, uint32_t *R,
 			uint32_t k, size_t qn)
 {
-	bool identity = k == qn && run->row0 == 0;
-	for (uint32_t i = 0; identity && E && i < k; i++)
-		identity = E[i] == i && R[i] == i; /* E == NULL: the caller knows it is the identity */
+	(void)qn;
 	ovs_version_ref(v);
 	g->v = v;
+	bool rows_block = is_block(R, k), elems_block = is_block(E, k);
+	uint32_t row0 = R && k ? R[0] : 0;
+	void *data = rows_block ? (char *)run->data + (size_t)row0 * c->row_bytes : run->data;
 	/* on the device where the column's storage lives */
-	ovs_tensor_1d(&g->tensor, run->data, c->schema.device, c->schema.dtype, &g->shape, &g->stride);
+	ovs_tensor_1d(&g->tensor, data, c->schema.device, c->schema.dtype, &g->shape, &g->stride);
 	g->stride = 1;
 	g->g.data.tensors = &g->tensor;
 	g->g.data.tensor_count = 1;
 	g->g.data.mask = NULL; /* cuda_sync: set by new_group */
-	if (identity) {
-		/* The query's prims are rows 0..k-1 in order: no maps. */
-		g->shape = k;
-		g->g.prims.offset = 0;
-		g->g.prims.count = k;
+	g->g.prims.count = k;
+	if (elems_block) {
+		g->g.prims.offset = E && k ? E[0] : 0;
 		g->g.prims.index_map = NULL;
+		free(E);
+	} else {
+		g->g.prims.offset = 0;
+		g->prim_index = E;
+		g->g.prims.index_map = E;
+	}
+	if (rows_block) {
+		g->shape = k;
 		g->g.data.count = 0;
 		g->g.data.index_map = NULL;
-		free(E);
 		free(R);
 	} else {
 		g->shape = run->nrows;
-		g->prim_index = E;
 		g->data_index = R;
-		g->g.prims.offset = 0;
-		g->g.prims.count = k;
-		g->g.prims.index_map = E;
 		g->g.data.count = k;
 		g->g.data.index_map = R;
 	}
@@ -241,9 +260,8 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	g->row_tensors = calloc(k, sizeof *g->row_tensors);
 	if (!g->row_tensors)
 		return false;
-	bool identity = k == qn;
-	for (uint32_t i = 0; identity && i < k; i++)
-		identity = E[i] == i;
+	(void)qn;
+	bool block = is_block(E, k); /* the query positions are one ascending block: an offset */
 	ovs_version_ref(v);
 	g->v = v;
 	g->stride = 1;
@@ -259,9 +277,9 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	g->g.data.count = 0;
 	g->g.data.index_map = NULL; /* per-row transport: tensor i is logical element i */
 	g->g.data.mask = NULL;
-	g->g.prims.offset = 0;
+	g->g.prims.offset = block && k ? E[0] : 0;
 	g->g.prims.count = k;
-	if (identity) {
+	if (block) {
 		g->g.prims.index_map = NULL;
 		free(E);
 	} else {
@@ -272,15 +290,9 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	return true;
 }
 
-static inline bool bit_get(const uint64_t *bm, uint32_t r)
-{
-	return (bm[r / 64] >> (r % 64)) & 1;
-}
-
 /* The checks of a read of column c decided by its floor (loaded by the caller, before any
- * snapshot it pins) and its retention frontier alone: WRITE_FLOOR_VIOLATION for an end above the
- * floor with writes admitted above it, OUT_OF_RANGE for a range start at or below the frontier.
- * *dropped = the frontier. Used at the call (ready queries) and in the op. */
+ * snapshot it pins) alone: WRITE_FLOOR_VIOLATION for an end above the floor with writes admitted
+ * above it. *dropped = the retention frontier. Used at the call (ready queries) and in the op. */
 static ovstage_api_status_t check_bounds(ovs_stage *st, ovs_column *c, const ovstage_ordinal_range_t *rg,
 					 uint64_t floor, uint64_t *dropped, char *err, size_t errlen)
 {
@@ -294,14 +306,9 @@ static ovstage_api_status_t check_bounds(ovs_stage *st, ovs_column *c, const ovs
 	}
 	/* acquire: pairs with the sealer's release when a version leaves retention. */
 	*dropped = atomic_load_explicit(&c->dropped_through, memory_order_acquire);
-	/* dropped == 0: nothing was reclaimed, so every start (0 included) is still covered. */
-	if (rg->has_start_ordinal && *dropped && rg->start_ordinal <= *dropped) {
-		ovs_err_format(err, errlen, "\"%s\": range start %llu is not above the retention frontier (history "
-			       "through ordinal %llu was reclaimed; oldest preserved is %llu)",
-			       ovs_attr_name(st, c->name), (unsigned long long)rg->start_ordinal,
-			       (unsigned long long)*dropped, (unsigned long long)*dropped + 1);
-		return OVSTAGE_ERROR_OUT_OF_RANGE;
-	}
+	/* A range start below the retention frontier is not refused: range reads are answered from the
+	 * rows' last-change ordinals (range_groups), and fail only for a selected row whose change
+	 * membership or payload as of the end is no longer known. */
 	return OVSTAGE_OK;
 }
 
@@ -359,10 +366,8 @@ static ovstage_api_status_t check_pinned(ovs_stage *st, ovs_column *c, const ovs
 		*v = p->v[0];
 		return OVSTAGE_OK;
 	}
-	/* A range read whose start is above the frontier (check_bounds) and that pinned nothing has no
-	 * version in [start, end] (one would be retained and pinned): nothing changed, zero groups, even
-	 * though the state as of the end left retention (fuzz_api finding). */
-	if (dropped && !rg->has_start_ordinal) {
+	/* (Range reads go through read_range.) The state as of the end left retention. */
+	if (dropped) {
 		ovs_err_format(err, errlen, "\"%s\": the state as of ordinal %llu is no longer retained (oldest "
 			       "preserved is %llu)", ovs_attr_name(st, c->name), (unsigned long long)rg->end_ordinal,
 			       (unsigned long long)dropped + 1);
@@ -511,46 +516,162 @@ static bool latest_groups(ovs_read *r, ovs_column *c, ovs_version *v)
 	return emit_groups(r, c, v, &el, qn);
 }
 
-/* Sets in chg (words words, a bit per row below rows) the rows changed at an ordinal >= start: those
- * of the pinned versions from the newest back to start. An all_changed version changed its own rows,
- * 0..u->rows-1, not the rows a newer version added (fuzz_api finding: they came back as deletes). */
-static void mark_changed(const read_pins *p, ovstage_ordinal_t start, uint32_t rows, uint64_t *chg, size_t words)
+/* What a range read pinned (ovs_pin_range): its versions, newest first (v[0] is the version as of
+ * the end when asof, else the newest version), then the unfolded change sets below them. Not to be
+ * copied (the arrays may point into small and small_sets). */
+typedef struct range_pins {
+	ovs_range_pins pin;
+	ovs_version *small[16];
+	ovs_chset *small_sets[16];
+} range_pins;
+
+/* Which pinned change sets changed a row, and the fold for the rest (lastchange.h). Set j is
+ * version j's for j < n, else unfolded set j - n. */
+typedef struct range_hist {
+	const ovs_range_pins *p;
+	size_t nsets;        /* n + p->nsets */
+	uint64_t *bits[16];  /* per pinned set (the first 16): a bitmap of its listed rows, or NULL (a
+	                      * run, every row, no rows, or looked up in the list itself) */
+	ovs_lcview fold;     /* values at or above the oldest pinned ordinal are stale */
+	bool stale;          /* a fold value read was stale: pin again */
+} range_hist;
+
+static const ovs_chset *hist_set(const range_hist *h, size_t j)
 {
-	for (size_t pi = 0; pi < p->n && p->v[pi]->ordinal >= start; pi++) {
-		const ovs_version *u = p->v[pi];
-		if (u->all_changed) {
-			uint32_t n = u->rows < rows ? u->rows : rows;
-			for (size_t w = 0; w < n / 64 && w < words; w++)
-				chg[w] = ~(uint64_t)0;
-			if (n % 64)
-				chg[n / 64] |= ((uint64_t)1 << (n % 64)) - 1;
-			continue;
-		}
-		for (uint32_t j = 0; j < u->nchanged; j++)
-			if (u->changed[j] < rows)
-				chg[u->changed[j] / 64] |= (uint64_t)1 << (u->changed[j] % 64);
-	}
+	return j < h->p->n ? h->p->v[j]->cs : h->p->sets[j - h->p->n];
 }
 
-/* A range read [a, b]: the query's elements whose rows changed at an ordinal in [a, b], with their
- * values as of b (the newest pinned version); the deleted ones in an is_delete group. */
-static bool range_groups(ovs_read *r, ovs_column *c, const read_pins *p)
+/* Whether pinned set j changed row r. */
+static bool hist_changed(const range_hist *h, size_t j, uint32_t r)
 {
-	ovs_version *v = p->v[0];
-	size_t qn = r->q->count;
-	const ovs_rowmap *map = read_rowmap(r, c);
-	size_t words = ((size_t)v->rows + 63) / 64;
-	uint64_t *chg = calloc(words ? words : 1, sizeof *chg);
-	read_elems el;
-	if (!chg || !elems_alloc(&el, qn, true)) {
-		free(chg);
-		return false;
-	}
-	mark_changed(p, r->range.start_ordinal, v->rows, chg, words);
-	for (size_t i = 0; i < qn; i++) {
-		uint32_t row = read_row_of(r, c, map, i);
-		if (row >= v->rows || !bit_get(chg, row))
+	const ovs_chset *u = hist_set(h, j);
+	if (j < 16 && h->bits[j])
+		return r < u->rows && ((h->bits[j][r / 64] >> (r % 64)) & 1);
+	return ovs_chset_has(u, r);
+}
+
+/* The ordinal at which row r last changed (a value written or deleted) as of pinned set i: that
+ * of the newest pinned set at or below it that changed r, else the fold's; 0: never. */
+static uint64_t hist_last_change(range_hist *h, size_t i, uint32_t r)
+{
+	for (size_t j = i; j < h->nsets; j++)
+		if (hist_changed(h, j, r))
+			return hist_set(h, j)->ordinal;
+	return ovs_lc_fold_get(&h->fold, r, &h->stale);
+}
+
+/* Bitmaps for the pinned sets whose rows a query of qn elements looks up often enough that one
+ * pass over them beats a binary search per element. False when out of memory. */
+static bool hist_init(range_hist *h, ovs_column *c, const ovs_range_pins *p, size_t qn)
+{
+	memset(h, 0, sizeof *h);
+	h->p = p;
+	h->nsets = p->n + p->nsets;
+	/* after ovs_pin_range's acquire load of `folded` (lastchange.h) */
+	ovs_lc_view(&c->lcfold, hist_set(h, h->nsets - 1)->ordinal, &h->fold);
+	for (size_t j = 0; j < h->nsets && j < 16; j++) {
+		const ovs_chset *u = hist_set(h, j);
+		size_t words = ((size_t)u->rows + 63) / 64;
+		if (u->all_changed || u->run || !u->n || (uint64_t)qn * 16 < words + u->n)
 			continue;
+		if (!(h->bits[j] = calloc(words, sizeof *h->bits[j])))
+			return false;
+		const uint32_t *list = ovs_chset_list(u);
+		for (uint32_t k = 0; k < u->n; k++)
+			h->bits[j][list[k] / 64] |= (uint64_t)1 << (list[k] % 64);
+	}
+	return true;
+}
+
+static void hist_fini(range_hist *h)
+{
+	for (size_t j = 0; j < 16; j++)
+		free(h->bits[j]);
+}
+
+/* The OUT_OF_RANGE of a range read with b older than every pinned version, for query element i
+ * (row changed after b at lc): its payload as of b is gone (known), or whether it changed in [a, b]
+ * is (not known). */
+static ovstage_api_status_t range_gone(ovs_read *r, ovs_column *c, size_t i, uint64_t lc, const ovs_version *old,
+				       bool known, char *err, size_t errlen)
+{
+	uint64_t a = r->range.start_ordinal, b = r->range.end_ordinal;
+	ovx_string_t path = ovs_pd_path_string(r->st->pd, r->q->paths[i]);
+	if (known)
+		ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed in [%llu, %llu] and again at "
+			       "ordinal %llu, after the range end: its payload as of %llu is no longer retained "
+			       "(oldest preserved is %llu)",
+			       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "", i,
+			       (unsigned long long)a, (unsigned long long)b, (unsigned long long)lc,
+			       (unsigned long long)b, (unsigned long long)old->ordinal);
+	else
+		ovs_err_format(err, errlen, "\"%s\": %.*s (query element %zu) changed at ordinal %llu, after the range "
+			       "end %llu, and whether it also changed in [%llu, %llu] is no longer retained "
+			       "(history through ordinal %llu was reclaimed; oldest preserved is %llu)",
+			       ovs_attr_name(r->st, c->name), (int)path.length, path.ptr ? path.ptr : "", i,
+			       (unsigned long long)lc, (unsigned long long)b, (unsigned long long)a,
+			       (unsigned long long)b, (unsigned long long)old->base_ordinal,
+			       (unsigned long long)old->ordinal);
+	return OVSTAGE_ERROR_OUT_OF_RANGE;
+}
+
+/* Status of range_groups when the fold moved past the pinned chain while it read (pin again). */
+#define RANGE_STALE ((ovstage_api_status_t)-1000)
+
+/* A range read [a, b] answered from the rows' last changes (hist_last_change: the pinned versions'
+ * changed rows, then the column's fold of those that left retention): a row is selected when it
+ * last changed (a value written or deleted) at an ordinal in [a, b] as of b.
+ *  - While the version as of b is pinned (p->asof), that is exact for every a: values as of b, the
+ *    deleted rows in an is_delete group.
+ *  - Otherwise (b is older than every retained version) as 0.2.1 answers: payloads of the newest
+ *    version; a row that did not change after b is decided exactly by its last change in the
+ *    newest version; a selected row that changed again after b fails OUT_OF_RANGE (its payload as
+ *    of b is gone). For a row that changed after b, whether it also changed in [a, b] comes from the
+ *    oldest version pinned, u (built on the version at D = u's base ordinal; nothing in the column
+ *    changed in (D, u)): its last change there if that is <= b; not selected if it last changed at
+ *    u itself and a > D (or u is the column's first version); else unknown, and the read fails
+ *    OUT_OF_RANGE naming the prim rather than guess. */
+static ovstage_api_status_t range_groups(ovs_read *r, ovs_column *c, const ovs_range_pins *p, char *err, size_t errlen)
+{
+	size_t qn = r->q->count;
+	uint64_t a = r->range.start_ordinal, b = r->range.end_ordinal;
+	ovs_version *v = p->v[0], *old = p->v[p->n - 1]; /* v: the version whose payloads the groups view */
+	const ovs_rowmap *map = read_rowmap(r, c);
+	range_hist h;
+	read_elems el;
+	bool ok = hist_init(&h, c, p, qn);
+	if (!ok || !elems_alloc(&el, qn, true)) {
+		hist_fini(&h);
+		ovs_err_format(err, errlen, "out of memory building read groups");
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	ovstage_api_status_t s = OVSTAGE_OK;
+	for (size_t i = 0; s == OVSTAGE_OK && i < qn; i++) {
+		uint32_t row = read_row_of(r, c, map, i);
+		if (row >= v->rows)
+			continue; /* no row in the version: created after it (or never) */
+		uint64_t lc = hist_last_change(&h, 0, row);
+		if (!lc)
+			continue; /* never changed */
+		if (!p->asof && lc > b) {
+			/* changed after b: did it also change in [a, b]? */
+			bool selected, known = true;
+			uint64_t lo = row < old->rows ? hist_last_change(&h, p->n - 1, row) : 0;
+			uint64_t D = old->base_ordinal;
+			if (row >= old->rows || !lo)
+				selected = false; /* created after old, which is newer than b */
+			else if (lo <= b)
+				selected = lo >= a;
+			else if (lo == old->ordinal && (!D || a > D))
+				selected = false; /* its previous change is at or below D < a */
+			else
+				selected = known = false;
+			if (!known || selected)
+				s = h.stale ? RANGE_STALE : range_gone(r, c, i, lc, old, known, err, errlen);
+			continue;
+		}
+		if (lc < a)
+			continue; /* last changed before the range */
 		if (ovs_version_present(v, row)) {
 			el.E[el.k] = (uint32_t)i;
 			el.R[el.k++] = row;
@@ -558,8 +679,107 @@ static bool range_groups(ovs_read *r, ovs_column *c, const read_pins *p)
 			el.DE[el.kd++] = (uint32_t)i;
 		}
 	}
-	free(chg);
-	return emit_groups(r, c, v, &el, qn);
+	if (s == OVSTAGE_OK && h.stale)
+		s = RANGE_STALE;
+	hist_fini(&h);
+	if (s != OVSTAGE_OK) {
+		free(el.E);
+		free(el.R);
+		free(el.DE);
+		return s;
+	}
+	if (emit_groups(r, c, v, &el, qn))
+		return OVSTAGE_OK;
+	ovs_err_format(err, errlen, "out of memory building read groups");
+	return OVSTAGE_ERROR_OUT_OF_MEMORY;
+}
+
+/* acquire/release: the hook and whatever the test prepared for it are published together. */
+static _Atomic(ovs_read_range_hook_fn) g_range_hook;
+
+void ovs_read_set_range_hook(ovs_read_range_hook_fn fn)
+{
+	atomic_store_explicit(&g_range_hook, fn, memory_order_release);
+}
+
+/* Unpins what ovs_pin_range pinned (the sets only when it pinned them). */
+static void range_unpin(ovs_range_pins *p)
+{
+	for (size_t i = 0; i < p->n && p->n <= p->cap; i++)
+		ovs_unpin(p->v[i]);
+	for (size_t i = 0; i < p->nsets && p->nsets <= p->setcap; i++)
+		ovs_chset_unref(p->sets[i]);
+}
+
+/* Room for what the last ovs_pin_range counted (and a little more). False when out of memory. */
+static bool range_room(range_pins *rp)
+{
+	ovs_range_pins *p = &rp->pin;
+	if (p->n > p->cap) {
+		if (p->v != rp->small)
+			free(p->v);
+		p->cap = p->n + 4;
+		if (!(p->v = malloc(p->cap * sizeof *p->v)))
+			return false;
+	}
+	if (p->nsets > p->setcap) {
+		if (p->sets != rp->small_sets)
+			free(p->sets);
+		p->setcap = p->nsets + 4;
+		if (!(p->sets = malloc(p->setcap * sizeof *p->sets)))
+			return false;
+	}
+	return true;
+}
+
+/* A range read of one column: the bounds, then the change sets below retention folded when it
+ * gets the fold flag (else the holder folds them and this read pins them), then the versions and
+ * sets it needs (ovs_pin_range), pinned again when the fold moved past them meanwhile (a reader
+ * slower than a retention's worth of seals: rare, and each retry pins a newer chain). */
+static ovstage_api_status_t read_range(ovs_read *r, ovs_column *c, uint64_t floor, char *err, size_t errlen)
+{
+	uint64_t dropped;
+	ovstage_api_status_t s = check_bounds(r->st, c, &r->range, floor, &dropped, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	ovs_lc_fold_column(&r->st->store, c);
+	range_pins rp;
+	ovs_range_pins *p = &rp.pin;
+	memset(p, 0, sizeof *p);
+	p->v = rp.small;
+	p->cap = sizeof rp.small / sizeof *rp.small;
+	p->sets = rp.small_sets;
+	p->setcap = sizeof rp.small_sets / sizeof *rp.small_sets;
+	for (unsigned tries = 0;; tries++) {
+		ovs_pin_range(&r->st->store.grace, c, r->range.end_ordinal, p);
+		if (p->n > p->cap || p->nsets > p->setcap) { /* more than the room: make room, again */
+			range_unpin(p);
+			if (range_room(&rp))
+				continue;
+			ovs_err_format(err, errlen, "out of memory pinning versions");
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			p->n = p->nsets = 0;
+			break;
+		}
+		ovs_read_range_hook_fn hook = atomic_load_explicit(&g_range_hook, memory_order_acquire);
+		if (hook)
+			hook();
+		s = p->n ? range_groups(r, c, p, err, errlen) : OVSTAGE_OK;
+		range_unpin(p);
+		if (s != RANGE_STALE)
+			break;
+		if (tries == 1000) {
+			ovs_err_format(err, errlen, "\"%s\": the column's history moved past the read %u times "
+				       "while it ran", ovs_attr_name(r->st, c->name), tries);
+			s = OVSTAGE_ERROR_OUT_OF_RANGE;
+			break;
+		}
+	}
+	if (p->v != rp.small)
+		free(p->v);
+	if (p->sets != rp.small_sets)
+		free(p->sets);
+	return s;
 }
 
 /* Reads one column into groups: pins its history, checks the bounds against what it pinned, then
@@ -568,13 +788,15 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 {
 	/* Floor first (acquire), then the snapshot: the seal publishes the snapshot before the floor. */
 	uint64_t floor = atomic_load_explicit(&c->floor, memory_order_acquire);
+	if (r->range.has_start_ordinal)
+		return read_range(r, c, floor, err, errlen);
 	read_pins p;
 	ovstage_api_status_t s = pin_versions(r->st, c, &r->range, &p, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
 	ovs_version *v;
 	s = check_pinned(r->st, c, &r->range, floor, &p, &v, err, errlen);
-	if (s == OVSTAGE_OK && v && !(r->range.has_start_ordinal ? range_groups(r, c, &p) : latest_groups(r, c, v))) {
+	if (s == OVSTAGE_OK && v && !latest_groups(r, c, v)) {
 		ovs_err_format(err, errlen, "out of memory building read groups");
 		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}

@@ -5,6 +5,7 @@
 #include "chunk.h"
 #include "store.h"
 #include "column.h"
+#include "fold.h"
 #include "device.h"
 #include "delta.h"
 #include "seal.h"
@@ -27,6 +28,9 @@ void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_
 	atomic_init(&s->mem.buffer_bytes, 0);
 	atomic_init(&s->mem.buffers, 0);
 	atomic_init(&s->unsealed_bytes, 0);
+	atomic_init(&s->history_bytes, 0);
+	atomic_init(&s->lc_job_busy, false);
+	atomic_init(&s->lc_fold_due, false);
 	ovs_grace_init(&s->grace);
 	for (int d = 0; d < OVS_STORE_GPUS; d++)
 		atomic_init(&s->gpu[d], NULL);
@@ -102,6 +106,10 @@ ovs_column *ovs_column_prepare(ovs_store *st, ovx_token_t name)
 	atomic_init(&c->has_schema, false);
 	atomic_init(&c->inbox, NULL);
 	atomic_init(&c->min_unsealed, UINT64_MAX);
+	atomic_init(&c->lcfold.folded, 0);
+	atomic_init(&c->lcfold.left, 0);
+	atomic_init(&c->lcfold.busy, false);
+	c->lcfold.counter = &st->history_bytes;
 	pthread_mutex_lock(&st->cols_lock);
 	bool ok = reserve_locked(st);
 	if (ok)
@@ -232,6 +240,7 @@ ovstage_ordinal_t ovs_store_oldest_preserved(ovs_store *st)
 
 void ovs_store_fini(ovs_store *st)
 {
+	ovs_lc_job_fini(st); /* the fold job reads the columns: it finishes first */
 	ovs_seal_fini(st);
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_relaxed);
 	ovs_column **cols = atomic_load_explicit(&st->cols, memory_order_relaxed);
@@ -250,6 +259,8 @@ void ovs_store_fini(ovs_store *st)
 			d = nx;
 		}
 		ovs_version_unref(c->latest);
+		ovs_lc_fold_fini(&c->lcfold);
+		free(c->lcq);
 		ovs_chunks_drop_spares(c);
 		ovs_radix_fini(&c->rows);
 		pthread_mutex_destroy(&c->schema_lock);

@@ -122,7 +122,9 @@ void ovs_delta_free(ovs_delta *d)
 		for (uint32_t i = 0; i < d->nrows; i++)
 			ovs_blob_unref(d->blobs[i]);
 	free(d->blobs);
-	if (d->rows_map)
+	if (d->rows_lent)
+		; /* a change set owns the rows now (build_changed) */
+	else if (d->rows_map)
 		ovs_rowmap_unref(d->rows_map);
 	else if (d->rows_buf)
 		ovs_buffer_unref(d->rows_buf);

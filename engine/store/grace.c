@@ -161,6 +161,85 @@ size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool 
 	return n;
 }
 
+/* The change sets below the chain that ends at `last` (its versions left retention) with an
+ * ordinal above `folded`, newest first: counts them all, pins (into out) those from index skip on,
+ * at most cap (*pinned of them). Inside the grace section. */
+static size_t pin_unfolded(const ovs_version *last, uint64_t folded, ovs_chset **out, size_t skip, size_t cap,
+			   size_t *pinned)
+{
+	size_t n = 0, k = 0;
+	/* acquire on `older`: pairs with the seal's links (published by the snapshot) and with the
+	 * sealer's release store of NULL when it cuts folded sets (lastchange.h; grace.h, 3): a reader
+	 * that finds the chain cut also sees the folds the cut waited for. */
+	ovs_chset *s = last ? atomic_load_explicit(&last->cs->older, memory_order_acquire) : NULL;
+	for (; s && s->ordinal > folded; s = atomic_load_explicit(&s->older, memory_order_acquire), n++)
+		if (n >= skip && k < cap) {
+			ovs_chset_ref(s);
+			out[k++] = s;
+		}
+	*pinned = k;
+	return n;
+}
+
+/* The last version of the chain from v (inside the grace section). */
+static const ovs_version *chain_end(const ovs_version *v)
+{
+	/* acquire on `older`: as in ovs_pin_history */
+	for (const ovs_version *o; v && (o = atomic_load_explicit(&v->older, memory_order_acquire));)
+		v = o;
+	return v;
+}
+
+size_t ovs_pin_range(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, ovs_range_pins *p)
+{
+	size_t n = 0;
+	unsigned q = ovs_grace_enter(g);
+	/* acquire: the sets at or below it are in the fold table, visible to this reader */
+	uint64_t folded = atomic_load_explicit(&c->lcfold.folded, memory_order_acquire);
+	ovs_version *top = ovs_snapshot_version(ovs_grace_snapshot_acq(g), c), *v = top;
+	p->had_any = top != NULL;
+	/* acquire on `older`: as in ovs_pin_history (what the chain no longer reaches is in the change
+	 * sets below it: pin_unfolded) */
+	while (v && v->ordinal > end)
+		v = atomic_load_explicit(&v->older, memory_order_acquire);
+	p->asof = v != NULL;
+	if (!v)
+		v = top; /* the state as of end is not reachable: the newest version and every older one */
+	for (ovs_version *u = v; u; u = atomic_load_explicit(&u->older, memory_order_acquire))
+		n++;
+	p->n = n;
+	p->nsets = 0;
+	if (n <= p->cap) {
+		ovs_version *u = v;
+		for (size_t i = 0; i < n; i++, u = atomic_load_explicit(&u->older, memory_order_acquire)) {
+			ovs_version_ref(u);
+			p->v[i] = u;
+		}
+		const ovs_version *last = n ? p->v[n - 1] : NULL;
+		size_t k;
+		p->nsets = pin_unfolded(last, folded, p->sets, 0, p->setcap, &k);
+		if (p->nsets > p->setcap) /* pinned only some of them: drop those, retry with room */
+			for (size_t i = 0; i < k; i++)
+				ovs_chset_unref(p->sets[i]);
+	}
+	p->folded = folded;
+	ovs_grace_leave(g, q);
+	return n;
+}
+
+size_t ovs_pin_unfolded(ovs_grace *g, ovs_column *c, ovs_chset **out, size_t cap)
+{
+	unsigned q = ovs_grace_enter(g);
+	/* relaxed: the caller holds the fold flag, and only its holders store `folded` */
+	uint64_t folded = atomic_load_explicit(&c->lcfold.folded, memory_order_relaxed);
+	const ovs_version *last = chain_end(ovs_snapshot_version(ovs_grace_snapshot_acq(g), c));
+	size_t k;
+	size_t n = pin_unfolded(last, folded, out, 0, 0, &k); /* count only */
+	(void)pin_unfolded(last, folded, out, n > cap ? n - cap : 0, cap, &k); /* the oldest cap */
+	ovs_grace_leave(g, q);
+	return k;
+}
+
 void ovs_unpin(ovs_version *v)
 {
 	if (v)

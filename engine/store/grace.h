@@ -117,6 +117,28 @@ size_t ovs_pin_all_latest(ovs_grace *g, const ovx_token_t *names, size_t nnames,
  * had any sealed version at all (false: a column that was never sealed). */
 size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool has_start,
 		       ovstage_ordinal_t start, ovs_version **out, size_t cap, bool *had_any);
+/* What a range read pins (ovs_pin_range). The caller provides v (room for cap versions) and sets
+ * (room for setcap change sets). */
+typedef struct ovs_range_pins {
+	ovs_version **v;          /* newest first: the version as of end (the newest at or below it) and
+	                           * every older version the chain still reaches (asof), or, when the
+	                           * chain no longer reaches the state as of end, the newest version and
+	                           * every older one (!asof) */
+	size_t n, cap;            /* versions (also when more than cap: then none pinned), room */
+	ovs_chset **sets;         /* then, newest first, the change sets below the last of them that are
+	                           * not folded yet (ordinal above `folded`); older ones are in the
+	                           * column's fold table (lastchange.h) */
+	size_t nsets, setcap;     /* sets (also when more than setcap: then none pinned), room */
+	uint64_t folded;          /* the column's `folded` that decided which sets were pinned */
+	bool asof, had_any;       /* had_any as for ovs_pin_history */
+} ovs_range_pins;
+/* A range read ending at `end`: pins into p as described there. Returns p->n; when p->n > p->cap or
+ * p->nsets > p->setcap nothing was pinned (retry with room for the counts). Unpin each version
+ * (ovs_unpin) and each set (ovs_chset_unref). */
+size_t ovs_pin_range(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, ovs_range_pins *p);
+/* For a holder of c's fold flag: pins into out the oldest (at most cap) change sets below the
+ * chain of c's latest published version that are not folded yet, newest first; returns how many. */
+size_t ovs_pin_unfolded(ovs_grace *g, ovs_column *c, ovs_chset **out, size_t cap);
 /* Drops a pin (NULL is ignored). */
 void ovs_unpin(ovs_version *v);
 

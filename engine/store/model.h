@@ -43,6 +43,7 @@
 #include <ovstage/ovstage.h>
 
 #include "buffer.h"
+#include "lastchange.h"
 #include "radix.h"
 
 typedef struct ovs_store ovs_store;
@@ -89,6 +90,8 @@ typedef struct ovs_delta {
 	bool sorted;                /* rows strictly increasing (set at push, by the writer's thread) */
 	bool contig;                /* rows[i] = rows[0] + i: one block (set at push) */
 	bool shape_known;           /* the writer set sorted and contig itself (push does not scan) */
+	bool rows_lent;             /* the rows' storage moved to the version's change set (which
+	                             * outlives the delta): ovs_delta_free leaves it */
 	uint64_t cost;              /* its share of the column's seal_cost */
 } ovs_delta;
 
@@ -126,10 +129,8 @@ typedef struct ovs_version {
 	ovs_run run1;               /* the runs of a one-run version (runs == &run1) */
 	ovs_blob **blobs;           /* array columns: one blob per row (NULL = absent/empty) */
 	uint64_t *present;          /* presence bitmap (bit r = row r holds a value); NULL = all present */
-	uint32_t *changed;          /* rows changed at this ordinal, sorted (NULL + all_changed for FULL) */
-	uint32_t nchanged;          /* entries in changed */
-	bool changed_owned;         /* changed was allocated for this version (else it is a delta's rows) */
-	bool all_changed;           /* every row changed (FULL delta) */
+	ovs_chset *cs;              /* the rows changed at this ordinal (one reference; lastchange.h) */
+	bool all_changed;           /* every row changed (FULL delta); = cs->all_changed */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
 	void *ready;                /* completion a reader must wait on before touching the data (a device
 	                             * event); NULL: ready (always on the CPU). Set before the version is
@@ -164,6 +165,8 @@ typedef struct ovs_column {
 	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
+	ovs_lcfold lcfold;                /* last changes of the change sets that left retention (written
+	                                   * by the fold flag's holder, read by range reads: lastchange.h) */
 
 	/* --- written by every write (a push), taken by the seal --- */
 	_Alignas(OVS_COLUMN_LINE) _Atomic(ovs_delta *) inbox; /* deltas waiting for a seal (Treiber push,
@@ -183,6 +186,11 @@ typedef struct ovs_column {
 	uint32_t nspares;                 /* entries in spares */
 	ovstage_ordinal_t spare_ordinal;  /* the ordinal of the version the spares came from */
 	uint64_t run_changes;             /* how often the run layout changed (generation) */
+	ovs_chset **lcq;                  /* change sets that left retention and are still chained, oldest
+	                                   * first (a ring: lcq_head, lcq_n, capacity lcq_cap, a power of 2;
+	                                   * no references: the chain holds them) */
+	uint32_t lcq_head, lcq_n, lcq_cap;
+	uint64_t lcq_rows;                /* listed rows (not runs) of the sets in lcq */
 } ovs_column;
 
 static_assert(offsetof(ovs_column, inbox) % OVS_COLUMN_LINE == 0, "the writers' fields start a line");
@@ -208,6 +216,8 @@ typedef struct ovs_limbo {
 	ovs_version **v;             /* cut version chains */
 	struct ovs_column **c;       /* their columns (for harvesting spare buffers) */
 	size_t n, cap;               /* entries, capacity */
+	ovs_chset **cs;              /* cut change-set chains (one reference each) */
+	size_t ncs, cscap;           /* entries, capacity */
 } ovs_limbo;
 
 /* Whether row r of version v holds a value (r < v->rows). */

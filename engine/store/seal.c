@@ -10,6 +10,7 @@
 #include "delta.h"
 #include "version.h"
 #include "park.h"
+#include "fold.h"
 
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 {
@@ -21,8 +22,54 @@ ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 	return NULL;
 }
 
+/* Room in the column's ring of change sets that left retention for k more (sealer). */
+static bool lcq_reserve(ovs_column *c, uint32_t k)
+{
+	if (c->lcq_n + k <= c->lcq_cap)
+		return true;
+	uint32_t cap = c->lcq_cap ? c->lcq_cap : 8;
+	while (cap < c->lcq_n + k)
+		cap *= 2;
+	ovs_chset **q = malloc(cap * sizeof *q);
+	if (!q)
+		return false;
+	for (uint32_t i = 0; i < c->lcq_n; i++) /* unrolled from the old ring, oldest first */
+		q[i] = c->lcq[(c->lcq_head + i) & (c->lcq_cap - 1)];
+	free(c->lcq);
+	c->lcq = q;
+	c->lcq_head = 0;
+	c->lcq_cap = cap;
+	return true;
+}
+
+static ovs_chset *lcq_at(const ovs_column *c, uint32_t i)
+{
+	return c->lcq[(c->lcq_head + i) & (c->lcq_cap - 1)];
+}
+
+/* Rows a set lists (a run or every row lists none: they cost nothing to keep). */
+static uint64_t listed(const ovs_chset *s)
+{
+	return s->all_changed || s->run ? 0 : s->n;
+}
+
+/* The change sets of the versions leaving retention (drop and older, k of them) join the ring,
+ * oldest first: they stay chained (drop->cs is the newer set's `older`) until they are folded. */
+static void lcq_push(ovs_column *c, ovs_version *drop, uint32_t k)
+{
+	uint32_t i = k;
+	for (ovs_version *u = drop; u; u = atomic_load_explicit(&u->older, memory_order_relaxed)) {
+		c->lcq[(c->lcq_head + c->lcq_n + --i) & (c->lcq_cap - 1)] = u->cs; /* seal-owned chain */
+		c->lcq_rows += listed(u->cs);
+	}
+	c->lcq_n += k;
+	/* relaxed: a hint for ovs_lc_unfolded (folds decide from what they pin) */
+	atomic_store_explicit(&c->lcfold.left, drop->ordinal, memory_order_relaxed);
+}
+
 /* Cuts the versions beyond the retention depth from the chain starting at `head` and returns them
- * (the caller drops them after the grace period: a reader may be walking into them). */
+ * (the caller drops them after the grace period: a reader may be walking into them). Their change
+ * sets stay chained for range reads (lcq_push), to be folded off the seal's path (fold.h). */
 static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t keep)
 {
 	ovs_version *v = head;
@@ -33,6 +80,14 @@ static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t ke
 	ovs_version *drop = atomic_load_explicit(&v->older, memory_order_relaxed);
 	if (!drop)
 		return NULL;
+	uint32_t k = 0; /* usually one version */
+	for (ovs_version *u = drop; u; u = atomic_load_explicit(&u->older, memory_order_relaxed), k++)
+		/* a pooled set's rows are the delta's: its copy first (usually the fold job made it) */
+		if (!ovs_chset_copy(u->cs))
+			return NULL; /* out of memory: cut nothing now (the next seal cuts them) */
+	if (!lcq_reserve(c, k))
+		return NULL;
+	lcq_push(c, drop, k);
 	/* release: pairs with readers' acquire loads of `older` (they see either the old link, and
 	 * the version stays alive until the grace period ends, or NULL). */
 	atomic_store_explicit(&v->older, NULL, memory_order_release);
@@ -42,6 +97,55 @@ static ovs_version *trim_retention(ovs_column *c, ovs_version *head, uint32_t ke
 		/* release: a reader that sees the frontier moved also sees the cut chain. */
 		atomic_store_explicit(&c->dropped_through, dropped, memory_order_release);
 	return drop;
+}
+
+/* Keeps a cut change-set chain (its reference) until the grace period ends. */
+static bool bury_sets(ovs_limbo *g, ovs_chset *s)
+{
+	if (g->ncs == g->cscap) {
+		size_t cap = g->cscap ? g->cscap * 2 : 8;
+		ovs_chset **ns = realloc(g->cs, cap * sizeof *ns);
+		if (!ns)
+			return false;
+		g->cs = ns;
+		g->cscap = cap;
+	}
+	g->cs[g->ncs++] = s;
+	return true;
+}
+
+/* Cuts the change sets that a fold finished from the chain (below the oldest unfolded one, or
+ * below the oldest retained version's set), into the limbo. O(1) per set. */
+static void cut_folded(ovs_limbo *g, ovs_column *c, ovs_version *oldest)
+{
+	if (!c->lcq_n)
+		return;
+	/* acquire: pairs with the fold's release store; the sets at or below it are in the table
+	 * before this cut (release below) lets a reader find the chain without them */
+	uint64_t folded = atomic_load_explicit(&c->lcfold.folded, memory_order_acquire);
+	uint32_t k = 0;
+	while (k < c->lcq_n && lcq_at(c, k)->ordinal <= folded)
+		k++;
+	if (!k)
+		return;
+	ovs_chset *x = k < c->lcq_n ? lcq_at(c, k) : oldest->cs; /* the set whose `older` is cut */
+	ovs_chset *cut = atomic_load_explicit(&x->older, memory_order_relaxed); /* = lcq_at(c, k - 1) */
+	if (!bury_sets(g, cut))
+		return; /* out of memory: they stay chained; a later seal cuts them */
+	/* release: pairs with readers' acquire loads of `older` (pin_unfolded in grace.c) */
+	atomic_store_explicit(&x->older, NULL, memory_order_release);
+	for (uint32_t i = 0; i < k; i++)
+		c->lcq_rows -= listed(lcq_at(c, i));
+	c->lcq_head = (c->lcq_head + k) & (c->lcq_cap - 1);
+	c->lcq_n -= k;
+}
+
+/* Whether c's unfolded change sets passed the bound at which the fold job runs (lastchange.h). */
+static bool fold_due(ovs_column *c)
+{
+	/* relaxed: rows allocated so far, a size for the bound */
+	uint64_t rows = atomic_load_explicit(&c->nrows, memory_order_relaxed);
+	return c->lcq_n >= OVS_LC_PENDING_SETS || c->lcq_rows >= (rows > OVS_LC_PENDING_ROWS ? rows : OVS_LC_PENDING_ROWS);
 }
 
 static void bury(ovs_limbo *g, ovs_column *c, ovs_version *v)
@@ -83,6 +187,9 @@ static void empty_limbo(ovs_limbo *g, bool harvest)
 		ovs_version_unref(g->v[i]);
 	}
 	g->n = 0;
+	for (size_t i = 0; i < g->ncs; i++)
+		ovs_chset_unref(g->cs[i]);
+	g->ncs = 0;
 	free_snapshot(g->snap);
 	g->snap = NULL;
 	g->used = false;
@@ -109,8 +216,14 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
 /* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
  * retention. The inbox was taken by the caller. */
 static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *c, ovstage_ordinal_t n,
-					ovs_limbo *gy, char *err, size_t errlen)
+					ovs_limbo *gy, bool *fold, bool *copy, char *err, size_t errlen)
 {
+	if (c->latest) { /* the change sets folded since the last seal leave the chain */
+		ovs_version *oldest = c->latest;
+		for (ovs_version *o; (o = atomic_load_explicit(&oldest->older, memory_order_relaxed));)
+			oldest = o; /* seal-owned chain */
+		cut_folded(gy, c, oldest);
+	}
 	while (c->pending && c->pending->ordinal <= n) {
 		/* cut the run of deltas at this ordinal */
 		ovs_delta *ds = c->pending, *last = ds;
@@ -138,6 +251,8 @@ static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *
 		atomic_store_explicit(&v->older, c->latest, memory_order_relaxed);
 		c->latest = v;
 		bury(gy, c, trim_retention(c, v, st->retention));
+		*fold |= fold_due(c);
+		*copy |= v->cs->pooled; /* the fold job copies its rows while v is retained */
 		ovs_seal_hook_fn hook = atomic_load_explicit(&g_seal_hook, memory_order_acquire);
 		if (hook)
 			hook();
@@ -239,10 +354,11 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 	 * holds every ordinal up to its end, in every column of the scope. */
 	uint32_t batch = st->retention / 2 > OVS_SEAL_BATCH ? OVS_SEAL_BATCH : (st->retention / 2 ? st->retention / 2 : 1);
 	ovstage_ordinal_t done = 0;
+	bool fold = false, copy = false; /* unfolded change sets passed the bound; a set to copy */
 	for (;;) {
 		ovstage_ordinal_t m = batch_end(cols, ncols, done, n, batch);
 		for (size_t i = 0; i < ncols; i++) {
-			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, err, errlen);
+			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, err, errlen);
 			if (s != OVSTAGE_OK) {
 				/* Versions built so far stay chained (the next seal publishes them); the ones cut
 				 * from retention are dropped after a grace period (rare path: wait for it here). */
@@ -254,6 +370,8 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 		for (size_t i = 0; i < ncols; i++)
 			ovs_column_min_unsealed_reset(cols[i]);
 		ovstage_api_status_t s = publish(st, cols, ncols, m, advance_stage_floor, err, errlen);
+		if (s == OVSTAGE_OK && m >= n && (fold || copy))
+			ovs_lc_job_kick(st, fold); /* after the publication: the job never delays it */
 		if (s != OVSTAGE_OK || m >= n)
 			return s;
 		reclaim_limbo(st); /* the batch's retirees, before the next batch cuts more */
@@ -266,6 +384,7 @@ void ovs_seal_fini(ovs_store *st)
 	empty_limbo(&st->limbo, false); /* no readers are left at destroy */
 	free(st->limbo.v);
 	free(st->limbo.c);
+	free(st->limbo.cs);
 	free_snapshot(ovs_grace_snapshot_owner(&st->grace));
 }
 

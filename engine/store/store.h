@@ -42,6 +42,13 @@ struct ovs_store {
 	ovs_mem_counters mem;           /* live buffers of this store */
 	_Atomic int64_t unsealed_bytes; /* bytes held by deltas not yet sealed */
 	int64_t max_unsealed_bytes;     /* back-pressure limit (0 = none), from OVSTAGE_MAX_UNSEALED_MB */
+	_Atomic int64_t history_bytes;  /* change sets (their row lists) and the fold tables of range
+	                                 * reads' change membership (lastchange.h; a statistic) */
+	/* --- the fold job (lastchange.h): one at a time per store --- */
+	_Atomic bool lc_job_busy;       /* submitted and not finished */
+	_Atomic bool lc_fold_due;       /* the next job folds (else it only copies pooled sets' rows) */
+	jobs_id lc_job;                 /* its receipt (seal-owned; released by the next submission or
+	                                 * at destroy), 0 = none */
 
 	/* --- snapshot publication (grace.h, seal.h) --- */
 	ovs_grace grace;                /* the latest snapshot and its grace period (own cache lines) */

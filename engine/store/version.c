@@ -59,14 +59,13 @@ static void version_free(ovs_version *v)
 		ovs_version_chunks_free(v);
 		free(v->present);
 		ovs_gpu_event_release(v->ready); /* safe while readers' waits on it are pending */
-		if (v->changed_owned)
-			free(v->changed);
 		ovs_delta *d = v->deltas;
 		while (d) {
 			ovs_delta *n = d->next;
 			ovs_delta_free(d);
 			d = n;
 		}
+		ovs_chset_unref(v->cs); /* after the deltas: one may have lent it its rows */
 		free(v);
 		v = older; /* drop the reference this version held on the older one */
 	}
@@ -119,29 +118,42 @@ static bool build_presence(ovs_version *v, const ovs_version *prev, const ovs_de
 	return true;
 }
 
-/* The rows changed at this ordinal (sorted, unique) for range reads; all_changed when a full write
- * covered every row. One delta whose rows are already sorted lends its array. */
-static bool build_changed(ovs_version *v, ovs_delta *ds, const ovs_delta *last_full)
+/* A sorted, unique row list that is one run becomes the run (its storage is not kept). */
+static void chset_runs(ovs_chset *cs)
 {
-	if (last_full && last_full->nrows == v->rows) {
-		v->all_changed = true;
-		return true;
+	if (cs->n && cs->list[cs->n - 1] - cs->list[0] == cs->n - 1) {
+		cs->run = true;
+		cs->row0 = cs->list[0];
+		cs->list = NULL;
 	}
-	size_t n = 0, ndeltas = 0;
-	ovs_delta *only = NULL;
-	for (ovs_delta *d = ds; d; d = d->next) {
-		n += d->nrows;
-		ndeltas++;
-		only = d;
+}
+
+/* The one delta's sorted rows become the set's: malloc'd storage or a query's row map moves from
+ * the delta to the set, which outlives it (the delta keeps using the rows while its version is
+ * retained); rows in a buffer of the pool stay the delta's, and the set is `pooled` (lastchange.h:
+ * it gets a copy before the version leaves retention, and the buffer goes back to the pool on
+ * time for the writes that take it). */
+static void chset_borrow(ovs_chset *cs, ovs_delta *d)
+{
+	cs->n = d->nrows;
+	cs->list = d->rows;
+	if (d->contig) {
+		chset_runs(cs);
+		return; /* a run: the delta keeps its storage */
 	}
-	if (!n)
-		return true;
-	if (ndeltas == 1 && only->kind != OVS_DELTA_FULL && only->sorted) {
-		v->changed = only->rows;
-		v->nchanged = only->nrows;
-		v->changed_owned = false;
-		return true;
+	if (!d->rows_map && d->rows_buf) {
+		cs->pooled = true;
+		return;
 	}
+	cs->map = d->rows_map;
+	cs->own = d->rows_map ? NULL : d->rows;
+	cs->bytes = (size_t)d->nrows * sizeof *d->rows;
+	d->rows_lent = true;
+}
+
+/* The rows of several deltas, sorted and unique, in storage of the set's own. */
+static bool chset_merge(ovs_chset *cs, ovs_delta *ds, size_t n)
+{
 	uint32_t *chg = malloc(n * sizeof *chg);
 	if (!chg)
 		return false;
@@ -158,9 +170,54 @@ static bool build_changed(ovs_version *v, ovs_delta *ds, const ovs_delta *last_f
 	for (size_t i = 0; i < k; i++)
 		if (u == 0 || chg[u - 1] != chg[i])
 			chg[u++] = chg[i];
-	v->changed = chg;
-	v->nchanged = (uint32_t)u;
-	v->changed_owned = true;
+	cs->list = cs->own = chg;
+	cs->n = (uint32_t)u;
+	chset_runs(cs);
+	if (cs->run) {
+		free(chg);
+		cs->own = NULL;
+	}
+	cs->bytes = cs->own ? u * sizeof *chg : 0;
+	return true;
+}
+
+/* The rows changed at this ordinal for range reads (v->cs, lastchange.h): every row when a full
+ * write covered every row, else one run or a sorted, unique list. One delta whose rows are already
+ * sorted lends its storage. Chained onto the previous version's set. */
+static bool build_changed(ovs_store *st, ovs_version *v, const ovs_version *prev, ovs_delta *ds,
+			  const ovs_delta *last_full)
+{
+	ovs_chset *cs = calloc(1, sizeof *cs);
+	if (!cs)
+		return false;
+	atomic_init(&cs->refs, 1);
+	cs->rows = v->rows;
+	cs->ordinal = v->ordinal;
+	size_t n = 0, ndeltas = 0;
+	ovs_delta *only = NULL;
+	for (ovs_delta *d = ds; d; d = d->next) {
+		n += d->nrows;
+		ndeltas++;
+		only = d;
+	}
+	if (last_full && last_full->nrows == v->rows)
+		cs->all_changed = v->all_changed = true;
+	else if (n && ndeltas == 1 && only->kind != OVS_DELTA_FULL && only->sorted)
+		chset_borrow(cs, only);
+	else if (n && !chset_merge(cs, ds, n)) {
+		free(cs);
+		return false;
+	}
+	cs->bytes += sizeof *cs;
+	cs->counter = &st->history_bytes;
+	/* relaxed: a statistic */
+	atomic_fetch_add_explicit(cs->counter, (int64_t)cs->bytes, memory_order_relaxed);
+	if (prev) {
+		ovs_chset_ref(prev->cs);
+		/* relaxed: published to readers with the version, by the snapshot's release store */
+		atomic_store_explicit(&cs->older, prev->cs, memory_order_relaxed);
+	}
+	v->cs = cs;
 	return true;
 }
 
@@ -229,7 +286,7 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 	v->rows = rows;
 	v->ordinal = ds->ordinal;
 	v->base_ordinal = prev ? prev->ordinal : 0;
-	if (!build_presence(v, prev, ds, last_full, has_tomb) || !build_changed(v, ds, last_full)) {
+	if (!build_presence(v, prev, ds, last_full, has_tomb) || !build_changed(st, v, prev, ds, last_full)) {
 		ovs_version_unref(v);
 		ovs_err_format(err, errlen, "out of memory recording presence and changed rows");
 		return NULL;

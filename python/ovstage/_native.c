@@ -1434,18 +1434,20 @@ static int op_wait(OperationObject *op, uint64_t timeout)
 	}
 	ovstage_release_op(st->inst, op->op_id);
 	op_finish(op);
-	if (rc != OVSTAGE_OK) {
+	if (rc != OVSTAGE_OK && !we.n) {
 		raise_last(rc, op->label);
 		return -1;
 	}
 	if (we.n) {
+		/* wait_op returns the status 0.2.1 documents for some failures (PRIM_NOT_FOUND, ...) with
+		 * the failure listed: that status, else the one the root-cause message names */
 		const char *root = we.msgs[0][0] ? we.msgs[0] : "(no message)";
+		int code = rc != OVSTAGE_OK ? rc : code_of_message(root);
 		if (we.ids[0] != op->op_id)
-			raise_code(code_of_message(root), "%s op %llu failed: its dependency op %llu failed: %s", op->label,
+			raise_code(code, "%s op %llu failed: its dependency op %llu failed: %s", op->label,
 				   (unsigned long long)op->op_id, (unsigned long long)we.ids[0], root);
 		else
-			raise_code(code_of_message(root), "%s op %llu failed: %s", op->label,
-				   (unsigned long long)op->op_id, root);
+			raise_code(code, "%s op %llu failed: %s", op->label, (unsigned long long)op->op_id, root);
 		return -1;
 	}
 	return 0;

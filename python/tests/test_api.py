@@ -312,7 +312,9 @@ def test_stage_config_and_memory_stats():
         ovstage.Stage(5)
     with pytest.raises(ValueError, match="retention"):
         ovstage.Stage("bad", ovstage.StageConfig(retention=-1))
-    # retention=4: a range read reaching three seals back is served (the default 2 refuses it).
+    # Range reads come from the rows' last changes: [2, 4] is served with either retention; [1, 2]
+    # needs the payload as of 2, kept with retention=4 and gone with the default 2 (OUT_OF_RANGE,
+    # as 0.2.1: the key changed again after 2).
     for retention, served in ((4, True), (None, False)):
         with ovstage.Stage("ret", ovstage.StageConfig(retention=retention)) as st:
             pd = st.get_path_dictionary()
@@ -320,14 +322,17 @@ def test_stage_config_and_memory_stats():
             for o in range(1, 5):
                 st.write_attribute(q, "v", o, np.array([o], np.float32), is_array=False).wait()
                 st.advance_write_floor(o).wait()
-            r = st.read_attributes(q, ["v"], OrdinalRange.between(2, 4))
+            with st.read_attributes(q, ["v"], OrdinalRange.between(2, 4)) as r:
+                assert [g.array(0).tolist() for g in r.groups()] == [[4.0]]
+            r = st.read_attributes(q, ["v"], OrdinalRange.between(1, 2))
             ok = r.op.ok
             if ok:
                 try:
                     with r:
                         vals = [g.array(0).tolist() for g in r.groups()]
-                    assert vals == [[4.0]]
-                except OvstageError:
+                    assert vals == [[2.0]]
+                except OvstageError as e:
+                    assert e.code == ovstage.ErrorCode.OUT_OF_RANGE, e
                     ok = False
             assert ok is served, retention
 

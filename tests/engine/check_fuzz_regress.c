@@ -243,10 +243,18 @@ START_TEST(test_range_above_frontier_without_changes)
 	ovstage_read_group_t g;
 	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_END_OF_ITERATION);
 	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
-	/* the frontier itself is still refused at the call: [4, 6] */
+	/* [4, 6]: every row changed at 4, in the range, and again at 7, after it: OUT_OF_RANGE (from the
+	 * op: range reads are no longer refused at the call for their start) */
 	rg.start_ordinal = 4;
 	e = ovstage_read_attributes(f.st, f.q, &r, 1, rg, &rh);
-	ck_assert_int_eq(e.status, OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_int_eq(e.status, OVSTAGE_OK);
+	ovstage_op_wait_result_t w;
+	ovstage_api_status_t ws = ovstage_wait_op(f.st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &w);
+	ck_assert(ws == OVSTAGE_OK || ws == OVSTAGE_ERROR_OUT_OF_RANGE);
+	ck_assert_uint_eq(w.error_op_id_count, 1);
+	ck_assert_int_eq(ovstage_release_op(f.st, e.op_index), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_ERROR_OUT_OF_RANGE);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
 	teardown(&f);
 }
 END_TEST

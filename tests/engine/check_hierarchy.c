@@ -590,7 +590,9 @@ static const char *read_round(ovstage_query_handle_t q, ovx_primpath_list_t l, o
 		return m;
 	}
 	ovstage_op_wait_result_t ww;
-	if (ovstage_wait_op(g_st, re.op_index, OVSTAGE_TIMEOUT_INFINITE, &ww) != OVSTAGE_OK)
+	/* OK, or OUT_OF_RANGE with the failure listed (a lagged reader, below) */
+	ovstage_api_status_t ws = ovstage_wait_op(g_st, re.op_index, OVSTAGE_TIMEOUT_INFINITE, &ww);
+	if (ws != OVSTAGE_OK && !(ws == OVSTAGE_ERROR_OUT_OF_RANGE && ww.error_op_id_count))
 		return "read wait failed";
 	if (ww.error_op_id_count) {
 		static _Thread_local char m2[700];

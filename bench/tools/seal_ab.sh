@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# seal_ab.sh — the per-seal time of scattered writes (bench/stage/seal_scatter.c) of this work tree
+# beside another revision's (default: main), in one run on one machine: both libraries are built
+# (Release, CUDA and Python off), the same bench source is compiled against each, and the two run
+# alternately, RUNS times each; prints every run and the median of the runs' medians.
+# Usage: bench/tools/seal_ab.sh [REF [RUNS [P K STEPS]]]   (default: main 5 1048576 1000 200)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+ref=${1:-main}
+runs=${2:-5}
+args=("${3:-1048576}" "${4:-1000}" "${5:-200}")
+jobs=$(nproc 2>/dev/null || echo 2)
+work=$root/build/seal-ab
+mkdir -p "$work"
+cfg=(-DCMAKE_BUILD_TYPE=Release -DOVSTAGE_CUDA=OFF -DOVSTAGE_BUILD_PYTHON=OFF -DOVSTAGE_BUILD_BENCH=OFF
+	-DOVSTAGE_BUILD_TESTS=OFF)
+# the other revision's source, from git (its work tree is not touched)
+rm -rf "$work/ref-src"
+mkdir -p "$work/ref-src"
+git archive "$ref" | tar -x -C "$work/ref-src"
+build() { # src dir, build dir
+	cmake -S "$1" -B "$2" "${cfg[@]}" >/dev/null
+	cmake --build "$2" -j"$jobs" --target ovstage >/dev/null
+}
+build "$work/ref-src" "$work/ref-build"
+build "$root" "$work/this-build"
+b=$root/bench
+for side in ref this; do
+	cc -O2 -std=c11 -D_GNU_SOURCE -I"$root/include" -I"$b/stage" -I"$b/common" \
+		"$b/stage/seal_scatter.c" "$b/stage/util.c" "$b/stage/stage_util.c" "$b/common/report.c" \
+		-L"$work/$side-build" -Wl,-rpath,"$work/$side-build" -lovstage -lpthread -lm -o "$work/seal_$side"
+done
+declare -A med
+for i in $(seq "$runs"); do
+	for side in ref this; do
+		line=$("$work/seal_$side" "${args[@]}")
+		echo "run $i $side ($([ $side = ref ] && echo "$ref" || echo "work tree")): $line"
+		med[$side]+="$(sed 's/.*median_us=\([0-9.]*\).*/\1/' <<<"$line") "
+	done
+done
+for side in ref this; do
+	m=$(printf '%s\n' ${med[$side]} | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	echo "median of $runs runs, $side: $m us"
+done
