@@ -21,6 +21,7 @@
 #include "stage_test_util.h"
 
 #include "filter.h"
+#include "filter_gate.h"
 #include "path_dictionary.h"
 #include "query.h"
 
@@ -598,47 +599,6 @@ END_TEST
 
 /* ---- deferred consumers (the test hook holds the query op) ----------------------------------- */
 
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static int g_entered; /* under g_mu */
-static int g_open;    /* under g_mu */
-
-static void gate_hook(void)
-{
-	pthread_mutex_lock(&g_mu);
-	g_entered++;
-	pthread_cond_broadcast(&g_cv);
-	while (!g_open)
-		pthread_cond_wait(&g_cv, &g_mu);
-	pthread_mutex_unlock(&g_mu);
-}
-
-static void gate_close(void)
-{
-	pthread_mutex_lock(&g_mu);
-	g_entered = 0;
-	g_open = 0;
-	pthread_mutex_unlock(&g_mu);
-	ovs_filter_set_test_hook(gate_hook);
-}
-
-/* Waits until a filter op is held in the hook (so it is running on a worker, unresolved). */
-static void gate_wait_entered(void)
-{
-	pthread_mutex_lock(&g_mu);
-	while (!g_entered)
-		pthread_cond_wait(&g_cv, &g_mu);
-	pthread_mutex_unlock(&g_mu);
-}
-
-static void gate_open(void)
-{
-	ovs_filter_set_test_hook(NULL);
-	pthread_mutex_lock(&g_mu);
-	g_open = 1;
-	pthread_cond_broadcast(&g_cv);
-	pthread_mutex_unlock(&g_mu);
-}
 
 static ovstage_query_handle_t held_query(fixture *f, const ovstage_filter_t *flt, ovstage_enqueue_result_t *e)
 {
