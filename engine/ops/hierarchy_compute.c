@@ -535,12 +535,6 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 		s = check_columns(o, cols, err, errlen);
 	if (s != OVSTAGE_OK || !cols[OVS_HF_WORLD] || !cols[OVS_HF_WORLD]->latest)
 		return s; /* no world rows to update: nothing to do (the column is never created) */
-	ovs_exec gx;
-	if (dev >= 0) {
-		if (!ovs_store_exec(&st->store, (DLDevice){ kDLCUDA, dev }, x->w, &gx, err, errlen))
-			return OVSTAGE_ERROR_NOT_SUPPORTED;
-		o->gx = &gx;
-	}
 	bool gone = false;
 	const ovs_version *vx = as_of(cols[OVS_HF_XFORM], o->input, &gone);
 	const ovs_version *vr = as_of(cols[OVS_HF_RESET], o->input, &gone);
@@ -548,6 +542,12 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 		ovs_err_format(err, errlen, "compute_hierarchy: input_ordinal %llu is below the retained history of the "
 			       "transform inputs", (unsigned long long)o->input);
 		return OVSTAGE_ERROR_OUT_OF_RANGE;
+	}
+	ovs_exec gx;
+	if (dev >= 0) {
+		if (!ovs_store_exec(&st->store, (DLDevice){ kDLCUDA, dev }, x->w, &gx, err, errlen))
+			return OVSTAGE_ERROR_NOT_SUPPORTED;
+		o->gx = &gx; /* this frame's: cleared before it returns */
 	}
 	ulist items = { 0 }, pre = { 0 };
 	bool all = false;
@@ -557,6 +557,11 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 		if (!d) {
 			ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+		} else if (o->gx && o->gx->err) { /* the device delta's gather */
+			ovs_delta_free(d);
+			ovs_err_format(err, errlen, "compute_hierarchy: gathering the world rows on CUDA device %d failed (%s)",
+				       ovs_gpu_device(o->gx->gpu), ovs_gpu_error_name(o->gx->err));
+			s = OVSTAGE_ERROR_OP_FAILED;
 		} else if (d->nrows == 0) {
 			ovs_delta_free(d);
 		} else {
@@ -569,7 +574,7 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 		cache_drop(st->hier); /* a failed op leaves no half-updated cache behind */
 	free(items.v);
 	free(pre.v);
-	o->gx = NULL; /* gx is this frame's */
+	o->gx = NULL;
 	return s;
 }
 
