@@ -4,7 +4,8 @@
  * world matrix compared bitwise with the CPU model's (docs/api.md: the kernels round every product
  * and sum as the CPU does, no FMA).
  *
- * Forests: 10^5 prims (OVSTAGE_GPU_TEST_DIV divides it), depth up to 64, about 1000 trees, resets
+ * Forests: 4 x 10^4 prims (OVSTAGE_GPU_HIER_PRIMS sets another count, e.g. 100000;
+ * OVSTAGE_GPU_TEST_DIV divides it), depth up to 64 (reached), about 1 % of them roots, resets
  * on 2 %, no xform value on 5 % (identity), reset values on half of the prims (the rest inherit),
  * world rows on 90 %. Rounds: a full compute; four rounds of partial updates (1 % of the locals, a
  * tenth of those toggling their reset); an unchanged recompute; the world rows overwritten by a
@@ -316,9 +317,14 @@ static void partial_round(gstage *g, forest *f, uint32_t *idx, uint64_t o)
 
 START_TEST(test_gpu_models_match_cpu_incremental)
 {
-	uint32_t n0 = scaled(100000);
+	const char *pv = getenv("OVSTAGE_GPU_HIER_PRIMS");
+	uint32_t n0 = scaled(pv && strtoul(pv, NULL, 10) >= 1000 ? (uint32_t)strtoul(pv, NULL, 10) : 40000);
 	forest f;
 	make_forest(&f, n0, n0 + 1000);
+	int maxd = 0;
+	for (uint32_t i = 0; i < f.n; i++)
+		maxd = f.depth[i] > maxd ? f.depth[i] : maxd;
+	ck_assert_int_eq(maxd, RDEPTH);
 	uint32_t *idx = malloc(f.cap * sizeof *idx);
 	gstage g[NSTAGES];
 	for (int k = 0; k < NSTAGES; k++) {
