@@ -144,7 +144,7 @@ bool ovs_hier_gpu_run(ovs_exec *x, const ovs_hforest *f, const ovs_version *vx, 
 	hg_layout l = layout_of(m);
 	uint32_t *order = malloc((size_t)m * sizeof *order);
 	uint32_t *xr = x_dev ? malloc((size_t)m * sizeof *xr) : NULL, *rr = r_dev ? malloc((size_t)m * sizeof *rr) : NULL;
-	unsigned char *h = malloc(x_dev ? l.head : l.total);
+	unsigned char *h = calloc(1, x_dev ? l.head : l.total); /* zeroed: every uploaded byte is defined */
 	uint32_t *start = order ? level_order(f, items, nitems, order, &nlevels) : NULL;
 	bool ok = order && h && start && (!x_dev || xr) && (!r_dev || rr);
 	if (!ok)

@@ -5,7 +5,7 @@
  * and sum as the CPU does, no FMA).
  *
  * Forests: 4 x 10^4 prims (OVSTAGE_GPU_HIER_PRIMS sets another count, e.g. 100000;
- * OVSTAGE_GPU_TEST_DIV divides it), depth up to 64 (reached), about 1 % of them roots, resets
+ * OVSTAGE_GPU_TEST_DIV divides it), depth up to 64 (reached from 10^4 prims), about 1 % of them roots, resets
  * on 2 %, no xform value on 5 % (identity), reset values on half of the prims (the rest inherit),
  * world rows on 90 %. Rounds: a full compute; four rounds of partial updates (1 % of the locals, a
  * tenth of those toggling their reset); an unchanged recompute; the world rows overwritten by a
@@ -324,7 +324,8 @@ START_TEST(test_gpu_models_match_cpu_incremental)
 	int maxd = 0;
 	for (uint32_t i = 0; i < f.n; i++)
 		maxd = f.depth[i] > maxd ? f.depth[i] : maxd;
-	ck_assert_int_eq(maxd, RDEPTH);
+	if (n0 >= 10000) /* the default size (compute-sanitizer runs divide it) */
+		ck_assert_int_eq(maxd, RDEPTH);
 	uint32_t *idx = malloc(f.cap * sizeof *idx);
 	gstage g[NSTAGES];
 	for (int k = 0; k < NSTAGES; k++) {
