@@ -139,6 +139,12 @@ static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint
 	scratch_free(x, d);
 }
 
+void ovs_gpu_hier_level(ovs_exec *x, double *world, const uint32_t *node, const uint32_t *par,
+			const unsigned char *hasx, const unsigned char *reset, const double *local, uint32_t n)
+{
+	note(x, (cudaError_t)ovs_cuda_hier_level(x->stream, world, node, par, hasx, reset, local, n));
+}
+
 static bool cuda_record(ovs_exec *x, void **out)
 {
 	*out = ovs_gpu_record(x);

@@ -107,6 +107,11 @@ void ovs_gpu_thread_restore(int dev);
 /* The name of a CUDA error code recorded in an ovs_exec (x->err). */
 const char *ovs_gpu_error_name(int code);
 
+/* One depth level of the transform hierarchy on x's stream (kernels.h: ovs_cuda_hier_level; every
+ * pointer is device memory of x's device). A launch failure lands in x->err. */
+void ovs_gpu_hier_level(struct ovs_exec *x, double *world, const uint32_t *node, const uint32_t *par,
+			const unsigned char *hasx, const unsigned char *reset, const double *local, uint32_t n);
+
 /* ---- completion and readiness ------------------------------------------------------------------- */
 
 /* Records the completion of everything issued on x so far and defers `run`'s receipt until the GPU

@@ -123,6 +123,32 @@ int launch_gather_chunked(cudaStream_t s, void *dst, void *const *bases, uint32_
 	return (int)cudaGetLastError();
 }
 
+__global__ void hier_level_kernel(double *world, const uint32_t *node, const uint32_t *par, const unsigned char *hasx,
+				  const unsigned char *reset, const double *local, uint32_t n)
+{
+	for (unsigned long long j = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; j < n;
+	     j += (unsigned long long)gridDim.x * blockDim.x) {
+		double a[16];
+		for (int k = 0; k < 16; k++)
+			a[k] = hasx[j] ? local[j * 16 + k] : (k % 5 == 0 ? 1.0 : 0.0);
+		double *out = world + (unsigned long long)node[j] * 16;
+		uint32_t p = par[j];
+		if (reset[j] || p == 0xffffffffu) {
+			for (int k = 0; k < 16; k++)
+				out[k] = a[k];
+			continue;
+		}
+		const double *b = world + (unsigned long long)p * 16;
+		// ((a0 b0 + a1 b1) + a2 b2) + a3 b3, rounded after every operation (no FMA): xform.h's order
+		for (int r = 0; r < 4; r++)
+			for (int c = 0; c < 4; c++) {
+				double s = __dadd_rn(__dmul_rn(a[r * 4 + 0], b[0 * 4 + c]), __dmul_rn(a[r * 4 + 1], b[1 * 4 + c]));
+				s = __dadd_rn(s, __dmul_rn(a[r * 4 + 2], b[2 * 4 + c]));
+				out[r * 4 + c] = __dadd_rn(s, __dmul_rn(a[r * 4 + 3], b[3 * 4 + c]));
+			}
+	}
+}
+
 } // namespace
 
 extern "C" int ovs_cuda_gather_rows(void *stream, void *dst, const void *src, const uint32_t *rows, uint32_t n,
@@ -177,4 +203,13 @@ extern "C" int ovs_cuda_gather_chunked(void *stream, void *dst, void *const *bas
 	case 4: return launch_gather_chunked<unsigned int>(s, dst, bases, shift, rows, n, rb);
 	default: return launch_gather_chunked<unsigned char>(s, dst, bases, shift, rows, n, rb);
 	}
+}
+
+extern "C" int ovs_cuda_hier_level(void *stream, double *world, const uint32_t *node, const uint32_t *par,
+				   const unsigned char *hasx, const unsigned char *reset, const double *local, uint32_t n)
+{
+	if (!n)
+		return 0;
+	hier_level_kernel<<<grid_for(n), kBlock, 0, (cudaStream_t)stream>>>(world, node, par, hasx, reset, local, n);
+	return (int)cudaGetLastError();
 }

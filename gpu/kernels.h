@@ -30,6 +30,16 @@ int ovs_cuda_scatter_chunked(void *stream, void *const *bases, uint32_t shift, c
 int ovs_cuda_gather_chunked(void *stream, void *dst, void *const *bases, uint32_t shift, const uint32_t *rows,
 			    uint32_t n, size_t rb, unsigned align);
 
+/* One depth level of the transform hierarchy (engine/ops/hierarchy_gpu.c): for j < n, node i =
+ * node[j] gets world[i] = local_j when reset[j] != 0 or par[j] == UINT32_MAX, else local_j x
+ * world[par[j]] (row-major 4x4 float64, USD row-vector convention), where local_j = local[j] when
+ * hasx[j] != 0, else the identity. Parents' worlds must be final (an earlier level, earlier in stream
+ * order). The products and sums are __dmul_rn / __dadd_rn in the CPU model's order, never contracted
+ * into FMAs: the result is bitwise the CPU model's (engine/ops/xform.h, compiled with -std=c11, which
+ * makes gcc's -ffp-contract=off). */
+int ovs_cuda_hier_level(void *stream, double *world, const uint32_t *node, const uint32_t *par,
+			const unsigned char *hasx, const unsigned char *reset, const double *local, uint32_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,11 +15,12 @@ for s in $steps; do
            echo "build rc=${PIPESTATUS[0]}"; tail -5 "$out/build.log" ;;
     test) (cd build-gpu && timeout 300 ctest -L gpu --output-on-failure) >"$out/test.log" 2>&1
           echo "test rc=$?"; tail -15 "$out/test.log" ;;
-    sanitize) for tool in memcheck racecheck; do
+    sanitize) for t in ovstage_test_gpu ovstage_test_gpu_hierarchy; do for tool in memcheck racecheck; do
                 extra=; [ $tool = memcheck ] && extra="--leak-check full"
+                log=$tool; [ $t = ovstage_test_gpu ] || log=$tool-${t#ovstage_test_gpu_}
                 OVSTAGE_GPU_TEST_DIV=20 CK_FORK=no timeout 240 compute-sanitizer --tool $tool $extra \
-                  --error-exitcode 9 build-gpu/tests/gpu/ovstage_test_gpu >"$out/$tool.log" 2>&1
-                echo "$tool rc=$?"; tail -4 "$out/$tool.log"; done ;;
+                  --error-exitcode 9 build-gpu/tests/gpu/$t >"$out/$log.log" 2>&1
+                echo "$t $tool rc=$?"; tail -4 "$out/$log.log"; done; done ;;
     bench) timeout 240 build-gpu/bench/gpu/ovstage_bench_gpu --markdown ${BENCH_ONLY:+--only $BENCH_ONLY} \
              >"$out/bench.md" 2>&1; echo "bench rc=$?"; cat "$out/bench.md" ;;
     stage-ab) # bench/stage, an old tree (old-src/, e.g. `git archive OLD | tar -x -C old-src`) against

@@ -21,6 +21,11 @@
  *    a later compute recomputes only the subtrees under prims whose inputs changed in
  *    (last input ordinal, input ordinal] (read from the retained versions' change lists), and
  *    everything when the prim set, the rows or the retained history do not allow that.
+ *  - GPU_INCREMENTAL is the same planning with the world matrices cached in device memory and the
+ *    recomputed subtrees run as kernels (hierarchy_gpu.h), GPU_GLOBAL recomputes everything as
+ *    kernels on each compute; both give bitwise the CPU model's results, and are refused at the call
+ *    (NOT_SUPPORTED, with ovs_gpu_reason()) where no GPU is usable. A cache made by the other kind of
+ *    model is never reused.
  *
  * Thread-safety: a compute runs as an op in the stage's seal chain (after the previous floor
  * advance, before the next), so it owns the seal-owned store state and the cache below while it

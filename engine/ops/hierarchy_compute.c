@@ -1,6 +1,7 @@
 /*
  * hierarchy_compute.c — ovstage_compute_hierarchy: world matrices from local transforms along the
- * path hierarchy, CPU_INCREMENTAL on the job system (hierarchy.h states the contract).
+ * path hierarchy, CPU_INCREMENTAL on the job system and GPU_INCREMENTAL / GPU_GLOBAL as kernels on the
+ * CUDA backend (hierarchy_gpu.c); hierarchy.h states the contract.
  *
  * The op runs in the stage's seal chain (submitted like a floor advance, after the previous one,
  * and the next one after it), so it reads the columns' version chains and publishes the world
@@ -12,9 +13,12 @@
 #include <string.h>
 
 #include "column.h"
+#include "device.h"
 #include "errors.h"
+#include "gpu.h"
 #include "hierarchy.h"
 #include "hierarchy_forest.h"
+#include "hierarchy_gpu.h"
 #include "ops.h"
 #include "seal.h"
 #include "sequencer.h"
@@ -30,7 +34,11 @@ struct ovs_hier {
 	uint64_t default_model;   /* RUNTIME_DEFAULT resolves to this (captured at stage creation) */
 	bool valid;               /* the cache below holds a compute's result */
 	ovs_hforest f;            /* the forest of that compute */
-	double (*world)[16];      /* its world matrix per node */
+	double (*world)[16];      /* its world matrix per node (a GPU model's: a download, when the world
+	                           * column lives on the host) */
+	ovs_gpu *gpu;             /* a GPU model's cache: the device context dworld lives on (NULL: the
+	                           * CPU model's; the other kind of model then starts over) */
+	double *dworld;           /* a GPU model's world matrix per node, in device memory */
 	ovstage_ordinal_t input;  /* its input ordinal */
 	uint64_t key[4];          /* what the forest was built from (rows per column, prim deletes) */
 	ovs_version *out;         /* the world-matrix version it published (a reference), or NULL */
@@ -50,6 +58,10 @@ static void cache_drop(ovs_hier *h)
 	ovs_hforest_free(&h->f);
 	free(h->world);
 	h->world = NULL;
+	if (h->dworld)
+		ovs_gpu_free(h->gpu, h->dworld); /* stream-ordered on the stage's engine stream */
+	h->dworld = NULL;
+	h->gpu = NULL;
 	if (h->out)
 		ovs_version_unref(h->out);
 	h->out = NULL;
@@ -79,7 +91,10 @@ uint64_t ovs_hier_last_recomputed(const ovs_hier *h)
 typedef struct hc_op {
 	ovs_stage *st;
 	ovstage_ordinal_t input, output;
+	uint64_t model;           /* the resolved model */
 	uint64_t seq;             /* this op's id (orders its delta after earlier ones at the ordinal) */
+	ovs_exec *gx;             /* GPU models: the engine stream of the device the compute runs on */
+	bool dev[OVS_HF_COLS];    /* GPU models: which contract columns live on that device */
 } hc_op;
 
 /* What the parallel body reads. */
@@ -258,10 +273,32 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The world rows to publish (items' subtrees and pre nodes, or every node): a sparse delta. */
-static ovs_delta *output_delta(const ovs_hforest *f, double (*world)[16], const ulist *items, const ulist *pre,
-			       bool all, hc_op *o)
+/* The delta's values: rows of the host world matrices, or (a world column on the compute's device) a
+ * device buffer gathered from the device ones by a kernel. pairs[j] = row << 32 | node, sorted. */
+static bool output_values(const ovs_hier *h, hc_op *o, const uint64_t *pairs, size_t n, ovs_delta *d)
 {
+	if (!(o->gx && o->dev[OVS_HF_WORLD])) {
+		d->values = malloc((n + 1) * XFORM_BYTES);
+		for (size_t j = 0; d->values && j < n; j++)
+			memcpy(d->values + j * XFORM_BYTES, h->world[(uint32_t)pairs[j]], XFORM_BYTES);
+		return d->values != NULL;
+	}
+	uint32_t *nodes = malloc((n + 1) * sizeof *nodes);
+	d->values = nodes ? ovs_delta_array_in(&o->st->store, o->gx, (n ? n : 1) * XFORM_BYTES, &d->values_buf) : NULL;
+	if (d->values) {
+		for (size_t j = 0; j < n; j++)
+			nodes[j] = (uint32_t)pairs[j];
+		/* the node list is uploaded before it returns (cuda_memops.c), so it may go now */
+		ovs_gpu_memops()->gather_rows(o->gx, d->values, h->dworld, nodes, (uint32_t)n, XFORM_BYTES);
+	}
+	free(nodes);
+	return d->values != NULL;
+}
+
+/* The world rows to publish (items' subtrees and pre nodes, or every node): a sparse delta. */
+static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulist *pre, bool all, hc_op *o)
+{
+	const ovs_hforest *f = &h->f;
 	size_t cap = all ? f->n : pre->n;
 	if (!all)
 		for (size_t k = 0; k < items->n; k++)
@@ -286,32 +323,63 @@ static ovs_delta *output_delta(const ovs_hforest *f, double (*world)[16], const 
 	}
 	ovs_delta *d = calloc(1, sizeof *d);
 	uint32_t *rows = malloc((n + 1) * sizeof *rows);
-	unsigned char *vals = malloc((n + 1) * XFORM_BYTES);
-	if (!d || !rows || !vals) {
-		free(pairs);
-		free(d);
-		free(rows);
-		free(vals);
-		return NULL;
-	}
 	if (n > 1)
 		qsort(pairs, n, sizeof *pairs, cmp_u64); /* rows ascending: a sorted sparse delta */
-	for (size_t j = 0; j < n; j++) {
-		rows[j] = (uint32_t)(pairs[j] >> 32);
-		memcpy(vals + j * XFORM_BYTES, world[(uint32_t)pairs[j]], XFORM_BYTES);
+	if (!d || !rows || !output_values(h, o, pairs, n, d)) {
+		free(pairs);
+		free(rows);
+		ovs_delta_free(d); /* with the values it holds */
+		return NULL;
 	}
+	for (size_t j = 0; j < n; j++)
+		rows[j] = (uint32_t)(pairs[j] >> 32);
 	free(pairs);
 	d->kind = OVS_DELTA_SPARSE;
 	d->ordinal = o->output;
 	d->seq = o->seq;
 	d->nrows = (uint32_t)n;
 	d->rows = rows;
-	d->values = vals;
 	return d;
 }
 
+/* Recomputes the items' subtrees (and, CPU model, the split roots it puts in pre) with the op's
+ * model: on the job system, or as kernels on the op's device (then the world matrices are downloaded
+ * when the world column lives on the host, which also waits for the kernels and reports their
+ * errors). 0 OK, else a status with err set. */
+static ovstage_api_status_t recompute(ovs_hier *h, ovs_exec *x, const ovs_version *vx, const ovs_version *vr,
+				      hc_op *o, ulist *items, ulist *pre, char *err, size_t errlen)
+{
+	if (o->gx) {
+		if (!ovs_hier_gpu_run(o->gx, &h->f, vx, o->dev[OVS_HF_XFORM], vr, o->dev[OVS_HF_RESET], items->v, items->n,
+				      h->dworld, err, errlen))
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		if (o->gx->err) {
+			ovs_err_format(err, errlen, "compute_hierarchy: the hierarchy kernels on CUDA device %d failed (%s)",
+				       ovs_gpu_device(o->gx->gpu), ovs_gpu_error_name(o->gx->err));
+			return OVSTAGE_ERROR_OP_FAILED;
+		}
+		if (!o->dev[OVS_HF_WORLD] && h->f.n &&
+		    !ovs_gpu_copy_to_host(o->gx, h->world, h->dworld, (size_t)h->f.n * XFORM_BYTES, err, errlen))
+			return OVSTAGE_ERROR_OP_FAILED;
+		return OVSTAGE_OK;
+	}
+	uint32_t limit = h->f.n / 64 > 1024 ? h->f.n / 64 : 1024;
+	if (!split_items(&h->f, items, pre, limit)) {
+		ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	hc_ctx c = { &h->f, h->world, vx, vr, pre->v };
+	/* the split roots first, serially (each a single node here), then the subtrees in parallel */
+	for (size_t k = 0; k < pre->n; k++)
+		node_world(&c, pre->v[k]);
+	c.items = items->v;
+	ovs_parallel_for(x, items->n, 1, 1, subtree_range, &c);
+	return OVSTAGE_OK;
+}
+
 /* Chooses full or incremental, computes, and returns what to recompute (items/pre) and whether
- * every world row must be published. 0 OK, else a status with err set. */
+ * every world row must be published. GPU_GLOBAL is always full; a cache of the other kind of model
+ * (host / device) is never reused. 0 OK, else a status with err set. */
 static ovstage_api_status_t plan_and_compute(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS],
 					     const ovs_version *vx, const ovs_version *vr, hc_op *o, ulist *items,
 					     ulist *pre, bool *all, char *err, size_t errlen)
@@ -319,7 +387,8 @@ static ovstage_api_status_t plan_and_compute(ovs_stage *st, ovs_exec *x, ovs_col
 	ovs_hier *h = st->hier;
 	uint64_t key[4];
 	cache_key(st, cols, key);
-	bool full = !h->valid || memcmp(key, h->key, sizeof key) != 0 || o->input < h->input;
+	bool full = !h->valid || memcmp(key, h->key, sizeof key) != 0 || o->input < h->input ||
+		    o->model == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL || h->gpu != (o->gx ? o->gx->gpu : NULL);
 	ulist changed = { 0 };
 	if (!full && o->input > h->input) {
 		for (int k = OVS_HF_XFORM; k <= OVS_HF_RESET && !full; k++) {
@@ -336,6 +405,12 @@ static ovstage_api_status_t plan_and_compute(ovs_stage *st, ovs_exec *x, ovs_col
 		h->world = malloc(((size_t)h->f.n + 1) * sizeof *h->world);
 		if (!h->world)
 			goto oom;
+		if (o->gx) {
+			h->gpu = o->gx->gpu;
+			h->dworld = ovs_gpu_alloc(h->gpu, ((size_t)h->f.n + 1) * XFORM_BYTES);
+			if (!h->dworld)
+				goto oom;
+		}
 		for (uint32_t i = 0; i < h->f.n; i++)
 			if (h->f.parent[i] == OVS_HF_NONE && !ulist_push(items, i))
 				goto oom;
@@ -345,15 +420,11 @@ static ovstage_api_status_t plan_and_compute(ovs_stage *st, ovs_exec *x, ovs_col
 	}
 	free(changed.v);
 	changed.v = NULL;
-	uint32_t limit = h->f.n / 64 > 1024 ? h->f.n / 64 : 1024;
-	if (!split_items(&h->f, items, pre, limit))
-		goto oom;
-	hc_ctx c = { &h->f, h->world, vx, vr, pre->v };
-	/* the split roots first, serially (each a single node here), then the subtrees in parallel */
-	for (size_t k = 0; k < pre->n; k++)
-		node_world(&c, pre->v[k]);
-	c.items = items->v;
-	ovs_parallel_for(x, items->n, 1, 1, subtree_range, &c);
+	ovstage_api_status_t s = recompute(h, x, vx, vr, o, items, pre, err, errlen);
+	if (s != OVSTAGE_OK) {
+		cache_drop(h);
+		return s;
+	}
 	h->recomputed = pre->n;
 	for (size_t k = 0; k < items->n; k++)
 		h->recomputed += h->f.size[items->v[k]];
@@ -391,6 +462,38 @@ static ovstage_api_status_t publish_world(ovs_stage *st, ovs_exec *x, ovs_column
 	return OVSTAGE_OK;
 }
 
+/* Where the contract columns live: CPU_INCREMENTAL needs them on the host; a GPU model runs on the
+ * CUDA device of those on a device (all on one), else on the instance's CUDA device (or 0): *dev. */
+static ovstage_api_status_t check_devices(hc_op *o, ovs_column *const cols[OVS_HF_COLS], int *dev, char *err,
+					  size_t errlen)
+{
+	*dev = -1;
+	for (int k = 0; k < OVS_HF_COLS; k++) {
+		/* acquire: has_schema publishes the schema's device */
+		if (!cols[k] || !atomic_load_explicit(&cols[k]->has_schema, memory_order_acquire) ||
+		    cols[k]->schema.device.device_type != kDLCUDA)
+			continue;
+		int d = (int)cols[k]->schema.device.device_id;
+		if (o->model == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL) {
+			ovs_err_format(err, errlen, "compute_hierarchy: column %s lives on CUDA device %d; CPU_INCREMENTAL "
+				       "needs the transform columns on the CPU (GPU_INCREMENTAL and GPU_GLOBAL read them "
+				       "there)", g_col_names[k], d);
+			return OVSTAGE_ERROR_NOT_SUPPORTED;
+		}
+		if (*dev >= 0 && d != *dev) {
+			ovs_err_format(err, errlen, "compute_hierarchy: column %s lives on CUDA device %d and another "
+				       "transform column on device %d; the GPU models need them on one device",
+				       g_col_names[k], d, *dev);
+			return OVSTAGE_ERROR_NOT_SUPPORTED;
+		}
+		*dev = d;
+		o->dev[k] = true;
+	}
+	if (*dev < 0 && o->model != OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL)
+		*dev = o->st->cuda_device >= 0 ? o->st->cuda_device : 0;
+	return OVSTAGE_OK;
+}
+
 /* Execution-time checks: inputs sealed through the input ordinal, the output ordinal sealed and
  * not below the world column's latest version, the schemas of the contract. */
 static ovstage_api_status_t check_columns(hc_op *o, ovs_column *const cols[OVS_HF_COLS], char *err, size_t errlen)
@@ -398,15 +501,6 @@ static ovstage_api_status_t check_columns(hc_op *o, ovs_column *const cols[OVS_H
 	for (int k = 0; k < OVS_HF_COLS; k++) {
 		if (!cols[k])
 			continue;
-		/* acquire: has_schema publishes the schema's device. The compute reads and writes rows on
-		 * the host: transform columns on a CUDA device are for the GPU models (not built yet). */
-		if (cols[k] && atomic_load_explicit(&cols[k]->has_schema, memory_order_acquire) &&
-		    cols[k]->schema.device.device_type == kDLCUDA) {
-			ovs_err_format(err, errlen, "compute_hierarchy: column %s lives on CUDA device %d; CPU_INCREMENTAL "
-				       "needs the transform columns on the CPU", g_col_names[k],
-				       (int)cols[k]->schema.device.device_id);
-			return OVSTAGE_ERROR_NOT_SUPPORTED;
-		}
 		if (!schema_fits(cols[k], k, err, errlen))
 			return OVSTAGE_ERROR_INVALID_ARGUMENT;
 		ovstage_ordinal_t want = k == OVS_HF_WORLD ? o->output : o->input;
@@ -437,7 +531,10 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 		ovx_token_t t = ovs_pd_find_token(st->pd, g_col_names[k], strlen(g_col_names[k]));
 		cols[k] = t ? ovs_column_find(&st->store, t) : NULL;
 	}
-	ovstage_api_status_t s = check_columns(o, cols, err, errlen);
+	int dev;
+	ovstage_api_status_t s = check_devices(o, cols, &dev, err, errlen);
+	if (s == OVSTAGE_OK)
+		s = check_columns(o, cols, err, errlen);
 	if (s != OVSTAGE_OK || !cols[OVS_HF_WORLD] || !cols[OVS_HF_WORLD]->latest)
 		return s; /* no world rows to update: nothing to do (the column is never created) */
 	bool gone = false;
@@ -448,24 +545,38 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 			       "transform inputs", (unsigned long long)o->input);
 		return OVSTAGE_ERROR_OUT_OF_RANGE;
 	}
+	ovs_exec gx;
+	if (dev >= 0) {
+		if (!ovs_store_exec(&st->store, (DLDevice){ kDLCUDA, dev }, x->w, &gx, err, errlen))
+			return OVSTAGE_ERROR_NOT_SUPPORTED;
+		o->gx = &gx; /* this frame's: cleared before it returns */
+	}
 	ulist items = { 0 }, pre = { 0 };
 	bool all = false;
 	s = plan_and_compute(st, x, cols, vx, vr, o, &items, &pre, &all, err, errlen);
 	if (s == OVSTAGE_OK && (all || items.n || pre.n)) {
-		ovs_delta *d = output_delta(&st->hier->f, st->hier->world, &items, &pre, all, o);
+		ovs_delta *d = output_delta(st->hier, &items, &pre, all, o);
 		if (!d) {
 			ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+		} else if (o->gx && o->gx->err) { /* the device delta's gather */
+			ovs_delta_free(d);
+			ovs_err_format(err, errlen, "compute_hierarchy: gathering the world rows on CUDA device %d failed (%s)",
+				       ovs_gpu_device(o->gx->gpu), ovs_gpu_error_name(o->gx->err));
+			s = OVSTAGE_ERROR_OP_FAILED;
 		} else if (d->nrows == 0) {
 			ovs_delta_free(d);
 		} else {
 			s = publish_world(st, x, cols[OVS_HF_WORLD], d, err, errlen);
 		}
 	}
+	if (s != OVSTAGE_OK && o->gx)
+		ovs_gpu_sync(o->gx); /* nothing of a failed op still runs on the device behind it */
 	if (s != OVSTAGE_OK)
 		cache_drop(st->hier); /* a failed op leaves no half-updated cache behind */
 	free(items.v);
 	free(pre.v);
+	o->gx = NULL;
 	return s;
 }
 
@@ -475,7 +586,10 @@ static void compute_body(jobs_worker *w, void *arg, jobs_run *run)
 	o->seq = jobs_run_id(run);
 	ovs_exec x = ovs_exec_cpu(w);
 	char err[512] = "";
+	/* CUDA work sets the thread's device: put it back (inline, this is the caller's thread) */
+	int tdev = o->model != OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL ? ovs_gpu_thread_device() : -1;
 	ovstage_api_status_t s = compute(o, &x, err, sizeof err);
+	ovs_gpu_thread_restore(tdev);
 	if (s != OVSTAGE_OK)
 		ovs_op_fail(run, s, "%s", err);
 }
@@ -511,11 +625,15 @@ static ovstage_api_status_t resolve_model(ovs_stage *st, ovstage_hierarchy_compu
 		return OVSTAGE_OK;
 	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL:
 	case OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL:
+		if (ovs_gpu_available()) {
+			*out = m;
+			return OVSTAGE_OK;
+		}
 		return ovs_err_set(OVSTAGE_ERROR_NOT_SUPPORTED,
-				   "%s: model %s (%llu%s) runs on the CUDA backend, which this build does not have yet; "
+				   "%s: model %s (%llu%s) runs on the CUDA backend, which this process cannot use (%s); "
 				   "use OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL", fn, model_name(m),
 				   (unsigned long long)m, id == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT
-								  ? ", the configured runtime default" : "");
+								  ? ", the configured runtime default" : "", ovs_gpu_reason());
 	}
 	return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s: computation_model_id %d is not a model", fn, (int)id);
 }
@@ -528,7 +646,7 @@ OVSTAGE_API ovstage_enqueue_result_t ovstage_compute_hierarchy(
 	if (!instance || !instance->context)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "ovstage_compute_hierarchy: instance is NULL"));
 	ovs_stage *st = ovs_stage_of(instance->context);
-	uint64_t model;
+	uint64_t model = 0;
 	ovstage_api_status_t s = resolve_model(st, computation_model_id, &model);
 	if (s != OVSTAGE_OK)
 		return ovs_rejected(s);
@@ -536,6 +654,7 @@ OVSTAGE_API ovstage_enqueue_result_t ovstage_compute_hierarchy(
 	if (!o)
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "ovstage_compute_hierarchy: out of memory"));
 	o->st = st;
+	o->model = model;
 	o->input = input_ordinal;
 	o->output = output_ordinal;
 	/* In the seal chain: after the previous floor advance (so the inputs it sealed are in place and

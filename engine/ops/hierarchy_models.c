@@ -12,11 +12,11 @@ static const ovstage_hierarchy_computation_model_desc_t g_models[] = {
 	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL, "cpu-incremental",
 		   "world matrices on the CPU job system; recomputes only the subtrees whose inputs changed"),
 	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL, "gpu-incremental",
-		   "incremental propagation on the GPU (not available in this build: ovstage_compute_hierarchy "
-		   "returns OVSTAGE_ERROR_NOT_SUPPORTED until the CUDA backend exists)"),
+		   "world matrices as CUDA kernels, one launch per depth level; recomputes only the subtrees whose "
+		   "inputs changed (NOT_SUPPORTED where no GPU is usable: CPU-only mode, no device, no CUDA build)"),
 	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL, "gpu-global",
-		   "full recomputation on the GPU (not available in this build: ovstage_compute_hierarchy returns "
-		   "OVSTAGE_ERROR_NOT_SUPPORTED until the CUDA backend exists)"),
+		   "every world matrix recomputed as CUDA kernels, one launch per depth level (NOT_SUPPORTED where no "
+		   "GPU is usable: CPU-only mode, no device, no CUDA build)"),
 	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, "runtime-default",
 		   "the process default model (configuration entry RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL, "
 		   "cpu-incremental unless configured), captured when the instance is created"),

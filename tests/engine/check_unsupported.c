@@ -120,7 +120,7 @@ START_TEST(test_hierarchy_models)
 		ck_assert_uint_eq(strlen(m[i].description.ptr), m[i].description.length);
 		bool gpu = m[i].model_id == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_INCREMENTAL ||
 			   m[i].model_id == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL;
-		ck_assert(gpu == (strstr(m[i].description.ptr, "not available in this build") != NULL));
+		ck_assert(gpu == (strstr(m[i].description.ptr, "NOT_SUPPORTED where no GPU is usable") != NULL));
 	}
 	ck_assert_int_eq(ovstage_get_hierarchy_computation_models(INST, NULL, &n), OVSTAGE_ERROR_INVALID_ARGUMENT);
 	ck_assert_uint_eq(n, 0);
