@@ -13,8 +13,9 @@
  *    OUT_OF_RANGE.
  *  - range read [a, b]: the keys whose last change (a write or a delete) as of b is at an ordinal in
  *    [a, b], from the retained versions' changed rows and the column's fold of those that left
- *    retention (lastchange.h; whatever a is), with their values as of b; deleted keys come as is_delete groups. When b's version left retention: as
- *    0.2.1, OUT_OF_RANGE for a selected key that changed after b (range_groups).
+ *    retention (lastchange.h; whatever a is), with their values as of b; deleted keys come as
+ *    is_delete groups. When b's version left retention: as 0.2.1, OUT_OF_RANGE for a selected key
+ *    that changed after b (range_groups).
  *  - a column that does not exist, or has no data at N: zero groups.
  */
 #include <stdlib.h>
