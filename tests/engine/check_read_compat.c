@@ -763,43 +763,40 @@ static void fold_race_run_on(fold_race *pc, const char *const *pp)
 	ck_assert_int_eq(ovstage_destroy_instance(c.st), OVSTAGE_OK);
 }
 
-static void fold_race_run(void)
+/* The race on a fresh stage named `stage` over `rows` prims /<prefix>/R<i>, `ords` ordinals, with
+ * the given write pattern and its last-change rule. */
+static void race_run(const char *stage, const char *prefix, uint32_t rows, uint64_t ords,
+		     bool (*written)(uint32_t, uint64_t), uint64_t (*last)(uint32_t, uint64_t))
 {
 	fold_race c;
 	memset(&c, 0, sizeof c);
-	ovstage_instance_desc_t d = { "fold_race" };
+	ovstage_instance_desc_t d = { stage };
 	ck_assert_int_eq(ovstage_create_instance(&d, &c.st), OVSTAGE_OK);
-	static char names[FR_ROWS][16];
-	static const char *pp[FR_ROWS];
-	for (int i = 0; i < FR_ROWS; i++) {
-		snprintf(names[i], sizeof names[i], "/F/R%d", i);
+	char (*names)[16] = malloc(rows * sizeof *names);
+	const char **pp = malloc(rows * sizeof *pp);
+	ck_assert(names && pp);
+	for (uint32_t i = 0; i < rows; i++) {
+		snprintf(names[i], sizeof names[i], "/%s/R%u", prefix, i);
 		pp[i] = names[i];
 	}
-	c.rows = FR_ROWS;
-	c.ords = FR_ORDS;
-	c.written = fr_written;
-	c.last = fr_last;
+	c.rows = rows;
+	c.ords = ords;
+	c.written = written;
+	c.last = last;
 	fold_race_run_on(&c, pp);
+	free(pp);
+	free(names);
+}
+
+static void fold_race_run(void)
+{
+	race_run("fold_race", "F", FR_ROWS, FR_ORDS, fr_written, fr_last);
 }
 
 /* The same race over pooled row lists (pl_written), with retention 1 and the default. */
 static void pooled_race_run(void)
 {
-	fold_race c;
-	memset(&c, 0, sizeof c);
-	ovstage_instance_desc_t d = { "pooled_race" };
-	ck_assert_int_eq(ovstage_create_instance(&d, &c.st), OVSTAGE_OK);
-	static char names[PL_ROWS][16];
-	static const char *pp[PL_ROWS];
-	for (int i = 0; i < PL_ROWS; i++) {
-		snprintf(names[i], sizeof names[i], "/P/R%d", i);
-		pp[i] = names[i];
-	}
-	c.rows = PL_ROWS;
-	c.ords = PL_ORDS;
-	c.written = pl_written;
-	c.last = pl_last;
-	fold_race_run_on(&c, pp);
+	race_run("pooled_race", "P", PL_ROWS, PL_ORDS, pl_written, pl_last);
 }
 
 START_TEST(test_range_reads_race_pooled_lists)
