@@ -205,16 +205,19 @@ size_t ovs_pin_range(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, ovs_ran
 	p->asof = v != NULL;
 	if (!v)
 		v = top; /* the state as of end is not reachable: the newest version and every older one */
-	for (ovs_version *u = v; u; u = atomic_load_explicit(&u->older, memory_order_acquire))
-		n++;
+	/* One walk that counts and pins (the first p->cap): a seal may cut the chain at any moment
+	 * (trim_retention's release store of NULL into `older`; the grace section keeps the versions
+	 * alive, not the links), so a second walk could end early. It counted first and pinned in a
+	 * second walk, and dereferenced the NULL of a cut made in between (TSan's demo run in CI). What
+	 * a cut drops is found in the change sets below the chain's end (pin_unfolded). */
+	for (ovs_version *u = v; u; u = atomic_load_explicit(&u->older, memory_order_acquire), n++)
+		if (n < p->cap) {
+			ovs_version_ref(u);
+			p->v[n] = u;
+		}
 	p->n = n;
 	p->nsets = 0;
 	if (n <= p->cap) {
-		ovs_version *u = v;
-		for (size_t i = 0; i < n; i++, u = atomic_load_explicit(&u->older, memory_order_acquire)) {
-			ovs_version_ref(u);
-			p->v[i] = u;
-		}
 		const ovs_version *last = n ? p->v[n - 1] : NULL;
 		size_t k;
 		p->nsets = pin_unfolded(last, folded, p->sets, 0, p->setcap, &k);
@@ -224,6 +227,8 @@ size_t ovs_pin_range(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, ovs_ran
 	}
 	p->folded = folded;
 	ovs_grace_leave(g, q);
+	for (size_t i = 0; n > p->cap && i < p->cap; i++) /* too many: none stay pinned, the caller retries */
+		ovs_version_unref(p->v[i]);
 	return n;
 }
 
