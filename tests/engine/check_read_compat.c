@@ -828,6 +828,89 @@ START_TEST(test_range_reads_race_folds_retention1)
 }
 END_TEST
 
+/* Range reads while every seal cuts the version chain (retention 1, tiny seals back to back): a
+ * read counts and pins the chain in one walk. It used to count in one walk and pin in a second; a
+ * cut between them made it take a reference through the NULL link (TSan's run of the demo in CI:
+ * SEGV in ovs_version_ref from ovs_pin_range). Prim i is written at the ordinals of parity i with
+ * the ordinal as its value; each answer of [1, b] must be those values as of b, or OUT_OF_RANGE
+ * (b's payload left retention and a key changed after b). Checked after the join. */
+enum { CUT_ORDS = 3000, CUT_READERS = 3 };
+
+typedef struct cut_race {
+	fixture f;
+	_Atomic uint64_t sealed; /* the writer's last sealed ordinal (release: its seal completed) */
+	_Atomic bool done;
+	_Atomic int reads, stale, bad;
+	_Atomic uint64_t bad_b;  /* the b of the first wrong answer */
+} cut_race;
+
+static bool cut_answer_ok(const result *r, uint64_t b)
+{
+	if (r->call == OVSTAGE_ERROR_OUT_OF_RANGE || r->wait == OVSTAGE_ERROR_OUT_OF_RANGE ||
+	    r->fetch == OVSTAGE_ERROR_OUT_OF_RANGE)
+		return true;
+	if (r->call != OVSTAGE_OK || r->wait != OVSTAGE_OK || r->fetch != OVSTAGE_ERROR_END_OF_ITERATION || r->nfailed)
+		return false; /* (read_q keeps END_OF_ITERATION as the fetch status of a complete read) */
+	for (uint32_t i = 0; i < 2; i++) {
+		uint64_t last = (b % 2 == i) ? b : b - 1; /* the last ordinal <= b of parity i */
+		if (!r->present[i] || r->val[i] != (float)last)
+			return false;
+	}
+	return true;
+}
+
+static void *cut_reader(void *arg)
+{
+	cut_race *c = arg;
+	while (!atomic_load_explicit(&c->done, memory_order_acquire)) {
+		/* acquire: pairs with the writer's release after its seal: [1, b] is sealed */
+		uint64_t b = atomic_load_explicit(&c->sealed, memory_order_acquire);
+		if (b < 3) {
+			sched_yield();
+			continue;
+		}
+		result r;
+		read_q(&c->f, c->f.all, span(1, b), &r);
+		atomic_fetch_add_explicit(&c->reads, 1, memory_order_relaxed); /* counters: read after the join */
+		if (r.call == OVSTAGE_ERROR_OUT_OF_RANGE || r.wait == OVSTAGE_ERROR_OUT_OF_RANGE ||
+		    r.fetch == OVSTAGE_ERROR_OUT_OF_RANGE)
+			atomic_fetch_add_explicit(&c->stale, 1, memory_order_relaxed);
+		if (!cut_answer_ok(&r, b) && atomic_fetch_add_explicit(&c->bad, 1, memory_order_relaxed) == 0)
+			atomic_store_explicit(&c->bad_b, b, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+START_TEST(test_range_reads_while_seals_cut_the_chain)
+{
+	ovstage_config_entry_t e = ovstage_config_entry_uint64(OVSTAGE_CONFIG_EXT_RETENTION, 1);
+	ovstage_config_t cfg = { &e, 1 };
+	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
+	cut_race *c = calloc(1, sizeof *c);
+	ck_assert_ptr_nonnull(c);
+	setup_n(&c->f, 2);
+	pthread_t th[CUT_READERS];
+	for (int i = 0; i < CUT_READERS; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, cut_reader, c), 0);
+	for (uint64_t ord = 1; ord <= CUT_ORDS; ord++) {
+		write_one(&c->f, ord % 2, ord, (float)ord);
+		seal(&c->f, ord);
+		atomic_store_explicit(&c->sealed, ord, memory_order_release);
+	}
+	atomic_store_explicit(&c->done, true, memory_order_release);
+	for (int i = 0; i < CUT_READERS; i++)
+		pthread_join(th[i], NULL);
+	int reads = atomic_load_explicit(&c->reads, memory_order_relaxed);
+	int bad = atomic_load_explicit(&c->bad, memory_order_relaxed);
+	ck_assert_msg(bad == 0, "%d of %d range reads answered wrong (first at b = %llu)", bad, reads,
+		      (unsigned long long)atomic_load_explicit(&c->bad_b, memory_order_relaxed));
+	ck_assert_int_gt(reads, 0);
+	teardown(&c->f);
+	free(c);
+	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+}
+END_TEST
+
 /* The stale path, deterministically: with retention 1, a range read [1, 3] pins version 3 (the
  * latest); a hook between its pin and its lookups (on the reading thread) writes and seals
  * ordinals 4 and 5 — every 5th row at each — and range-reads the column once more, which folds
@@ -1147,6 +1230,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_range_reads_while_folding);
 	tcase_add_test(tc, test_range_reads_race_folds);
 	tcase_add_test(tc, test_range_reads_race_folds_retention1);
+	tcase_add_test(tc, test_range_reads_while_seals_cut_the_chain);
 	tcase_add_test(tc, test_range_reads_race_pooled_lists);
 	tcase_add_test(tc, test_fold_during_read_pins_again);
 	tcase_add_test(tc, test_unread_history_bounded);
