@@ -355,14 +355,11 @@ typedef struct forest {
 static uint64_t g_rng = 88172645463325252ull;
 static uint64_t rnd(void)
 {
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
+	return tst_rnd(&g_rng);
 }
 static double unit(void)
 {
-	return (double)(rnd() >> 11) / 9007199254740992.0 * 2 - 1;
+	return tst_unit(&g_rng);
 }
 
 static void random_local(double m[16])

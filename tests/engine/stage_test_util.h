@@ -2,18 +2,35 @@
  * stage_test_util.h — helpers shared by the engine suites that drive a stage through the public API
  * (check_stage.c, check_query.c, check_chunks.c): the thread's last error as a C string, interning a
  * token, a path-list query from strings, a one-tensor write payload, and waiting for an op (returning
- * the failed-op count and the first message). Each suite keeps its own fixture and thin wrappers.
+ * the failed-op count and the first message), a reproducible random stream. Each suite keeps its own
+ * fixture and thin wrappers.
  */
 #ifndef OVSTAGE_TESTS_STAGE_TEST_UTIL_H
 #define OVSTAGE_TESTS_STAGE_TEST_UTIL_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <ovstage/ovstage.h>
 #include <ovx/path_dictionary/path_dictionary.h>
+
+/* xorshift64 over *state (tests' reproducible random streams), and a double in [-1, 1). */
+static inline uint64_t tst_rnd(uint64_t *state)
+{
+	uint64_t x = *state;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *state = x;
+}
+
+static inline double tst_unit(uint64_t *state)
+{
+	return (double)(tst_rnd(state) >> 11) / 9007199254740992.0 * 2 - 1;
+}
 
 static inline const char *tst_last_error(void)
 {
