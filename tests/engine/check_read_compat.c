@@ -497,8 +497,8 @@ static void *cr_reader(void *arg)
 	conc_read *c = arg;
 	static bool seen[CR_ROWS];
 	uint64_t k = 0;
-	while (!atomic_load(&c->done)) {
-		uint64_t b = atomic_load(&c->sealed);
+	while (!atomic_load_explicit(&c->done, memory_order_acquire)) { /* pairs with the writer's release */
+		uint64_t b = atomic_load_explicit(&c->sealed, memory_order_acquire); /* [1, b] is sealed */
 		if (b < 2)
 			continue;
 		uint64_t a = 1 + (k++ * 7) % b; /* any start, the frontier included */
@@ -514,7 +514,7 @@ static void *cr_reader(void *arg)
 			ck_assert_int_eq(ws, OVSTAGE_ERROR_OUT_OF_RANGE);
 			ck_assert_int_eq(ovstage_fetch_read_next(c->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g),
 					 OVSTAGE_ERROR_OUT_OF_RANGE);
-			c->oor_reads++;
+			atomic_fetch_add_explicit(&c->oor_reads, 1, memory_order_relaxed); /* progress counts */
 		} else {
 			memset(seen, 0, sizeof seen);
 			while (ovstage_fetch_read_next(c->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
@@ -532,7 +532,7 @@ static void *cr_reader(void *arg)
 			for (uint32_t p = 0; p < CR_ROWS; p++)
 				ck_assert_msg(seen[p] == (cr_last_write(p, b) >= a), "row %u, range [%llu, %llu]: %s", p,
 					      (unsigned long long)a, (unsigned long long)b, seen[p] ? "selected" : "not selected");
-			c->ok_reads++;
+			atomic_fetch_add_explicit(&c->ok_reads, 1, memory_order_relaxed);
 		}
 		tst_wait_ok(c->st, ovstage_release_read(c->st, rh));
 	}
@@ -564,7 +564,8 @@ START_TEST(test_range_reads_while_folding)
 	ck_assert_int_eq(pthread_create(&th, NULL, cr_reader, &c), 0);
 	/* the writer goes on until the reader has read often enough (however the threads are scheduled) */
 	for (uint64_t n = 1; n <= CR_MAX_ORDS; n++) {
-		if (n > CR_MIN_ORDS && atomic_load(&c.ok_reads) + atomic_load(&c.oor_reads) >= CR_MIN_READS)
+		if (n > CR_MIN_ORDS && atomic_load_explicit(&c.ok_reads, memory_order_relaxed) +
+						 atomic_load_explicit(&c.oor_reads, memory_order_relaxed) >= CR_MIN_READS)
 			break;
 		memset(mask, 0, sizeof mask);
 		for (uint32_t r = 0; r < CR_ROWS; r++) {
@@ -579,11 +580,11 @@ START_TEST(test_range_reads_while_folding)
 		tst_wait_ok(c.st, ovstage_write_attribute(c.st, c.q, tst_attr(c.t), n, w, OVSTAGE_PRIM_MODE_UPSERT));
 		ovstage_write_floor_desc_t fd = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
 		tst_wait_ok(c.st, ovstage_advance_write_floor(c.st, &fd));
-		atomic_store(&c.sealed, n);
+		atomic_store_explicit(&c.sealed, n, memory_order_release); /* after the seal completed */
 	}
-	atomic_store(&c.done, true);
+	atomic_store_explicit(&c.done, true, memory_order_release);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
-	ck_assert_int_gt(c.ok_reads, 0);
+	ck_assert_int_gt(atomic_load_explicit(&c.ok_reads, memory_order_relaxed), 0); /* after the join */
 	tst_wait_ok(c.st, ovstage_release_query(c.st, c.q));
 	ck_assert_int_eq(ovstage_destroy_instance(c.st), OVSTAGE_OK);
 }
@@ -678,17 +679,17 @@ static void *fr_reader(void *arg)
 	bool *seen = malloc(c->rows * sizeof *seen);
 	ck_assert_ptr_nonnull(seen);
 	uint64_t k = 0, next = 0;
-	while (!atomic_load(&c->done)) {
-		uint64_t b = atomic_load(&c->sealed);
+	while (!atomic_load_explicit(&c->done, memory_order_acquire)) { /* pairs with the writer's release */
+		uint64_t b = atomic_load_explicit(&c->sealed, memory_order_acquire); /* [1, b] is sealed */
 		if (b < 2 || (x->id == 1 && b < next)) {
 			sched_yield();
 			continue;
 		}
 		uint64_t a = 1 + (k++ * 13 + (uint64_t)x->id) % b; /* any start: beyond retention too */
 		if (fr_read(c, a, b, seen))
-			atomic_fetch_add(&c->reads[x->id], 1);
+			atomic_fetch_add_explicit(&c->reads[x->id], 1, memory_order_relaxed); /* counted, read after the join */
 		else
-			atomic_fetch_add(&c->oor[x->id], 1);
+			atomic_fetch_add_explicit(&c->oor[x->id], 1, memory_order_relaxed);
 		if (x->id == 1 && k % 3 == 0)
 			next = b + 80; /* a pause of more than 64 seals: the fold job folds meanwhile */
 	}
@@ -744,14 +745,14 @@ static void fold_race_run_on(fold_race *pc, const char *const *pp)
 		tst_wait_ok(c.st, ovstage_write_attribute(c.st, c.q, tst_attr(c.t), n, w, OVSTAGE_PRIM_MODE_UPSERT));
 		ovstage_write_floor_desc_t fd = { n, OVSTAGE_SCOPE_ALL, NULL, 0 };
 		tst_wait_ok(c.st, ovstage_advance_write_floor(c.st, &fd));
-		atomic_store(&c.sealed, n);
+		atomic_store_explicit(&c.sealed, n, memory_order_release); /* after the seal completed */
 	}
 	/* the last reads see the whole history (the bursty reader's pause may have been pending) */
 	bool *seen = malloc(c.rows * sizeof *seen);
 	for (uint64_t a = 1; a <= c.ords; a += 37)
 		ck_assert(fr_read(&c, a, c.ords, seen));
 	free(seen);
-	atomic_store(&c.done, true);
+	atomic_store_explicit(&c.done, true, memory_order_release);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(pthread_join(th[i], NULL), 0);
 	for (int i = 0; i < 2; i++) /* each reader read (with retention 1, often OUT_OF_RANGE) */
@@ -945,7 +946,8 @@ static void st_write_seal(uint64_t n, uint32_t step)
 
 static void st_hook(void)
 {
-	if (atomic_fetch_add(&g_st_calls, 1) != 0)
+	/* relaxed: a count (the hook runs on the reading thread; the test reads it after the read) */
+	if (atomic_fetch_add_explicit(&g_st_calls, 1, memory_order_relaxed) != 0)
 		return;
 	st_write_seal(4, 5);
 	st_write_seal(5, 5);
@@ -973,7 +975,7 @@ START_TEST(test_fold_during_read_pins_again)
 	g_st_t = tst_tok(pd, "st");
 	for (uint64_t n = 1; n <= 3; n++)
 		st_write_seal(n, 1 + (n == 3) * 4); /* every row at 1 and 2, every 5th at 3 */
-	atomic_store(&g_st_calls, 0);
+	atomic_store_explicit(&g_st_calls, 0, memory_order_relaxed);
 	ovs_read_set_range_hook(st_hook);
 	ovstage_read_handle_t rh;
 	ovstage_ordinal_range_t rg = { 1, 3, true };
@@ -985,7 +987,7 @@ START_TEST(test_fold_during_read_pins_again)
 	ck_assert_int_eq(ovstage_release_op(g_st_inst, er.op_index), OVSTAGE_OK);
 	ck_assert_int_eq(ws, OVSTAGE_ERROR_OUT_OF_RANGE);
 	/* the first read's two pins and the hook's own read */
-	ck_assert_int_ge(atomic_load(&g_st_calls), 3);
+	ck_assert_int_ge(atomic_load_explicit(&g_st_calls, memory_order_relaxed), 3);
 	tst_wait_ok(g_st_inst, ovstage_release_read(g_st_inst, rh));
 	tst_wait_ok(g_st_inst, ovstage_release_query(g_st_inst, g_st_q));
 	ck_assert_int_eq(ovstage_destroy_instance(g_st_inst), OVSTAGE_OK);
@@ -1017,7 +1019,7 @@ START_TEST(test_unread_history_bounded)
 	ovs_store *store = &ovs_stage_of(st->context)->store;
 	for (uint64_t n = 1; n <= HB_ORDS + 1; n++) {
 		if (n == HB_ORDS + 1) /* the last fold job done: the next seal cuts what it folded */
-			for (int k = 0; k < 10000 && atomic_load(&store->lc_job_busy); k++)
+			for (int k = 0; k < 10000 && atomic_load_explicit(&store->lc_job_busy, memory_order_acquire); k++)
 				usleep(1000);
 		memset(mask, 0, sizeof mask);
 		for (uint32_t r = 0; r < HB_ROWS; r++)
@@ -1036,11 +1038,11 @@ START_TEST(test_unread_history_bounded)
 	}
 	ovs_column *c = ovs_column_find(store, t);
 	ck_assert_ptr_nonnull(c);
-	ck_assert_uint_gt(atomic_load(&c->lcfold.folded), 0); /* the job ran */
+	ck_assert_uint_gt(atomic_load_explicit(&c->lcfold.folded, memory_order_acquire), 0); /* the job ran */
 	ck_assert_uint_le(c->lcq_n, 2 * OVS_LC_PENDING_SETS);
 	/* the table (one 2 MiB slab of chunks and its directory) and at most 2 x 64 sets of 207 rows */
 	int64_t bound = (2 << 20) + 4096 + 2 * OVS_LC_PENDING_SETS * (int64_t)(sizeof(ovs_chset) + 207 * 4);
-	ck_assert_int_le(atomic_load(&store->history_bytes), bound);
+	ck_assert_int_le(atomic_load_explicit(&store->history_bytes, memory_order_relaxed), bound); /* a counter */
 	/* every row's last write, from the start of the history */
 	ovstage_read_handle_t rh;
 	ovstage_ordinal_range_t rg = { 2, HB_ORDS + 1, true };
