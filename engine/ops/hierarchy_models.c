@@ -1,4 +1,7 @@
-/* hierarchy_models.c — ovstage_get_hierarchy_computation_models: the four models of 0.2.1. */
+/* hierarchy_models.c — ovstage_get_hierarchy_computation_models: the three models 0.2.1 lists.
+ * RUNTIME_DEFAULT is an id compute_hierarchy accepts (it names the process default), not a model of
+ * its own, so it is not listed: NVIDIA's authoring-hierarchy example prints the list and its README
+ * shows these three (docs/api.md, "Hierarchy computation"). */
 #include <ovstage/ovstage.h>
 
 #include "errors.h"
@@ -17,9 +20,6 @@ static const ovstage_hierarchy_computation_model_desc_t g_models[] = {
 	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL, "gpu-global",
 		   "every world matrix recomputed as CUDA kernels, one launch per depth level (NOT_SUPPORTED where no "
 		   "GPU is usable: CPU-only mode, no device, no CUDA build)"),
-	MODEL_DESC(OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, "runtime-default",
-		   "the process default model (configuration entry RUNTIME_DEFAULT_HIERARCHY_COMPUTATION_MODEL, "
-		   "cpu-incremental unless configured), captured when the instance is created"),
 };
 
 OVSTAGE_API ovstage_api_status_t ovstage_get_hierarchy_computation_models(

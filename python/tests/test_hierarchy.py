@@ -45,8 +45,8 @@ def tree(stage):
 
 def test_models(stage):
     models = stage.get_hierarchy_computation_models()
-    assert [m.model_id for m in models] == [Model.CPU_INCREMENTAL, Model.GPU_INCREMENTAL, Model.GPU_GLOBAL,
-                                            Model.RUNTIME_DEFAULT]
+    # RUNTIME_DEFAULT is accepted by compute_hierarchy but is not a listed model (docs/api.md)
+    assert [m.model_id for m in models] == [Model.CPU_INCREMENTAL, Model.GPU_INCREMENTAL, Model.GPU_GLOBAL]
     assert models[0].name == "cpu-incremental" and models[0].description
     assert isinstance(models[0], ovstage.HierarchyComputationModelDesc)
     assert Model.DEFAULT_CPU == Model.CPU_INCREMENTAL and Model.DEFAULT_GPU == Model.GPU_GLOBAL
