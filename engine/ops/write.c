@@ -328,8 +328,14 @@ static void gather_words(const gather_ctx *cx, uint32_t w0, uint32_t w1, uint32_
 
 /* A parallel gather over blocks of GATHER_GRAIN mask words (ovs_parallel_for): blocks [lo, hi)
  * start at output prefix[lo], known from the prefix counts, so the parts write disjoint outputs;
- * the join orders them before the delta is pushed. */
-enum { GATHER_GRAIN = 1u << 12 };
+ * the join orders them before the delta is pushed. A block is 512 words (32 Ki elements, 4 KiB of
+ * mask): a contiguous 1 % block of a 16 M-element mask (2,500 words) then spans five blocks that
+ * five workers gather, where 4096-word blocks gave it all to one. */
+enum {
+	GATHER_GRAIN = 1u << 9,      /* mask words per block */
+	GATHER_MIN_SEL = 1u << 14,   /* fewer selected elements: one thread gathers them */
+	COUNT_GRAIN = 4              /* blocks per part of the parallel count (16 KiB of mask) */
+};
 static void gather_blocks(void *p, size_t lo, size_t hi)
 {
 	const gather_ctx *cx = p;
@@ -351,22 +357,42 @@ static void gather_masked(jobs_worker *w, gather_ctx *cx)
 	ovs_parallel_for(&x, (words + GATHER_GRAIN - 1) / GATHER_GRAIN, 1, 1, gather_blocks, cx);
 }
 
+/* The per-block counts of a parallel count: counts[b + 1] = bits set in block b. */
+typedef struct count_ctx {
+	const uint64_t *mask; /* the write's mask */
+	uint32_t n;           /* logical elements */
+	uint32_t *counts;     /* out: counts[b + 1] for each block b */
+} count_ctx;
+
+static void count_blocks(void *p, size_t lo, size_t hi)
+{
+	const count_ctx *cc = p;
+	uint32_t nw = (cc->n + 63) / 64;
+	for (size_t b = lo; b < hi; b++) {
+		uint32_t w1 = (uint32_t)(b + 1) * GATHER_GRAIN;
+		cc->counts[b + 1] = mask_count_words(cc->mask, cc->n, (uint32_t)b * GATHER_GRAIN, w1 < nw ? w1 : nw);
+	}
+}
+
 /* Counts the selected elements of a mask; for a mask of several GATHER_GRAIN-word blocks, also
  * the prefix counts a parallel gather splits by (*prefix, malloc'd; NULL if not worth it or out of
- * memory) — in the same pass. */
-static uint32_t mask_count_prefix(const uint64_t *mask, uint32_t n, uint32_t **prefix)
+ * memory). The blocks are counted in parallel on a worker (the count reads the whole mask: 2 MiB
+ * for 16 M elements, ~100 µs on one core), then summed in order. */
+static uint32_t mask_count_prefix(jobs_worker *w, const uint64_t *mask, uint32_t n, uint32_t **prefix)
 {
 	uint32_t nw = (n + 63) / 64, nb = (nw + GATHER_GRAIN - 1) / GATHER_GRAIN;
 	*prefix = nb > 1 ? malloc((nb + 1) * sizeof **prefix) : NULL;
 	if (!*prefix)
 		return mask_count(mask, n);
 	uint32_t *p = *prefix;
+	count_ctx cc = { mask, n, p };
+	ovs_exec x = ovs_exec_cpu(w);
+	ovs_parallel_for(&x, nb, COUNT_GRAIN, 1, count_blocks, &cc); /* the join orders the counts */
 	p[0] = 0;
 	for (uint32_t b = 0; b < nb; b++)
-		p[b + 1] = p[b] + mask_count_words(mask, n, b * GATHER_GRAIN,
-						   (b + 1) * GATHER_GRAIN < nw ? (b + 1) * GATHER_GRAIN : nw);
+		p[b + 1] += p[b];
 	uint32_t total = p[nb];
-	if (total < 4 * GATHER_GRAIN) { /* few selected: one thread gathers them */
+	if (total < GATHER_MIN_SEL) { /* few selected: one thread gathers them */
 		free(p);
 		*prefix = NULL;
 	}
@@ -631,7 +657,7 @@ static ovstage_api_status_t map_rows(jobs_worker *w, write_op *op, write_entry *
 	bool unlisted = map && rl->identity && map->identity && !l->is_array &&
 			n == atomic_load_explicit(&c->nrows, memory_order_acquire);
 	uint32_t *prefix = NULL; /* per-block counts of a large mask (parallel gather), freed below */
-	uint32_t nsel = l->mask ? mask_count_prefix(l->mask, n, &prefix) : n;
+	uint32_t nsel = l->mask ? mask_count_prefix(w, l->mask, n, &prefix) : n;
 	if (!row_list_alloc(&st->store, l, map, unlisted, nsel, rl)) {
 		free(prefix);
 		ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);

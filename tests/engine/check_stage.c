@@ -934,6 +934,83 @@ START_TEST(test_sparse_seals_match_model)
 END_TEST
 
 
+/* Reads the latest value of every element of f->q into vals (n of them); false where absent. */
+static void read_all_f(fixture *f, ovx_token_t attr, uint64_t n_ord, float *vals, bool *present)
+{
+	memset(present, 0, f->n * sizeof *present);
+	ovstage_read_handle_t rh;
+	wait_ok(f, ovstage_read_attributes(f->st, f->q, &attr, 1, latest(n_ord), &rh));
+	ovstage_read_group_t g;
+	ovstage_api_status_t s;
+	while ((s = ovstage_fetch_read_next(f->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g)) == OVSTAGE_OK) {
+		const float *d = g.data.tensors[0].data;
+		for (uint32_t i = 0; i < g.prims.count; i++) {
+			uint32_t e = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
+			vals[e] = d[g.data.index_map ? g.data.index_map[i] : i];
+			present[e] = true;
+		}
+		ck_assert_int_eq(ovstage_release_group(f->st, &g), OVSTAGE_OK);
+	}
+	ck_assert_int_eq(s, OVSTAGE_ERROR_END_OF_ITERATION);
+	wait_ok(f, ovstage_release_read(f->st, rh));
+}
+
+START_TEST(test_large_masks_parallel_gather)
+{
+	/* Masks over a query of N elements (seven 32 Ki-element blocks, the last word partial): the
+	 * count and the gather of a masked contiguous payload split across the workers by blocks, and
+	 * every element must get exactly its own value or keep the previous one. Patterns: a block
+	 * crossing block boundaries, every third element, ~30 % at random, a few (one thread gathers
+	 * them), the tail, and a whole word range at a block boundary. */
+	enum { N = 200003, STEPS = 7 };
+	fixture f;
+	setup_n(&f, N);
+	ovx_token_t t = tok(&f, "masked");
+	float *src = malloc(N * sizeof *src), *model = malloc(N * sizeof *model), *got = malloc(N * sizeof *got);
+	bool *present = malloc(N * sizeof *present);
+	uint64_t *mask = calloc((N + 63) / 64, sizeof *mask);
+	ck_assert(src && model && got && present && mask);
+	uint64_t rng = 99;
+	for (int s = 1; s <= STEPS; s++) {
+		memset(mask, 0, (N + 63) / 64 * sizeof *mask);
+		for (uint32_t i = 0; i < N; i++) {
+			bool sel = s == 1 ? true
+				   : s == 2 ? i >= 37000 && i < 77000
+				   : s == 3 ? i % 3 == 0
+				   : s == 4 ? tst_rnd(&rng) % 10 < 3
+				   : s == 5 ? tst_rnd(&rng) % 200 == 0
+				   : s == 6 ? i >= N - 20000
+					    : i >= 65536 - 64 * 300 && i < 65536 + 64 * 300;
+			if (sel)
+				mask[i / 64] |= (uint64_t)1 << (i % 64);
+			src[i] = (float)i + 0.25f * (float)s;
+		}
+		mask[(N - 1) / 64] |= ~(uint64_t)0 << (N % 64); /* bits past the count are ignored */
+		tensor1 tt;
+		ovstage_write_data_t w = fdata(&tt, src, N, 1);
+		if (s > 1) {
+			w.mask = mask;
+			w.count = N;
+		}
+		wait_ok(&f, ovstage_write_attribute(f.st, f.q, A(t), (uint64_t)s, w, OVSTAGE_PRIM_MODE_UPSERT));
+		for (uint32_t i = 0; i < N; i++)
+			if (s == 1 || (mask[i / 64] >> (i % 64) & 1))
+				model[i] = src[i];
+		seal(&f, (uint64_t)s);
+		read_all_f(&f, t, (uint64_t)s, got, present);
+		for (uint32_t i = 0; i < N; i++)
+			ck_assert_msg(present[i] && got[i] == model[i], "step %d element %u: %g, want %g", s, i,
+				      present[i] ? (double)got[i] : -1.0, (double)model[i]);
+	}
+	free(src);
+	free(model);
+	free(got);
+	free(present);
+	free(mask);
+	teardown(&f);
+}
+END_TEST
+
 /* ---- clone ----------------------------------------------------------------------------------- */
 
 START_TEST(test_clone_subtree)
@@ -2130,6 +2207,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_managed_deleter_exactly_once);
 	tcase_add_test(tc, test_map_unmap_zero_copy);
 	tcase_add_test(tc, test_sparse_seals_match_model);
+	tcase_add_test(tc, test_large_masks_parallel_gather);
 	tcase_add_test(tc, test_clone_subtree);
 	tcase_add_test(tc, test_retention_soak_bounded);
 	tcase_add_test(tc, test_array_columns);
