@@ -10,10 +10,10 @@
  * applies the pending mutations at ordinals <= N of the columns in scope, ordinal by ordinal, each
  * ordinal one version; the column keeps the newest `retention` versions (the frontier is the
  * ordinal of the newest version dropped). Reads are checked against it: latest reads (values as of
- * N), range reads (keys whose last change as of b is in [a, b], values as of b, deletes as
+ * N; the newest version's when the state as of N left retention, as 0.2.1), range reads (keys whose last change as of b is in [a, b], values as of b, deletes as
  * is_delete groups, whatever a while b's version is retained; as 0.2.1 beyond that: m_range),
- * WRITE_FLOOR_VIOLATION above a floor with pending writes, OUT_OF_RANGE from the op (a latest state
- * that left retention, a range read that cannot be answered), the statuses wait_op returns for
+ * WRITE_FLOOR_VIOLATION above a floor with pending writes, OUT_OF_RANGE from the op (a range read
+ * that cannot be answered), the statuses wait_op returns for
  * failed ops (0.2.1's documented ones), and held groups keep their values while later seals
  * proceed. Read-current maps (ovstage_ext_map_attribute, OVSTAGE_EXT_MAP_READ_CURRENT) are checked
  * too: refused at the call while the column has pending writes or open sessions, or when a new
@@ -688,7 +688,9 @@ static ovstage_api_status_t m_latest(int a, uint64_t e, const mstate **out)
 		*out = &c->ver[idx].s;
 		return OVSTAGE_OK;
 	}
-	return c->dropped ? OVSTAGE_ERROR_OUT_OF_RANGE : OVSTAGE_OK;
+	if (c->dropped && c->nver) /* the state as of e left retention: the newest version (0.2.1) */
+		*out = &c->ver[c->nver - 1].s;
+	return OVSTAGE_OK;
 }
 
 /* The ordinal at which prim p last changed (a value written or deleted) as of version i of column
@@ -843,7 +845,7 @@ static void read_decode(fz_in *in, vthread *t, read_req *r)
 }
 
 /* The model's answer: WRITE_FLOOR_VIOLATION (any column) is known at the call; OUT_OF_RANGE (a
- * latest read whose state left retention, a range read that cannot be answered) comes from the op,
+ * range read that cannot be answered) comes from the op,
  * and wait_op returns it (0.2.1's documented status). */
 static void read_model(const read_req *r, read_want *w)
 {

@@ -352,11 +352,11 @@ static void unpin_versions(read_pins *p)
 		free(p->v);
 }
 
-/* The checks of a read against the state it pinned: the bounds (check_bounds), then, for a column
- * with sealed data but none as of the end, OUT_OF_RANGE when that state left retention. *v = the
- * version to read, or NULL: zero groups. */
+/* The checks of a read against the state it pinned: the bounds (check_bounds); for a column with
+ * sealed data but none as of the end, when that state left retention, the newest version (pinned
+ * into p). *v = the version to read, or NULL: zero groups. */
 static ovstage_api_status_t check_pinned(ovs_stage *st, ovs_column *c, const ovstage_ordinal_range_t *rg,
-					 uint64_t floor, const read_pins *p, ovs_version **v, char *err, size_t errlen)
+					 uint64_t floor, read_pins *p, ovs_version **v, char *err, size_t errlen)
 {
 	*v = NULL;
 	uint64_t dropped = 0;
@@ -367,14 +367,19 @@ static ovstage_api_status_t check_pinned(ovs_stage *st, ovs_column *c, const ovs
 		*v = p->v[0];
 		return OVSTAGE_OK;
 	}
-	/* (Range reads go through read_range.) The state as of the end left retention. */
+	/* (Range reads go through read_range.) The state as of the end left retention: the newest
+	 * sealed version, as 0.2.1 answers every latest read (its latest reads never fail OUT_OF_RANGE,
+	 * and the standard consumer — poll the floor, read latest at it — must not fail when seals
+	 * overtake it between the poll and the read). */
 	if (dropped) {
-		ovs_err_format(err, errlen, "\"%s\": the state as of ordinal %llu is no longer retained (oldest "
-			       "preserved is %llu)", ovs_attr_name(st, c->name), (unsigned long long)rg->end_ordinal,
-			       (unsigned long long)dropped + 1);
-		return OVSTAGE_ERROR_OUT_OF_RANGE;
+		ovs_version *latest = NULL;
+		ovs_pin_latest(&st->store.grace, &c, 1, &latest);
+		if (latest) {
+			p->v[p->n++] = latest; /* room: pin_versions sized v for retention + 2 */
+			*v = latest;
+		}
 	}
-	return OVSTAGE_OK; /* the column had no data at the end */
+	return OVSTAGE_OK; /* the column had no data at the end, or *v is the newest */
 }
 
 /* The query's cached rows in column c, built on first use once every prim has a row (NULL until). */

@@ -16,8 +16,9 @@ Threads (the binding releases the GIL while each waits in the engine):
   consumer     a training loop: polls the global floor F; a latest read of both columns at F; every
                Nth new floor (--range-every) a change-range read [last range end + 1, F]. It checks
                every value against the value function, and that exactly the expected prims are
-               present (latest) or changed (range). A read whose version left retention fails with
-               OUT_OF_RANGE: the consumer re-polls (latest) or rebases its range.
+               present (latest) or changed (range). A range read whose history left retention fails
+               with OUT_OF_RANGE and the consumer rebases it; a latest read whose version left
+               retention reads the newest version (as 0.2.1), checked as of its groups' ordinal.
 
 Every value is value(column, prim, lane, step): a 24-bit integer scaled by 2**-12, exact in float32,
 the same function as the C demo's. Output: progress on stderr (--quiet: none), a summary on stdout
@@ -249,23 +250,29 @@ class Demo:
         try:
             with self.stage.read_attributes(self.query, self.cols, rng) as read:
                 seen = {c: np.zeros(sim.n, bool) for c in (POSE, VEL)}
+                col_at = {}  # column -> the newer ordinal its groups answered with
                 lat = None
                 for g in read.groups():  # a fetch of a failed read raises with the read's code
                     if lat is None:
                         lat = time.perf_counter() - t0  # enqueue -> first group
                     col = self.cols.index(g.attribute)
+                    # A latest read whose state as of `at` left retention before it ran reads the
+                    # newest version (as 0.2.1): that column is checked as of its group's ordinal.
+                    if changed is None and g.ordinal > col_at.get(col, at):
+                        col_at[col] = g.ordinal
+                    col_step = sim.expected_step(col_at[col]) if col in col_at else env_step
                     if g.is_delete:
                         self.mismatch(f"column {col}: unexpected tombstone group")
                     else:
-                        self.check_group(g, col, at, env_step, changed, seen[col])
+                        self.check_group(g, col, col_at.get(col, at), col_step, changed, seen[col])
         except OvstageError as e:
             if e.code == ErrorCode.OUT_OF_RANGE:
                 return False
             raise
-        want = env_step[sim.env_of] > 0
-        if changed is not None:
-            want &= changed[sim.env_of]
         for col in (POSE, VEL):
+            want = (sim.expected_step(col_at[col]) if col in col_at else env_step)[sim.env_of] > 0
+            if changed is not None:
+                want &= changed[sim.env_of]
             missing = want & ~seen[col]
             if missing.any():
                 self.mismatch(f"column {col}: prim {np.argmax(missing)} missing from the "

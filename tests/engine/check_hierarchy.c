@@ -616,7 +616,10 @@ static const char *read_round(ovstage_query_handle_t q, ovx_primpath_list_t l, o
 	if (ovstage_fetch_read_next(g_st, r, OVSTAGE_TIMEOUT_INFINITE, &g) != OVSTAGE_OK)
 		return "no world group";
 	const double *m = (const double *)g.data.tensors[0].data + (g.data.index_map ? g.data.index_map[0] : 0) * 16;
-	bool good = (m[12] == 0 && m[13] == 0) || (m[13] == 1 && m[12] >= 1 && m[12] <= (double)fl);
+	/* computed by ordinal fl at the latest — or by the group's, when fl's version left retention
+	 * before the read ran and the newest version answered (as 0.2.1) */
+	double upto = (double)(g.ordinal > fl ? g.ordinal : fl);
+	bool good = (m[12] == 0 && m[13] == 0) || (m[13] == 1 && m[12] >= 1 && m[12] <= upto);
 	ovstage_release_group(g_st, &g);
 	if (!op_ok(ovstage_release_read(g_st, r)))
 		return "release_read failed";
