@@ -1087,6 +1087,94 @@ static ovstage_api_status_t wait_status(fixture *f, ovstage_enqueue_result_t e, 
 	return s;
 }
 
+/* Several writes at one ordinal make one change set (merged on the seal's path): disjoint sorted
+ * blocks (producers each writing their own block) are concatenated, anything else (overlapping,
+ * out of order, a reversed query) is sorted; either way a range read [n, n] selects exactly the
+ * union of the rows written at n, with the last write's values. */
+START_TEST(test_many_writes_one_ordinal_change_set)
+{
+	enum { N = 32 };
+	fixture f;
+	setup_n(&f, N);
+	float v[N];
+	for (int i = 0; i < N; i++)
+		v[i] = (float)i;
+	write_q(&f, f.all, 1, v, N);
+	seal(&f, 1);
+	char names[N][24];
+	const char *pp[N];
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof names[i], "/W/P%d", i);
+		pp[i] = names[i];
+	}
+	/* ordinal 2: blocks [20, 28), [4, 10), [12, 16), written in that order (disjoint, sorted) */
+	/* ordinal 3: [8, 14) and [10, 20) overlapping, then /W/P30, /W/P25, /W/P2 reversed */
+	const int blocks2[3][2] = { { 20, 8 }, { 4, 6 }, { 12, 4 } }, blocks3[2][2] = { { 8, 6 }, { 10, 10 } };
+	bool want[4][N];
+	memset(want, 0, sizeof want);
+	for (int b = 0; b < 3; b++) {
+		ovstage_query_handle_t q = tst_query_of(f.st, f.pd, pp + blocks2[b][0], (size_t)blocks2[b][1], NULL);
+		float w[N];
+		for (int i = 0; i < blocks2[b][1]; i++) {
+			w[i] = 200.f + (float)(blocks2[b][0] + i);
+			want[2][blocks2[b][0] + i] = true;
+		}
+		write_q(&f, q, 2, w, blocks2[b][1]);
+		tst_wait_ok(f.st, ovstage_release_query(f.st, q));
+	}
+	seal(&f, 2);
+	for (int b = 0; b < 2; b++) {
+		ovstage_query_handle_t q = tst_query_of(f.st, f.pd, pp + blocks3[b][0], (size_t)blocks3[b][1], NULL);
+		float w[N];
+		for (int i = 0; i < blocks3[b][1]; i++) {
+			w[i] = 300.f + (float)(blocks3[b][0] + i) + (float)b * 0.5f; /* the second wins the overlap */
+			want[3][blocks3[b][0] + i] = true;
+		}
+		write_q(&f, q, 3, w, blocks3[b][1]);
+		tst_wait_ok(f.st, ovstage_release_query(f.st, q));
+	}
+	const char *rev[3] = { "/W/P30", "/W/P25", "/W/P2" };
+	ovstage_query_handle_t qr = tst_query_of(f.st, f.pd, rev, 3, NULL);
+	float wr[3] = { 330.f, 325.f, 302.f };
+	write_q(&f, qr, 3, wr, 3);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, qr));
+	want[3][30] = want[3][25] = want[3][2] = true;
+	seal(&f, 3);
+	for (uint64_t n = 2; n <= 3; n++) {
+		result r;
+		read_q(&f, f.all, span(n, n), &r);
+		ck_assert_int_eq(r.call, OVSTAGE_OK);
+		for (int i = 0; i < N; i++) {
+			ck_assert_msg(r.present[i] == want[n][i], "[%llu, %llu]: /W/P%d present %d, want %d",
+				      (unsigned long long)n, (unsigned long long)n, i, r.present[i], want[n][i]);
+			/* values as of n (retained): at 3 ordinal 3's writes, else ordinal 2's, else 1's */
+			float asof = n == 3 && want[3][i] ? (i == 30 ? 330.f : i == 25 ? 325.f : i == 2 ? 302.f
+							     : 300.f + (float)i + (i >= 10 ? 0.5f : 0.f))
+				     : want[2][i] ? 200.f + (float)i : (float)i;
+			if (r.present[i])
+				ck_assert_msg(r.val[i] == asof, "[%llu, %llu]: /W/P%d = %g, want %g", (unsigned long long)n,
+					      (unsigned long long)n, i, (double)r.val[i], (double)asof);
+		}
+	}
+	/* Ordinals 4..7 write /W/P31 only: 3's version leaves retention, and [3, 3] is answered from
+	 * the change sets' membership (a search of the sorted list), with the newest payloads. */
+	for (uint64_t n = 4; n <= 7; n++) {
+		write_one(&f, 31, n, 1000.f + (float)n);
+		seal(&f, n);
+	}
+	ovstage_query_handle_t q31 = tst_query_of(f.st, f.pd, pp, N - 1, NULL); /* all but /W/P31 */
+	result r;
+	read_q(&f, q31, span(3, 3), &r);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q31));
+	ck_assert_int_eq(r.call, OVSTAGE_OK);
+	ck_assert_msg(r.fetch == OVSTAGE_OK || r.fetch == OVSTAGE_ERROR_END_OF_ITERATION, "%d %s", r.fetch, r.msg);
+	for (int i = 0; i < N - 1; i++)
+		ck_assert_msg(r.present[i] == want[3][i], "[3, 3] after retention: /W/P%d present %d, want %d", i,
+			      r.present[i], want[3][i]);
+	teardown(&f);
+}
+END_TEST
+
 START_TEST(test_insert_onto_existing_prim_status)
 {
 	fixture f;
@@ -1236,6 +1324,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_range_reads_race_pooled_lists);
 	tcase_add_test(tc, test_fold_during_read_pins_again);
 	tcase_add_test(tc, test_unread_history_bounded);
+	tcase_add_test(tc, test_many_writes_one_ordinal_change_set);
 	tcase_add_test(tc, test_insert_onto_existing_prim_status);
 	tcase_add_test(tc, test_clone_statuses);
 	tcase_add_test(tc, test_deferred_read_statuses);
