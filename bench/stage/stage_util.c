@@ -195,11 +195,17 @@ int stg_read_latest(stg *s, ovstage_query_handle_t q, const ovx_token_t *attrs, 
 	ovstage_read_handle_t rh = OVSTAGE_INVALID_READ_HANDLE;
 	ovstage_ordinal_range_t range = { 0, n, false };
 	ovstage_enqueue_result_t e = ovstage_read_attributes(s->st, q, attrs, nattrs, range, &rh);
-	if (e.status != OVSTAGE_OK)
+	if (e.status != OVSTAGE_OK) {
+		last_error("read_attributes", e.status);
 		return -1;
+	}
 	ovstage_op_wait_result_t wr;
 	ovstage_wait_op(s->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
 	size_t failed = wr.error_op_id_count;
+	if (failed) {
+		ovx_string_t m = ovstage_get_last_op_error(s->st, wr.error_op_ids[0]);
+		fprintf(stderr, "ovstage_bench_stage: read_attributes: %.*s\n", (int)m.length, m.ptr ? m.ptr : "");
+	}
 	ovstage_release_op(s->st, e.op_index);
 	int groups = 0;
 	ovstage_read_group_t g;
