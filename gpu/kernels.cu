@@ -125,8 +125,8 @@ int launch_gather_chunked(cudaStream_t s, void *dst, void *const *bases, uint32_
 
 constexpr unsigned kWarp = 32;
 
-// One warp per segment (grid-stride over segments); 8-byte words when both ends and the length
-// allow, else bytes.
+// One warp per segment (grid-stride over segments); 8- or 4-byte words when both ends and the
+// length allow (rows of float3 are 12 bytes), else bytes.
 __global__ void segments_kernel(unsigned char *dst, const void *const *src, const uint64_t *off, uint32_t n)
 {
 	unsigned long long warps = (unsigned long long)gridDim.x * blockDim.x / kWarp;
@@ -136,11 +136,17 @@ __global__ void segments_kernel(unsigned char *dst, const void *const *src, cons
 		const unsigned char *a = (const unsigned char *)src[s];
 		unsigned char *d = dst + off[s];
 		unsigned long long bytes = off[s + 1] - off[s];
-		if ((((uintptr_t)a | (uintptr_t)d | bytes) & 7) == 0) {
+		unsigned long long any = (uintptr_t)a | (uintptr_t)d | bytes;
+		if ((any & 7) == 0) {
 			const unsigned long long *a8 = (const unsigned long long *)a;
 			unsigned long long *d8 = (unsigned long long *)d;
 			for (unsigned long long w = lane; w < bytes / 8; w += kWarp)
 				d8[w] = a8[w];
+		} else if ((any & 3) == 0) {
+			const unsigned *a4 = (const unsigned *)a;
+			unsigned *d4 = (unsigned *)d;
+			for (unsigned long long w = lane; w < bytes / 4; w += kWarp)
+				d4[w] = a4[w];
 		} else {
 			for (unsigned long long b = lane; b < bytes; b += kWarp)
 				d[b] = a[b];
