@@ -979,7 +979,7 @@ static ovstage_api_status_t array_rows_to_device(ovs_exec *x, const ovs_layout *
 		return OVSTAGE_OK;
 	}
 	if (l->device.device_id != ovs_gpu_device(x->gpu))
-		return cross_device_refused(x, l, "an array write of row tensors, masked or index-mapped,", err, errlen);
+		return cross_device_refused(x, l, "an array write of row tensors, or a masked or index-mapped one,", err, errlen);
 	const void **at = malloc(((size_t)p->k ? (size_t)p->k : 1) * sizeof *at);
 	if (!at) {
 		ovs_err_format(err, errlen, "out of memory listing %u array rows", p->k);
