@@ -946,7 +946,7 @@ static ovstage_api_status_t array_plan_of(const ovs_layout *l, uint32_t *src, ui
 		if (__builtin_mul_overflow(len, (uint64_t)l->elem_bytes, &bytes) ||
 		    __builtin_add_overflow(p->off[j], bytes, &p->off[j + 1]) || p->off[j + 1] > (uint64_t)SIZE_MAX / 2) {
 			array_plan_free(p);
-			ovs_err_format(err, errlen, "array rows of %u elements: their bytes overflow the address space", k);
+			ovs_err_format(err, errlen, "%u array rows: their bytes overflow the address space", k);
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
 	}
