@@ -12,29 +12,32 @@
 #include "delta.h"
 
 
-ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes)
+/* A blob header of len elements and `extra` bytes after it (the bytes, or a device location), one
+ * reference; NULL when out of memory. */
+static ovs_blob *blob_alloc(uint64_t len, size_t extra, uint32_t on_device)
 {
-	if (elem_bytes && len > (SIZE_MAX - sizeof(ovs_blob)) / elem_bytes)
-		return NULL;
-	ovs_blob *b = malloc(sizeof *b + (size_t)len * elem_bytes);
+	ovs_blob *b = malloc(sizeof *b + extra);
 	if (!b)
 		return NULL;
 	atomic_init(&b->refs, 1);
-	b->on_device = 0;
+	b->on_device = on_device;
 	b->len = len;
 	b->shape = (int64_t)len;
 	return b;
 }
 
+ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes)
+{
+	if (elem_bytes && len > (SIZE_MAX - sizeof(ovs_blob)) / elem_bytes)
+		return NULL;
+	return blob_alloc(len, (size_t)len * elem_bytes, 0);
+}
+
 ovs_blob *ovs_blob_new_on(uint64_t len, ovs_buffer *buf, size_t off)
 {
-	ovs_blob *b = malloc(sizeof *b + sizeof(ovs_blob_dev));
+	ovs_blob *b = blob_alloc(len, sizeof(ovs_blob_dev), 1);
 	if (!b)
 		return NULL;
-	atomic_init(&b->refs, 1);
-	b->on_device = 1;
-	b->len = len;
-	b->shape = (int64_t)len;
 	ovs_blob_dev *d = (ovs_blob_dev *)(void *)b->data;
 	d->buf = buf;
 	d->off = off;
