@@ -139,6 +139,28 @@ static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint
 	scratch_free(x, d);
 }
 
+/* The segments' source pointers and offsets in one upload (the pointers first, then the n + 1
+ * offsets, which stay 8-byte aligned after them). */
+static void cuda_copy_segments(ovs_exec *x, void *dst, const void *const *src, const uint64_t *off, uint32_t n)
+{
+	if (!n)
+		return;
+	size_t pb = (size_t)n * sizeof *src, bytes = pb + ((size_t)n + 1) * sizeof *off;
+	unsigned char *h = malloc(bytes);
+	if (!h) {
+		note(x, cudaErrorMemoryAllocation);
+		return;
+	}
+	memcpy(h, src, pb);
+	memcpy(h + pb, off, bytes - pb);
+	unsigned char *d = scratch_up(x, h, bytes);
+	free(h);
+	if (d)
+		note(x, (cudaError_t)ovs_cuda_copy_segments(x->stream, dst, (const void *const *)d,
+							    (const uint64_t *)(d + pb), n));
+	scratch_free(x, d);
+}
+
 void ovs_gpu_hier_level(ovs_exec *x, double *world, const uint32_t *node, const uint32_t *par,
 			const unsigned char *hasx, const unsigned char *reset, const double *local, uint32_t n)
 {
@@ -161,6 +183,7 @@ static const ovs_memops g_cuda_memops = {
 	.gather_rows = cuda_gather_rows,
 	.scatter_chunked = cuda_scatter_chunked,
 	.gather_chunked = cuda_gather_chunked,
+	.copy_segments = cuda_copy_segments,
 	.record = cuda_record,
 };
 

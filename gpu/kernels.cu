@@ -123,6 +123,37 @@ int launch_gather_chunked(cudaStream_t s, void *dst, void *const *bases, uint32_
 	return (int)cudaGetLastError();
 }
 
+constexpr unsigned kWarp = 32;
+
+// One warp per segment (grid-stride over segments); 8- or 4-byte words when both ends and the
+// length allow (rows of float3 are 12 bytes), else bytes.
+__global__ void segments_kernel(unsigned char *dst, const void *const *src, const uint64_t *off, uint32_t n)
+{
+	unsigned long long warps = (unsigned long long)gridDim.x * blockDim.x / kWarp;
+	unsigned lane = threadIdx.x % kWarp;
+	for (unsigned long long s = (blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x) / kWarp; s < n;
+	     s += warps) {
+		const unsigned char *a = (const unsigned char *)src[s];
+		unsigned char *d = dst + off[s];
+		unsigned long long bytes = off[s + 1] - off[s];
+		unsigned long long any = (uintptr_t)a | (uintptr_t)d | bytes;
+		if ((any & 7) == 0) {
+			const unsigned long long *a8 = (const unsigned long long *)a;
+			unsigned long long *d8 = (unsigned long long *)d;
+			for (unsigned long long w = lane; w < bytes / 8; w += kWarp)
+				d8[w] = a8[w];
+		} else if ((any & 3) == 0) {
+			const unsigned *a4 = (const unsigned *)a;
+			unsigned *d4 = (unsigned *)d;
+			for (unsigned long long w = lane; w < bytes / 4; w += kWarp)
+				d4[w] = a4[w];
+		} else {
+			for (unsigned long long b = lane; b < bytes; b += kWarp)
+				d[b] = a[b];
+		}
+	}
+}
+
 __global__ void hier_level_kernel(double *world, const uint32_t *node, const uint32_t *par, const unsigned char *hasx,
 				  const unsigned char *reset, const double *local, uint32_t n)
 {
@@ -203,6 +234,16 @@ extern "C" int ovs_cuda_gather_chunked(void *stream, void *dst, void *const *bas
 	case 4: return launch_gather_chunked<unsigned int>(s, dst, bases, shift, rows, n, rb);
 	default: return launch_gather_chunked<unsigned char>(s, dst, bases, shift, rows, n, rb);
 	}
+}
+
+extern "C" int ovs_cuda_copy_segments(void *stream, void *dst, const void *const *src, const uint64_t *off,
+				      uint32_t n)
+{
+	if (!n)
+		return 0;
+	segments_kernel<<<grid_for((unsigned long long)n * kWarp), kBlock, 0, (cudaStream_t)stream>>>(
+		(unsigned char *)dst, src, off, n);
+	return (int)cudaGetLastError();
 }
 
 extern "C" int ovs_cuda_hier_level(void *stream, double *world, const uint32_t *node, const uint32_t *par,

@@ -30,6 +30,11 @@ int ovs_cuda_scatter_chunked(void *stream, void *const *bases, uint32_t shift, c
 int ovs_cuda_gather_chunked(void *stream, void *dst, void *const *bases, uint32_t shift, const uint32_t *rows,
 			    uint32_t n, size_t rb, unsigned align);
 
+/* dst bytes [off[i], off[i + 1]) = the bytes at src[i], i < n (one warp per segment: ragged array
+ * rows, often a few dozen bytes each, packed into one buffer; 8-, 4- or 1-byte words per segment as
+ * its ends and length allow). src and off are device arrays. */
+int ovs_cuda_copy_segments(void *stream, void *dst, const void *const *src, const uint64_t *off, uint32_t n);
+
 /* One depth level of the transform hierarchy (engine/ops/hierarchy_gpu.c): for j < n, node i =
  * node[j] gets world[i] = local_j when reset[j] != 0 or par[j] == UINT32_MAX, else local_j x
  * world[par[j]] (row-major 4x4 float64, USD row-vector convention), where local_j = local[j] when

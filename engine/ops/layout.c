@@ -679,6 +679,18 @@ uint64_t ovs_layout_array_len(const ovs_layout *l, uint32_t row)
 	return n;
 }
 
+const void *ovs_layout_array_row_base(const ovs_layout *l, uint32_t row)
+{
+	if (l->kind == OVS_LAYOUT_ARRAY_PACKED)
+		return l->contiguous ? l->view.base + (size_t)row * l->row_bytes : NULL;
+	if (l->kind != OVS_LAYOUT_ARRAY_PER_ROW)
+		return NULL;
+	const DLTensor *t = ovs_layout_tensor(l, row);
+	ovs_layout_view v;
+	view_build(&v, tensor_base(t), l->elem_bytes, t->ndim, t->shape, t->strides);
+	return v.dense ? v.base : NULL;
+}
+
 void ovs_layout_copy_array_row(const ovs_layout *l, uint32_t row, void *dst)
 {
 	if (l->kind == OVS_LAYOUT_ARRAY_PACKED) {

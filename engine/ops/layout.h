@@ -174,6 +174,12 @@ void ovs_layout_copy_row(const ovs_layout *l, uint64_t row, void *dst);
 /** Array layouts: element count of source row `row` (< row_count); 0 for other kinds. */
 uint64_t ovs_layout_array_len(const ovs_layout *l, uint32_t row);
 
+/** Array layouts: the address of source row `row`'s bytes when they are adjacent in ascending order
+ *  (its ovs_layout_array_len(l, row) * elem_bytes bytes can be copied at once), else NULL (a strided
+ *  row; also NULL for other kinds). For a row with no elements the result may be NULL. Never
+ *  dereferences: valid for device memory as an address. */
+const void *ovs_layout_array_row_base(const ovs_layout *l, uint32_t row);
+
 /** Array layouts: copies source row `row` into ovs_layout_array_len(l, row) * elem_bytes bytes at
  *  dst, gathering through strides. Requires host_accessible. */
 void ovs_layout_copy_array_row(const ovs_layout *l, uint32_t row, void *dst);

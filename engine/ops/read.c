@@ -255,7 +255,9 @@ static bool add_value_groups(ovs_read *r, ovs_column *c, ovs_version *v, uint32_
 	return ok;
 }
 
-/* Fills an array group: tensor i is element i's row (a view of its blob, 1-D, shape = length). */
+/* Fills an array group: tensor i is element i's row (a view of its blob, 1-D, shape = length): host
+ * memory for a CPU column, the row's place in its write's device buffer for a device column (the
+ * tensors and shapes themselves are host metadata, as for every group). */
 static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E, uint32_t *R, uint32_t k, size_t qn)
 {
 	g->row_tensors = calloc(k, sizeof *g->row_tensors);
@@ -269,7 +271,7 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 	for (uint32_t i = 0; i < k; i++) {
 		ovs_blob *b = v->blobs[R[i]];
 		/* g->shape is 0: the shape of an empty row */
-		ovs_tensor_1d(&g->row_tensors[i], b && b->len ? b->data : NULL, c->schema.device, c->schema.dtype,
+		ovs_tensor_1d(&g->row_tensors[i], b && b->len ? ovs_blob_bytes(b) : NULL, c->schema.device, c->schema.dtype,
 			      b ? &b->shape : &g->shape, &g->stride);
 	}
 	g->shape = 0;

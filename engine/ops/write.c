@@ -40,7 +40,8 @@ typedef struct write_entry {
 	bool created_rows;                   /* the op gave prims rows in the column (a failure after it
 	                                      * leaves rows of prims that do not exist) */
 	void *fence;                         /* the producer's work named by cuda_sync (gpu.h), or NULL */
-	void *staging;                       /* host copy of a CUDA source written into a CPU column */
+	void *staging;                       /* host copy of a CUDA source written into a CPU column (per-row
+	                                      * array tensors: the host tensors, their shapes, then the bytes) */
 	ovs_layout layout;                   /* validated layout (borrows data / managed); last: op_alloc
 	                                      * zeroes the fields before it only */
 } write_entry;
@@ -693,10 +694,9 @@ static entry_delta choose_delta(ovs_column *c, const ovs_layout *l, const row_li
 	return ENTRY_SPARSE;
 }
 
-/* Array rows: one blob per written row (ragged), shared by later versions by reference. The delta
- * takes the row list. */
-static ovstage_api_status_t fill_array_delta(const ovs_layout *l, row_list *rl, ovs_delta *d, char *err,
-					     size_t errlen)
+/* An array delta's rows and its (empty) table of one blob per written row: the delta takes the row
+ * list. */
+static ovstage_api_status_t array_delta_begin(row_list *rl, ovs_delta *d, char *err, size_t errlen)
 {
 	d->kind = OVS_DELTA_SPARSE;
 	d->rows = rl->rows;
@@ -707,6 +707,17 @@ static ovstage_api_status_t fill_array_delta(const ovs_layout *l, row_list *rl, 
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
 	d->nrows = rl->k;
+	return OVSTAGE_OK;
+}
+
+/* Array rows: one blob per written row (ragged), shared by later versions by reference. The delta
+ * takes the row list. */
+static ovstage_api_status_t fill_array_delta(const ovs_layout *l, row_list *rl, ovs_delta *d, char *err,
+					     size_t errlen)
+{
+	ovstage_api_status_t s = array_delta_begin(rl, d, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
 	uint32_t j = 0;
 	for (uint32_t i = 0; i < l->count; i++) {
 		if (!ovs_layout_selected(l, i))
@@ -876,6 +887,17 @@ static uint32_t *selected_sources(const ovs_layout *l, uint32_t k)
 	return src;
 }
 
+/* NOT_SUPPORTED for a write the column's device would have to gather from another device's memory
+ * (its kernels read local memory only); `what` names the kind of write. */
+static ovstage_api_status_t cross_device_refused(const ovs_exec *x, const ovs_layout *l, const char *what, char *err,
+						 size_t errlen)
+{
+	ovs_err_format(err, errlen, "%s from CUDA device %d into a column on CUDA device %d is not supported "
+		       "(write it whole, or from the column's device)", what, (int)l->device.device_id,
+		       ovs_gpu_device(x->gpu));
+	return OVSTAGE_ERROR_NOT_SUPPORTED;
+}
+
 /* The k selected elements' bytes, in element order, into device memory dst. */
 static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint32_t k, const uint32_t *positions,
 					  void *dst, char *err, size_t errlen)
@@ -903,12 +925,8 @@ static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint
 			       "compact tensor)");
 		return OVSTAGE_ERROR_NOT_SUPPORTED;
 	}
-	if (l->device.device_id != ovs_gpu_device(x->gpu)) {
-		ovs_err_format(err, errlen, "a masked or index-mapped write from CUDA device %d into a column on "
-			       "CUDA device %d is not supported (write it whole, or from the column's device)",
-			       (int)l->device.device_id, ovs_gpu_device(x->gpu));
-		return OVSTAGE_ERROR_NOT_SUPPORTED;
-	}
+	if (l->device.device_id != ovs_gpu_device(x->gpu))
+		return cross_device_refused(x, l, "a masked or index-mapped write", err, errlen);
 	/* the source rows: the selected positions (the row list's own when it holds them) */
 	uint32_t *src = positions ? NULL : selected_sources(l, k);
 	if (!positions && !src) {
@@ -918,6 +936,126 @@ static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint
 	ops->gather_rows(x, dst, base, positions ? positions : src, k, rb); /* uploaded before it returns */
 	free(src);
 	return OVSTAGE_OK;
+}
+
+/* ---- array rows on a device ------------------------------------------------------------------------
+ * An array write's rows packed into one payload, in element order: where each row's bytes go, from
+ * the descriptors alone (host metadata). A device column's delta is one device buffer of the packed
+ * rows plus a host blob per row pointing into it; a CUDA source written into a CPU column is packed
+ * on its device and downloaded once. */
+typedef struct array_plan {
+	uint32_t k;    /* rows */
+	uint32_t *src; /* their source rows, in element order (malloc'd) */
+	uint64_t *off; /* k + 1 byte offsets: row j is [off[j], off[j + 1]) of the payload (malloc'd) */
+} array_plan;
+
+static void array_plan_free(array_plan *p)
+{
+	free(p->src);
+	free(p->off);
+	*p = (array_plan){ 0 };
+}
+
+/* The plan of the k rows src (taken: freed with the plan, also on failure). */
+static ovstage_api_status_t array_plan_of(const ovs_layout *l, uint32_t *src, uint32_t k, array_plan *p, char *err,
+					  size_t errlen)
+{
+	*p = (array_plan){ k, src, malloc(((size_t)k + 1) * sizeof *p->off) };
+	if (!p->src || !p->off) {
+		array_plan_free(p);
+		ovs_err_format(err, errlen, "out of memory listing %u array rows", k);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	p->off[0] = 0;
+	for (uint32_t j = 0; j < k; j++) {
+		uint64_t len = ovs_layout_array_len(l, src[j]), bytes;
+		if (__builtin_mul_overflow(len, (uint64_t)l->elem_bytes, &bytes) ||
+		    __builtin_add_overflow(p->off[j], bytes, &p->off[j + 1]) || p->off[j + 1] > (uint64_t)SIZE_MAX / 2) {
+			array_plan_free(p);
+			ovs_err_format(err, errlen, "%u array rows: their bytes overflow the address space", k);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	return OVSTAGE_OK;
+}
+
+/* The planned rows, packed into device memory dst on x's device: a host source staged on the host
+ * and uploaded once; a CUDA source as one copy when the rows are its own packed bytes in order (also
+ * from another device: a peer copy), else by one segment-copy kernel on the column's device. */
+static ovstage_api_status_t array_rows_to_device(ovs_exec *x, const ovs_layout *l, const array_plan *p, void *dst,
+						 char *err, size_t errlen)
+{
+	const ovs_memops *ops = ovs_gpu_memops();
+	size_t total = (size_t)p->off[p->k];
+	const void *base = ovs_layout_contiguous_base(l);
+	if (base && !l->mask && !l->index_map) { /* packed rows 0..k-1 of the source: one copy */
+		ops->copy(x, dst, base, total);
+		return OVSTAGE_OK;
+	}
+	if (l->host_accessible) {
+		unsigned char *h = malloc(total ? total : 1);
+		if (!h) {
+			ovs_err_format(err, errlen, "out of memory staging %u array rows (%zu bytes)", p->k, total);
+			return OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+		for (uint32_t j = 0; j < p->k; j++)
+			ovs_layout_copy_array_row(l, p->src[j], h + p->off[j]);
+		ops->copy(x, dst, h, total); /* pageable: staged by the driver before it returns */
+		free(h);
+		return OVSTAGE_OK;
+	}
+	if (l->device.device_id != ovs_gpu_device(x->gpu))
+		return cross_device_refused(x, l, "an array write of row tensors, or a masked or index-mapped one,", err, errlen);
+	const void **at = malloc(((size_t)p->k ? (size_t)p->k : 1) * sizeof *at);
+	if (!at) {
+		ovs_err_format(err, errlen, "out of memory listing %u array rows", p->k);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	for (uint32_t j = 0; j < p->k; j++) {
+		bool empty = p->off[j + 1] == p->off[j];
+		at[j] = empty ? dst : ovs_layout_array_row_base(l, p->src[j]); /* an empty row copies nothing */
+		if (!at[j]) {
+			free(at);
+			ovs_err_format(err, errlen, "array row %u is a strided CUDA tensor, which cannot be gathered on the "
+				       "device (pass compact tensors)", p->src[j]);
+			return OVSTAGE_ERROR_NOT_SUPPORTED;
+		}
+	}
+	ops->copy_segments(x, dst, at, p->off, p->k); /* the table is uploaded before it returns */
+	free(at);
+	return OVSTAGE_OK;
+}
+
+/* Array rows on a device: the selected rows packed into one device buffer (array_rows_to_device),
+ * one host blob per row at its offset there. The delta takes the row list. */
+static ovstage_api_status_t fill_array_delta_dev(ovs_exec *x, ovs_store *store, const ovs_layout *l, row_list *rl,
+						 ovs_delta *d, char *err, size_t errlen)
+{
+	ovstage_api_status_t s = array_delta_begin(rl, d, err, errlen);
+	array_plan p = { 0 };
+	if (s == OVSTAGE_OK)
+		s = array_plan_of(l, selected_sources(l, rl->k), rl->k, &p, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	size_t total = (size_t)p.off[p.k];
+	ovs_buffer *buf = ovs_buffer_new_in(store, x, total ? total : 1);
+	if (!buf) {
+		ovs_err_format(err, errlen, "out of device memory allocating %zu bytes of array rows on CUDA device %d",
+			       total, ovs_gpu_device(x->gpu));
+		array_plan_free(&p);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	s = array_rows_to_device(x, l, &p, buf->data, err, errlen);
+	for (uint32_t j = 0; s == OVSTAGE_OK && j < p.k; j++) {
+		d->blobs[j] = ovs_blob_new_on((p.off[j + 1] - p.off[j]) / l->elem_bytes, buf, (size_t)p.off[j]);
+		if (!d->blobs[j]) {
+			ovs_err_format(err, errlen, "out of memory recording array row %u", j);
+			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	ovs_buffer_unref(buf); /* the blobs hold it (a failed delta frees them, and with them the buffer) */
+	array_plan_free(&p);
+	return s;
 }
 
 /* FULL on a device: the producer's managed tensor adopted when it lives on the column's device, else
@@ -980,7 +1118,8 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 	ovstage_api_status_t s;
 	switch (choose_delta(e->col, &e->layout, rl)) {
 	case ENTRY_ARRAY:
-		s = fill_array_delta(&e->layout, rl, d, err, errlen);
+		s = x->gpu ? fill_array_delta_dev(x, &op->st->store, &e->layout, rl, d, err, errlen)
+			   : fill_array_delta(&e->layout, rl, d, err, errlen);
 		break;
 	case ENTRY_FULL:
 		s = x->gpu ? fill_full_delta_dev(x, &op->st->store, e, rl, d, err, errlen)
@@ -1012,13 +1151,64 @@ static DLDevice entry_device(const write_entry *e)
 	return (DLDevice){ kDLCPU, 0 };
 }
 
+/* Per-row array tensors on a CUDA device written into a CPU column: every source row (so that the
+ * mask or index map still selects among them) packed into scratch memory of their device by one
+ * segment copy and downloaded once, after the producer's fence; the layout then reads host tensors
+ * over the copy (e->staging holds the tensors, their shapes and the bytes). */
+static ovstage_api_status_t stage_rows_to_host(ovs_exec *sx, write_entry *e, char *err, size_t errlen)
+{
+	ovs_layout *l = &e->layout;
+	uint32_t n = l->tensor_count;
+	array_plan p;
+	ovstage_api_status_t s = array_plan_of(l, identity_rows(n), n, &p, err, errlen);
+	if (s != OVSTAGE_OK)
+		return s;
+	size_t total = (size_t)p.off[n], meta = (size_t)n * (sizeof(DLTensor) + sizeof(int64_t));
+	void *scratch = ovs_gpu_alloc(sx->gpu, total ? total : 1);
+	e->staging = malloc(meta + (total ? total : 1));
+	if (!scratch || !e->staging) {
+		ovs_gpu_free(sx->gpu, scratch);
+		array_plan_free(&p);
+		ovs_err_format(err, errlen, "out of memory staging %zu bytes of array rows from CUDA device %d", total,
+			       (int)l->device.device_id);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	DLTensor *ht = e->staging;
+	int64_t *shapes = (int64_t *)(void *)(ht + n);
+	unsigned char *bytes = (unsigned char *)(shapes + n);
+	if (!ovs_gpu_fence_wait(sx, e->fence, err, errlen)) {
+		s = OVSTAGE_ERROR_OP_FAILED;
+	} else {
+		s = array_rows_to_device(sx, l, &p, scratch, err, errlen);
+		if (s == OVSTAGE_OK && !ovs_gpu_copy_to_host(sx, bytes, scratch, total, err, errlen))
+			s = OVSTAGE_ERROR_OP_FAILED;
+		if (s == OVSTAGE_OK && sx->err) {
+			ovs_err_format(err, errlen, "packing array rows on CUDA device %d failed (%s)",
+				       (int)l->device.device_id, ovs_gpu_error_name(sx->err));
+			s = OVSTAGE_ERROR_OP_FAILED;
+		}
+	}
+	ovs_gpu_free(sx->gpu, scratch); /* stream-ordered: after the download */
+	for (uint32_t r = 0; s == OVSTAGE_OK && r < n; r++) {
+		shapes[r] = (int64_t)((p.off[r + 1] - p.off[r]) / l->elem_bytes);
+		ovs_tensor_1d(&ht[r], bytes + p.off[r], (DLDevice){ kDLCPU, 0 }, l->dtype, &shapes[r], NULL);
+	}
+	array_plan_free(&p);
+	if (s != OVSTAGE_OK)
+		return s;
+	l->tensors = ht;
+	l->managed_tensors = NULL; /* the entry still owns them (released with the op) */
+	l->host_accessible = true;
+	return OVSTAGE_OK;
+}
+
 /* A CUDA source written into a CPU column: its rows copied to host memory (after the producer's
  * fence), and the layout pointed at the copy. The worker waits for the copy (documented). */
 static ovstage_api_status_t stage_to_host(jobs_worker *w, write_op *op, write_entry *e, char *err, size_t errlen)
 {
 	ovs_layout *l = &e->layout;
 	const void *base = ovs_layout_contiguous_base(l);
-	if (!base || l->kind != OVS_LAYOUT_FIXED) {
+	if (!base && l->kind != OVS_LAYOUT_ARRAY_PER_ROW) {
 		ovs_err_format(err, errlen, "a strided CUDA tensor cannot be written into a CPU column (pass a compact "
 			       "tensor)");
 		return OVSTAGE_ERROR_NOT_SUPPORTED;
@@ -1026,6 +1216,9 @@ static ovstage_api_status_t stage_to_host(jobs_worker *w, write_op *op, write_en
 	ovs_exec sx;
 	if (!ovs_store_exec(&op->st->store, l->device, w, &sx, err, errlen))
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	if (l->kind == OVS_LAYOUT_ARRAY_PER_ROW)
+		return stage_rows_to_host(&sx, e, err, errlen);
+	/* fixed or packed rows: the whole tensor (row_count rows of row_bytes) in one download */
 	size_t bytes = (size_t)l->row_count * l->row_bytes;
 	e->staging = malloc(bytes ? bytes : 1);
 	if (!e->staging) {
@@ -1037,7 +1230,8 @@ static ovstage_api_status_t stage_to_host(jobs_worker *w, write_op *op, write_en
 	    !ovs_gpu_copy_to_host(&sx, e->staging, base, bytes, err, errlen))
 		return OVSTAGE_ERROR_OP_FAILED;
 	l->view.base = e->staging;
-	l->row_base = e->staging;
+	if (l->kind == OVS_LAYOUT_FIXED)
+		l->row_base = e->staging;
 	l->host_accessible = true;
 	return OVSTAGE_OK;
 }
@@ -1050,11 +1244,6 @@ static ovstage_api_status_t entry_exec(jobs_worker *w, write_op *op, write_entry
 {
 	static _Thread_local ovs_exec cpu;
 	ovs_layout *l = &e->layout;
-	if (dev.device_type == kDLCUDA && l->is_array) {
-		ovs_err_format(err, errlen, "array columns cannot live on a CUDA device in this version (write "
-			       "the array from host memory to create a CPU column)");
-		return OVSTAGE_ERROR_NOT_SUPPORTED;
-	}
 	ovs_exec ex;
 	if (!ovs_store_exec(&op->st->store, dev, w, &ex, err, errlen))
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;

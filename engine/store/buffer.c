@@ -91,6 +91,7 @@ const ovs_memops ovs_memops_cpu = {
 	.gather_rows = cpu_gather_rows,
 	.scatter_chunked = NULL, /* chunk.c applies host rows itself */
 	.gather_chunked = NULL,  /* gather.c copies host rows itself */
+	.copy_segments = NULL,   /* write.c copies host array rows itself */
 	.record = NULL, /* synchronous: every operation is complete when it returns */
 };
 

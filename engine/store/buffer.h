@@ -59,6 +59,10 @@ typedef struct ovs_memops {
 	 * Device backends only (gather.c copies host rows itself); NULL on the CPU. */
 	void (*gather_chunked)(ovs_exec *x, void *dst, void *const *bases, uint32_t nbases, uint32_t shift,
 			       const uint32_t *rows, uint32_t n, size_t rb);
+	/* dst bytes [off[i], off[i + 1]) = the bytes at src[i], for i < n (ragged rows packed into one
+	 * buffer: an array write's rows; every src[i] device memory x's device can read). Device backends
+	 * only (the CPU's array rows are copied by the writer); NULL on the CPU. */
+	void (*copy_segments)(ovs_exec *x, void *dst, const void *const *src, const uint64_t *off, uint32_t n);
 	/* NULL on synchronous devices; else records the completion of the work issued so far on x. */
 	bool (*record)(ovs_exec *x, void **out_fence);
 } ovs_memops;

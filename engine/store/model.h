@@ -57,14 +57,32 @@ typedef struct ovs_schema {
 	                                        * the CUDA backend adds device columns) */
 } ovs_schema;
 
-/* One ragged row of an array column: a reference-counted blob shared between versions. */
+/* One ragged row of an array column: a reference-counted blob shared between versions. A row of a
+ * CPU column holds its bytes (data); a row of a device column is host metadata only: its bytes are
+ * at an offset of a device buffer that the rows of one write share (an ovs_blob_dev in data), so a
+ * write uploads or gathers its rows once and a read hands out device pointers with no copy. */
 typedef struct ovs_blob {
 	_Atomic uint32_t refs;  /* versions holding it */
-	uint32_t pad_;          /* alignment */
+	uint32_t on_device;     /* 1: data holds an ovs_blob_dev (the bytes are device memory); 0: the bytes */
 	uint64_t len;           /* elements */
 	int64_t shape;          /* = len, addressable as a DLTensor shape */
-	unsigned char data[];   /* len * element bytes */
+	unsigned char data[];   /* len * element bytes, or an ovs_blob_dev */
 } ovs_blob;
+
+/* Where the bytes of a device column's row are (the trailer of an on_device blob). */
+typedef struct ovs_blob_dev {
+	ovs_buffer *buf;        /* the write's device buffer (one reference per row that lives in it) */
+	size_t off;             /* byte offset of the row in buf */
+} ovs_blob_dev;
+
+/* The address of a blob's bytes: host memory (CPU column) or device memory (device column). */
+static inline void *ovs_blob_bytes(const ovs_blob *b)
+{
+	if (!b->on_device)
+		return (void *)(uintptr_t)b->data;
+	const ovs_blob_dev *d = (const ovs_blob_dev *)(const void *)b->data;
+	return (char *)d->buf->data + d->off;
+}
 
 typedef enum ovs_delta_kind {
 	OVS_DELTA_SPARSE = 0,   /* rows[] + values */

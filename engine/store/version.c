@@ -12,16 +12,36 @@
 #include "delta.h"
 
 
+/* A blob header of len elements and `extra` bytes after it (the bytes, or a device location), one
+ * reference; NULL when out of memory. */
+static ovs_blob *blob_alloc(uint64_t len, size_t extra, uint32_t on_device)
+{
+	ovs_blob *b = malloc(sizeof *b + extra);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->on_device = on_device;
+	b->len = len;
+	b->shape = (int64_t)len;
+	return b;
+}
+
 ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes)
 {
 	if (elem_bytes && len > (SIZE_MAX - sizeof(ovs_blob)) / elem_bytes)
 		return NULL;
-	ovs_blob *b = malloc(sizeof *b + (size_t)len * elem_bytes);
+	return blob_alloc(len, (size_t)len * elem_bytes, 0);
+}
+
+ovs_blob *ovs_blob_new_on(uint64_t len, ovs_buffer *buf, size_t off)
+{
+	ovs_blob *b = blob_alloc(len, sizeof(ovs_blob_dev), 1);
 	if (!b)
 		return NULL;
-	atomic_init(&b->refs, 1);
-	b->len = len;
-	b->shape = (int64_t)len;
+	ovs_blob_dev *d = (ovs_blob_dev *)(void *)b->data;
+	d->buf = buf;
+	d->off = off;
+	ovs_buffer_ref(buf);
 	return b;
 }
 
@@ -34,8 +54,11 @@ void ovs_blob_ref(ovs_blob *b)
 void ovs_blob_unref(ovs_blob *b)
 {
 	/* acq_rel: the last holder sees every reader's accesses before the free. */
-	if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
-		free(b);
+	if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (b->on_device) /* the buffer goes with the last row of its write (a stream-ordered free) */
+		ovs_buffer_unref(((ovs_blob_dev *)(void *)b->data)->buf);
+	free(b);
 }
 
 
@@ -320,18 +343,49 @@ static bool same_runs(const ovs_version *a, const ovs_version *b)
 	return true;
 }
 
-/* Builds the version sealing the deltas `ds` (same ordinal, sorted by seq) on top of `prev`. */
-/* The chunks of a fixed-size column's version, built where the column lives: on a CUDA device, on
- * the stage's engine stream, with v->ready = an event after that work (readers wait on it). */
-static bool build_fixed(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev, ovs_delta *ds,
-			char *err, size_t errlen)
+/* The row table of an array column's version: the previous version's blob pointers (a reference
+ * each, no row data), then the deltas' rows swapped in (tombstones clear them). Host metadata for a
+ * device column too: its rows' bytes stay in the buffers of the writes that made them. */
+static bool build_arrays(ovs_version *v, const ovs_version *prev, const ovs_delta *ds, char *err, size_t errlen)
 {
+	v->blobs = calloc(v->rows ? v->rows : 1, sizeof *v->blobs);
+	if (!v->blobs) {
+		ovs_err_format(err, errlen, "out of memory sealing an array column");
+		return false;
+	}
+	if (prev)
+		for (uint32_t r = 0; r < prev->rows; r++) {
+			v->blobs[r] = prev->blobs[r];
+			ovs_blob_ref(v->blobs[r]);
+		}
+	for (const ovs_delta *d = ds; d; d = d->next)
+		for (uint32_t i = 0; i < d->nrows; i++) {
+			uint32_t r = d->rows[i];
+			ovs_blob_unref(v->blobs[r]);
+			v->blobs[r] = NULL;
+			if (d->kind == OVS_DELTA_SPARSE) {
+				v->blobs[r] = d->blobs[i];
+				ovs_blob_ref(v->blobs[r]);
+			}
+		}
+	return true;
+}
+
+/* The payload of the version (chunks, or an array column's row table), built where the column lives:
+ * on a CUDA device on the stage's engine stream, with v->ready = an event after that work (readers
+ * wait on it; an array column's seal issues no device work, but its rows' uploads were issued on
+ * that stream, so its readers get an event like every device group). Failure leaves v to be freed
+ * by the caller. */
+static bool build_payload(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
+			  ovs_delta *ds, char *err, size_t errlen)
+{
+	bool arr = c->schema.is_array;
 	if (c->schema.device.device_type != kDLCUDA)
-		return ovs_chunks_build(st, x, c, v, prev, ds, err, errlen);
+		return arr ? build_arrays(v, prev, ds, err, errlen) : ovs_chunks_build(st, x, c, v, prev, ds, err, errlen);
 	ovs_exec dx;
 	if (!ovs_store_exec(st, c->schema.device, x->w, &dx, err, errlen))
 		return false;
-	if (!ovs_chunks_build(st, &dx, c, v, prev, ds, err, errlen))
+	if (!(arr ? build_arrays(v, prev, ds, err, errlen) : ovs_chunks_build(st, &dx, c, v, prev, ds, err, errlen)))
 		return false;
 	v->ready = dx.err ? NULL : ovs_gpu_record(&dx);
 	if (!v->ready) {
@@ -379,34 +433,11 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 		ovs_err_format(err, errlen, "out of memory recording presence and changed rows");
 		return NULL;
 	}
-	if (c->schema.is_array) {
-		/* Array columns: a table of blob pointers. Shared blobs are referenced, not copied: the
-		 * version costs one pointer per row plus the rows the deltas bring. */
-		v->blobs = calloc(rows ? rows : 1, sizeof *v->blobs);
-		if (!v->blobs) {
-			ovs_version_unref(v);
-			ovs_err_format(err, errlen, "out of memory sealing an array column");
-			return NULL;
-		}
-		if (prev)
-			for (uint32_t r = 0; r < prev->rows; r++) {
-				v->blobs[r] = prev->blobs[r];
-				ovs_blob_ref(v->blobs[r]);
-			}
-		for (ovs_delta *d = ds; d; d = d->next)
-			for (uint32_t i = 0; i < d->nrows; i++) {
-				uint32_t r = d->rows[i];
-				ovs_blob_unref(v->blobs[r]);
-				v->blobs[r] = NULL;
-				if (d->kind == OVS_DELTA_SPARSE) {
-					v->blobs[r] = d->blobs[i];
-					ovs_blob_ref(v->blobs[r]);
-				}
-			}
-	} else if (!build_fixed(st, x, c, v, prev, ds, err, errlen)) {
+	if (!build_payload(st, x, c, v, prev, ds, err, errlen)) {
 		ovs_version_unref(v);
 		return NULL;
-	} else if (prev && !prev->blobs && !same_runs(v, prev)) {
+	}
+	if (!c->schema.is_array && prev && !prev->blobs && !same_runs(v, prev)) {
 		c->run_changes++; /* reads split differently: a layout change for consumers */
 	}
 	v->generation = atomic_load_explicit(&c->generation, memory_order_relaxed) + c->run_changes;

@@ -1,5 +1,6 @@
 /*
- * version.h — sealed versions of a column and the blobs of array columns.
+ * version.h — sealed versions of a column and the blobs of array columns (rows of a device column:
+ * host blobs pointing into a device buffer).
  *
  * A version is immutable once published; it is freed when its last reference goes (the column's
  * chain, snapshots, pinned read groups), from any thread. Building one is the sealer's alone.
@@ -21,6 +22,9 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 
 /* Blobs: rows of array columns (len elements of elem_bytes), one reference on return. */
 ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes);
+/* A row of a device column: len elements at byte offset off of device buffer buf (the blob takes a
+ * reference on buf; the last blob of a buffer releases it). NULL when out of memory. */
+ovs_blob *ovs_blob_new_on(uint64_t len, ovs_buffer *buf, size_t off);
 void ovs_blob_ref(ovs_blob *b);
 void ovs_blob_unref(ovs_blob *b);
 

@@ -64,17 +64,22 @@ def _read_values(stage, q, attr, ordinal):
                 a = g.array(0)
                 out.extend(a[g.data_row_index(i)] for i in range(g.prim_count))
             else:  # a device group: copied to the host by whichever CUDA library is here
-                try:
-                    import torch
-
-                    a = torch.from_dlpack(g.dlpack(0)).cpu().numpy()
-                except ImportError:
-                    import cupy
-
-                    a = cupy.asnumpy(cupy.from_dlpack(g.dlpack(0)))
+                a = _to_host(g, 0)
                 out.extend(a[g.data_row_index(i)] for i in range(g.prim_count))
                 del a
     return out
+
+
+def _to_host(g, i):
+    """Tensor i of a device group as a NumPy array, copied by whichever CUDA library is here."""
+    try:
+        import torch
+
+        return torch.from_dlpack(g.dlpack(i)).cpu().numpy()
+    except ImportError:
+        import cupy
+
+        return cupy.asnumpy(cupy.from_dlpack(g.dlpack(i)))
 
 
 class StreamSpy:
@@ -358,7 +363,26 @@ def _refused_as_not_supported(op, text):
     assert text in e.value.message, e.value.message
 
 
-def test_device_columns_refuse_arrays_clone_value_filters_and_hierarchy(stage, prims):
+def test_array_column_on_device(stage, prims):
+    """Per-row CUDA tensors make an array column on the device: its read groups hand out one device
+    tensor per prim (docs/gpu.md), holding the rows written."""
+    p = prims(3)
+    rows = [_cuda([1.0]), _cuda([2.0, 3.0]), _cuda([4.0])]
+    op = stage.write_attribute(p.query, "ragged", 1, rows, is_array=True)
+    if not _write_or_backend_missing(op):
+        _skip_no_backend()
+    stage.advance_write_floor(1).wait()
+    got = {}
+    with stage.read_attributes(p.query, ["ragged"], 1) as read:
+        for g in read.groups():
+            assert g.is_array and g.tensor_count == g.prim_count
+            for i in range(g.prim_count):
+                assert g.tensor(i).device[0] == ovstage.DLDeviceType.kDLCUDA
+                got[g.prim_index(i)] = _to_host(g, i).reshape(-1).tolist()
+    assert got == {0: [1.0], 1: [2.0, 3.0], 2: [4.0]}
+
+
+def test_device_columns_refuse_clone_value_filters_and_hierarchy(stage, prims):
     from ovstage import AttributeSemantic, Filter, FilterOp, Predicate
 
     p = prims(3)
@@ -375,9 +399,6 @@ def test_device_columns_refuse_arrays_clone_value_filters_and_hierarchy(stage, p
     with stage.read_attributes(p.query, ["d"], 1) as read:
         assert [g.tensor(0).device[0] for g in read.groups()] == [ovstage.DLDeviceType.kDLCUDA]
 
-    rows = [_cuda([1.0]), _cuda([2.0, 3.0]), _cuda([4.0])]
-    _refused_as_not_supported(stage.write_attribute(p.query, "ragged", 2, rows, is_array=True),
-                              "array columns cannot live on a CUDA device")
     _refused_as_not_supported(stage.clone_async("/P0", ["/Copy"], 2),
                               "clone of stages with device columns is not supported")
     q = stage.query(Filter([Predicate("d", FilterOp.GT, [0])]))

@@ -477,6 +477,46 @@ START_TEST(per_row_arrays)
 }
 END_TEST
 
+/* The address of a source array row whose bytes are adjacent (what a device copies at once), NULL for
+ * a strided one: packed rows of a compact tensor at row_bytes steps, per-row tensors that are dense
+ * (with or without explicit strides, with a byte_offset), never for fixed layouts. */
+START_TEST(array_row_base_of_adjacent_rows)
+{
+	float f[12];
+	for (int i = 0; i < 12; i++)
+		f[i] = (float)i;
+	int64_t s6[1] = {6};
+	DLTensor t = mk(f, F32(1), 1, s6, NULL);
+	ovstage_write_data_t w = wd_of(&t, 1, true);
+	ovs_layout l;
+	ASSERT_OK(run(&w, 3, &l)); /* 3 packed rows of 2 */
+	ck_assert_ptr_eq(ovs_layout_array_row_base(&l, 0), f);
+	ck_assert_ptr_eq(ovs_layout_array_row_base(&l, 2), f + 4);
+	int64_t st3[1] = {2}; /* every other element: strided packed rows */
+	t = mk(f, F32(1), 1, s6, st3);
+	ASSERT_OK(run(&w, 3, &l));
+	ck_assert_ptr_null(ovs_layout_array_row_base(&l, 1));
+	/* per-row: a dense row, a dense row with compact explicit strides and a byte_offset, a strided
+	 * row, and an empty one */
+	int64_t sa[1] = {3}, sb[2] = {2, 2}, stb[2] = {2, 1}, sc[1] = {2}, stc[1] = {3}, sd[1] = {0};
+	DLTensor pr[4] = {mk(f, F32(1), 1, sa, NULL), mk(f, F32(1), 2, sb, stb), mk(f, F32(1), 1, sc, stc),
+			  mk(NULL, F32(1), 1, sd, NULL)};
+	pr[1].byte_offset = 5 * sizeof(float);
+	w = wd_of(pr, 4, true);
+	ASSERT_OK(run(&w, 4, &l));
+	ck_assert_ptr_eq(ovs_layout_array_row_base(&l, 0), f);
+	ck_assert_ptr_eq(ovs_layout_array_row_base(&l, 1), f + 5);
+	ck_assert_ptr_null(ovs_layout_array_row_base(&l, 2));
+	ck_assert_uint_eq(ovs_layout_array_len(&l, 3), 0);
+	/* a fixed layout has no array rows */
+	int64_t s2[1] = {2};
+	t = mk(f, F32(3), 1, s2, NULL);
+	w = wd_of(&t, 1, false);
+	ASSERT_OK(run(&w, 2, &l));
+	ck_assert_ptr_null(ovs_layout_array_row_base(&l, 0));
+}
+END_TEST
+
 START_TEST(array_writes_never_fold)
 {
 	float p[12];
@@ -950,6 +990,7 @@ static Suite *layout_suite(void)
 	tcase_add_test(tc, packed_array_index_map_defines_rows);
 	tcase_add_test(tc, packed_array_empty_rows);
 	tcase_add_test(tc, per_row_arrays);
+	tcase_add_test(tc, array_row_base_of_adjacent_rows);
 	tcase_add_test(tc, array_writes_never_fold);
 	tcase_add_test(tc, strides_and_byte_offset_honoured);
 	tcase_add_test(tc, managed_tensors_accepted);

@@ -1,7 +1,8 @@
 /*
  * check_gpu.c — the GPU suite: device-resident columns through the public API (residency, sparse
  * writes as kernels, the cuda_sync rules, managed device tensors' deleters, bad input, a mixed
- * CPU/GPU read, a multi-thread stress checking every sealed value).
+ * CPU/GPU read, array (ragged) columns on the device and CUDA rows into a CPU array column, a
+ * multi-thread stress checking every sealed value).
  *
  * Where the process cannot use CUDA (no device, no driver, CPU-only mode, or a build without the
  * backend) only the "unavailable" case runs: a CUDA tensor must then be refused at the call with a
@@ -694,6 +695,513 @@ START_TEST(test_read_current_map_of_device_column)
 }
 END_TEST
 
+/* ---- array (ragged) columns on the device -------------------------------------------------------- */
+
+enum { ARR_MAXLEN = 8 }; /* the longest row the array cases write */
+
+/* A read of an array column per query element (or what a case expects of one): whether it has a row,
+ * its length and values (read on the host after the group's event), its tensor's data pointer; the
+ * elements a range read reports deleted; the device of the value groups. */
+typedef struct arr_read {
+	uint32_t n;          /* query elements */
+	bool *present;       /* element e has a row */
+	bool *deleted;       /* element e is in an is_delete group */
+	int64_t *len;        /* its row's elements */
+	float *v;            /* its values: v[e * ARR_MAXLEN + j] */
+	const void **ptr;    /* its row tensor's data */
+	DLDeviceType dev;    /* device of the value groups (0: none seen) */
+	bool mixed;          /* value groups on different devices */
+} arr_read;
+
+static arr_read *ar_alloc(uint32_t n)
+{
+	arr_read *a = calloc(1, sizeof *a);
+	ck_assert_ptr_nonnull(a);
+	a->n = n;
+	a->present = calloc(n, sizeof *a->present);
+	a->deleted = calloc(n, sizeof *a->deleted);
+	a->len = calloc(n, sizeof *a->len);
+	a->v = calloc((size_t)n * ARR_MAXLEN, sizeof *a->v);
+	a->ptr = calloc(n, sizeof *a->ptr);
+	ck_assert(a->present && a->deleted && a->len && a->v && a->ptr);
+	return a;
+}
+
+static void ar_reset(arr_read *a)
+{
+	memset(a->present, 0, a->n * sizeof *a->present);
+	memset(a->deleted, 0, a->n * sizeof *a->deleted);
+	memset(a->len, 0, a->n * sizeof *a->len);
+	memset(a->v, 0, (size_t)a->n * ARR_MAXLEN * sizeof *a->v);
+	memset(a->ptr, 0, a->n * sizeof *a->ptr);
+	a->dev = 0;
+	a->mixed = false;
+}
+
+static void ar_copy(arr_read *dst, const arr_read *src)
+{
+	ck_assert_uint_eq(dst->n, src->n);
+	memcpy(dst->present, src->present, src->n * sizeof *src->present);
+	memcpy(dst->deleted, src->deleted, src->n * sizeof *src->deleted);
+	memcpy(dst->len, src->len, src->n * sizeof *src->len);
+	memcpy(dst->v, src->v, (size_t)src->n * ARR_MAXLEN * sizeof *src->v);
+	memcpy(dst->ptr, src->ptr, src->n * sizeof *src->ptr);
+	dst->dev = src->dev;
+	dst->mixed = src->mixed;
+}
+
+static void ar_free(arr_read *a)
+{
+	free(a->present);
+	free(a->deleted);
+	free(a->len);
+	free(a->v);
+	free(a->ptr);
+	free(a);
+}
+
+/* Query element of position i of a group. */
+static uint32_t group_elem(const ovstage_read_group_t *g, uint32_t i)
+{
+	return g->prims.index_map ? g->prims.index_map[i] : g->prims.offset + i;
+}
+
+/* Adds group g to a: a device group's rows are copied on the non-blocking stream s after it waited
+ * on the group's event (a host group must carry none). */
+static void ar_collect(arr_read *a, const ovstage_read_group_t *g, cudaStream_t s)
+{
+	if (g->is_delete) {
+		ck_assert_uint_eq(g->data.tensor_count, 0);
+		for (uint32_t i = 0; i < g->prims.count; i++) {
+			uint32_t e = group_elem(g, i);
+			ck_assert_uint_lt(e, a->n);
+			a->deleted[e] = true;
+		}
+		return;
+	}
+	ck_assert(g->is_array);
+	ck_assert_uint_eq(g->data.tensor_count, g->prims.count); /* per-row transport */
+	ck_assert_ptr_null(g->data.index_map);
+	DLDeviceType dt = g->prims.count ? g->data.tensors[0].device.device_type : kDLCPU;
+	if (dt == kDLCUDA) {
+		ck_assert_msg(g->data.cuda_sync.wait_event != 0, "a device array group carries its version's event");
+		CU(cudaStreamWaitEvent(s, (cudaEvent_t)g->data.cuda_sync.wait_event, 0));
+	} else {
+		ck_assert_int_eq(g->data.cuda_sync.wait_event, 0);
+	}
+	for (uint32_t i = 0; i < g->prims.count; i++) {
+		const DLTensor *t = &g->data.tensors[i];
+		uint32_t e = group_elem(g, i);
+		ck_assert_uint_lt(e, a->n);
+		ck_assert_int_eq(t->device.device_type, dt); /* one group, one device */
+		ck_assert_int_eq(t->device.device_id, 0);
+		ck_assert_int_eq(t->ndim, 1);
+		ck_assert(t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1);
+		ck_assert_uint_eq(t->byte_offset, 0);
+		int64_t len = t->shape[0];
+		ck_assert_msg(len >= 0 && len <= ARR_MAXLEN, "element %u: row of %lld elements", e, (long long)len);
+		a->present[e] = true;
+		a->len[e] = len;
+		a->ptr[e] = t->data;
+		if (!len)
+			continue;
+		ck_assert_ptr_nonnull(t->data);
+		if (dt == kDLCUDA)
+			CU(cudaMemcpyAsync(&a->v[(size_t)e * ARR_MAXLEN], t->data, (size_t)len * sizeof(float),
+					   cudaMemcpyDeviceToHost, s));
+		else
+			memcpy(&a->v[(size_t)e * ARR_MAXLEN], t->data, (size_t)len * sizeof(float));
+	}
+	if (dt == kDLCUDA)
+		CU(cudaStreamSynchronize(s));
+	if (!g->prims.count)
+		return;
+	if (!a->dev)
+		a->dev = dt;
+	else if (a->dev != dt)
+		a->mixed = true;
+}
+
+/* A read of attributes attrs (na of them) through q over range r into out[k] (reset first), one
+ * arr_read per attribute. */
+static void ar_read(fixture *f, ovstage_query_handle_t q, const ovx_token_t *attrs, size_t na,
+		    ovstage_ordinal_range_t r, arr_read *const *out, cudaStream_t s)
+{
+	for (size_t k = 0; k < na; k++)
+		ar_reset(out[k]);
+	ovstage_read_handle_t rh;
+	tst_wait_ok(f->st, ovstage_read_attributes(f->st, q, attrs, na, r, &rh));
+	ovstage_read_group_t g;
+	ovstage_api_status_t st;
+	while ((st = ovstage_fetch_read_next(f->st, rh, OVSTAGE_TIMEOUT_INFINITE, &g)) == OVSTAGE_OK) {
+		size_t k = 0;
+		while (k < na && attrs[k] != g.attribute)
+			k++;
+		ck_assert_uint_lt(k, na);
+		ar_collect(out[k], &g, s);
+		ck_assert_int_eq(ovstage_release_group(f->st, &g), OVSTAGE_OK);
+	}
+	ck_assert_int_eq(st, OVSTAGE_ERROR_END_OF_ITERATION);
+	tst_wait_ok(f->st, ovstage_release_read(f->st, rh));
+}
+
+/* Every element of got as want says: present or not, and a present one's length and values. */
+static void ar_expect(const arr_read *got, const arr_read *want, const char *what)
+{
+	ck_assert_uint_eq(got->n, want->n);
+	for (uint32_t e = 0; e < want->n; e++) {
+		ck_assert_msg(got->present[e] == want->present[e], "%s: element %u present = %d, expected %d", what, e,
+			      (int)got->present[e], (int)want->present[e]);
+		if (!want->present[e])
+			continue;
+		ck_assert_msg(got->len[e] == want->len[e], "%s: element %u has %lld elements, expected %lld", what, e,
+			      (long long)got->len[e], (long long)want->len[e]);
+		for (int64_t j = 0; j < want->len[e]; j++)
+			ck_assert_msg(got->v[(size_t)e * ARR_MAXLEN + j] == want->v[(size_t)e * ARR_MAXLEN + j],
+				      "%s: element %u [%lld] = %g, expected %g", what, e, (long long)j,
+				      (double)got->v[(size_t)e * ARR_MAXLEN + j], (double)want->v[(size_t)e * ARR_MAXLEN + j]);
+	}
+}
+
+/* Per-row tensors (float32) over rows stored back to back at base (row i: len[i] elements), on the
+ * host or device 0; an empty row points at base (memory its device owns). */
+static void rows_over(DLTensor *t, int64_t *shape, float *base, const int64_t *len, uint32_t n, DLDeviceType type)
+{
+	size_t off = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		memset(&t[i], 0, sizeof t[i]);
+		t[i].data = len[i] ? base + off : base;
+		t[i].device = (DLDevice){ type, 0 };
+		t[i].ndim = 1;
+		t[i].dtype = (DLDataType){ kDLFloat, 32, 1 };
+		shape[i] = len[i];
+		t[i].shape = &shape[i];
+		off += (size_t)len[i];
+	}
+}
+
+/* Write data of per-row array tensors rows[0..n). */
+static ovstage_write_data_t rows_wdata(const DLTensor *rows, uint32_t n)
+{
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.tensors = rows;
+	w.tensor_count = n;
+	w.is_array = true;
+	return w;
+}
+
+/* Write data of one packed float32 array tensor of `elems` elements at p on CUDA device 0. */
+static ovstage_write_data_t packed_dev(tst_tensor *tt, float *p, int64_t elems)
+{
+	ovstage_write_data_t w = wdata_dev(tt, p, elems, kDLCUDA);
+	w.is_array = true;
+	return w;
+}
+
+/* The model of rows of len[] elements stored back to back in a ramp (element k of the source is
+ * base + k): element e gets row e, for every e (sel NULL) or those with sel[e]. */
+static void model_ramp_rows(arr_read *want, const int64_t *len, uint32_t n, float base, const bool *sel)
+{
+	size_t off = 0;
+	for (uint32_t e = 0; e < n; e++) {
+		if (!sel || sel[e]) {
+			want->present[e] = true;
+			want->len[e] = len[e];
+			for (int64_t j = 0; j < len[e]; j++)
+				want->v[(size_t)e * ARR_MAXLEN + j] = base + (float)(off + (size_t)j);
+		}
+		off += (size_t)len[e];
+	}
+}
+
+static const ovstage_ordinal_range_t k_latest = { 0, UINT64_MAX, false };
+
+/* An array column created by per-row CUDA tensors lives on the device: its rows come back as device
+ * tensors (one per prim, wait_event set) viewing the sealed rows without a copy (a second read, and
+ * a later version, hand out the same addresses for rows it did not change); a group pinned across a
+ * later seal keeps its version's rows; a masked packed CUDA write (gathered by a kernel), a host
+ * write through an index map (staged, uploaded once) and a delete update it; a range read returns
+ * the rows changed in it on the device, and the delete. */
+START_TEST(test_array_column_on_device)
+{
+	fixture f;
+	fx_open(&f, 2000);
+	uint32_t n = f.n;
+	ovx_token_t a = tst_tok(f.pd, "ragged");
+	cudaStream_t s, rs;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CU(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
+	arr_read *want = ar_alloc(n), *want1 = ar_alloc(n), *got = ar_alloc(n), *old = ar_alloc(n);
+	/* ordinal 1: rows of 0..6 elements over one buffer that a spinning kernel fills on s; the write is
+	 * fenced on s (submitted while the kernel runs) */
+	int64_t *len = malloc(n * sizeof *len), *shape = malloc(n * sizeof *shape);
+	size_t total = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		len[i] = i % 7;
+		total += (size_t)len[i];
+	}
+	float *d = dev_alloc(total * sizeof(float));
+	ck_assert_int_eq(tst_gpu_spin_fill(s, d, (unsigned)total, 1000.f, SPIN), 0);
+	DLTensor *rows = malloc(n * sizeof *rows);
+	rows_over(rows, shape, d, len, n, kDLCUDA);
+	ovstage_write_data_t w = rows_wdata(rows, n);
+	w.cuda_sync.stream = (uintptr_t)s;
+	tst_wait_ok(f.st, write1(&f, a, 1, w));
+	seal(&f, 1);
+	model_ramp_rows(want, len, n, 1000.f, NULL);
+	ar_read(&f, f.q, &a, 1, k_latest, &got, rs);
+	ck_assert_int_eq(got->dev, kDLCUDA);
+	ck_assert(!got->mixed);
+	ar_expect(got, want, "per-row CUDA rows");
+	ar_read(&f, f.q, &a, 1, k_latest, &old, rs);
+	for (uint32_t i = 0; i < n; i++)
+		if (len[i])
+			ck_assert_msg(old->ptr[i] == got->ptr[i], "element %u: two reads of one version differ", i);
+	ar_copy(want1, want);
+	/* a group of ordinal 1, held across the next seal */
+	ovstage_read_handle_t rh1;
+	tst_wait_ok(f.st, ovstage_read_attributes(f.st, f.q, &a, 1, k_latest, &rh1));
+	ovstage_read_group_t held;
+	ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh1, OVSTAGE_TIMEOUT_INFINITE, &held), OVSTAGE_OK);
+	/* ordinal 2: a packed CUDA tensor of rows of 3, every fifth prim through a mask */
+	float *p = dev_alloc((size_t)n * 3 * sizeof(float));
+	ck_assert_int_eq(tst_gpu_spin_fill(s, p, n * 3, 500000.f, SPIN), 0);
+	uint64_t *mask = calloc((n + 63) / 64, sizeof *mask);
+	for (uint32_t i = 0; i < n; i += 5) {
+		mask[i / 64] |= 1ull << (i % 64);
+		want->len[i] = 3;
+		for (int j = 0; j < 3; j++)
+			want->v[(size_t)i * ARR_MAXLEN + j] = 500000.f + (float)(3 * i + j);
+	}
+	tst_tensor pt;
+	w = packed_dev(&pt, p, (int64_t)n * 3);
+	w.mask = mask;
+	w.count = n;
+	w.cuda_sync.stream = (uintptr_t)s;
+	tst_wait_ok(f.st, write1(&f, a, 2, w));
+	seal(&f, 2);
+	ar_reset(old);
+	ar_collect(old, &held, rs);
+	ar_expect(old, want1, "a group of ordinal 1 held across the seal of 2");
+	ck_assert_int_eq(ovstage_release_group(f.st, &held), OVSTAGE_OK);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh1));
+	ar_read(&f, f.q, &a, 1, k_latest, &got, rs);
+	ck_assert_int_eq(got->dev, kDLCUDA);
+	ar_expect(got, want, "masked packed CUDA rows");
+	for (uint32_t i = 0; i < n; i++)
+		if (i % 5 && len[i]) /* rows the seal did not touch are shared with ordinal 1 */
+			ck_assert_msg(got->ptr[i] == old->ptr[i], "element %u: an unchanged row moved", i);
+	/* ordinal 3: host rows of 0, 1, 2 and 5 elements through an index map over the first m prims */
+	float hb[8];
+	for (int k = 0; k < 8; k++)
+		hb[k] = 7000.f + (float)k;
+	int64_t hl[4] = { 0, 1, 2, 5 }, hoff[4] = { 0, 0, 1, 3 }, hshape[4];
+	DLTensor hrows[4];
+	rows_over(hrows, hshape, hb, hl, 4, kDLCPU);
+	uint32_t m = n < 100 ? n : 100, *map = malloc(m * sizeof *map);
+	for (uint32_t i = 0; i < m; i++) {
+		map[i] = (i * 7) % 4;
+		want->len[i] = hl[map[i]];
+		for (int64_t j = 0; j < hl[map[i]]; j++)
+			want->v[(size_t)i * ARR_MAXLEN + j] = 7000.f + (float)(hoff[map[i]] + j);
+	}
+	w = rows_wdata(hrows, 4);
+	w.index_map = map;
+	w.count = m;
+	tst_wait_ok(f.st, write1(&f, a, 3, w));
+	/* ordinal 4: prim 1 deleted */
+	const char *p1 = "/w/p1";
+	ovstage_query_handle_t q1 = tst_query_of(f.st, f.pd, &p1, 1, NULL);
+	tst_wait_ok(f.st, ovstage_delete_attributes(f.st, q1, (ovx_string_or_token_t[]){ tst_attr(a) }, 1, 4));
+	want->present[1] = false;
+	seal(&f, 4);
+	ar_read(&f, f.q, &a, 1, k_latest, &got, rs);
+	ck_assert_int_eq(got->dev, kDLCUDA);
+	ar_expect(got, want, "after the host rows and the delete");
+	/* a range read [2, 4]: the rows changed in it (every fifth prim, the first m) as of 4, and the
+	 * delete */
+	arr_read *rg = ar_alloc(n);
+	ar_copy(rg, want);
+	for (uint32_t i = 0; i < n; i++)
+		rg->present[i] = want->present[i] && (i % 5 == 0 || i < m);
+	ovstage_ordinal_range_t span = { 2, 4, true };
+	ar_read(&f, f.q, &a, 1, span, &got, rs);
+	ck_assert_int_eq(got->dev, kDLCUDA);
+	ar_expect(got, rg, "range read [2, 4]");
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_msg(got->deleted[i] == (i == 1), "range read [2, 4]: element %u deleted = %d", i,
+			      (int)got->deleted[i]);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q1));
+	CU(cudaFree(d));
+	CU(cudaFree(p));
+	CU(cudaStreamDestroy(s));
+	CU(cudaStreamDestroy(rs));
+	free(len);
+	free(shape);
+	free(rows);
+	free(mask);
+	free(map);
+	ar_free(want);
+	ar_free(want1);
+	ar_free(got);
+	ar_free(old);
+	ar_free(rg);
+	fx_close(&f);
+}
+END_TEST
+
+/* CUDA rows written into an array column on the CPU: per-row tensors under a mask (packed on the
+ * device, downloaded once) and a packed tensor through an index map (downloaded whole); one read of
+ * that column and of a device array column returns a host group (no event) and a device group. */
+START_TEST(test_cuda_arrays_into_cpu_column_and_mixed_read)
+{
+	fixture f;
+	fx_open(&f, 1500);
+	uint32_t n = f.n;
+	ovx_token_t ab[2] = { tst_tok(f.pd, "harr"), tst_tok(f.pd, "darr") };
+	cudaStream_t s, rs;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CU(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
+	arr_read *wh = ar_alloc(n), *wd = ar_alloc(n), *gh = ar_alloc(n), *gd = ar_alloc(n);
+	/* ordinal 1: "harr" from host rows (a CPU column); "darr" from a packed CUDA tensor of rows of 2
+	 * (a device column) */
+	int64_t *len = malloc(n * sizeof *len), *shape = malloc(n * sizeof *shape);
+	size_t total = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		len[i] = i % 4;
+		total += (size_t)len[i];
+	}
+	float *h = malloc((total ? total : 1) * sizeof *h);
+	for (size_t k = 0; k < total; k++)
+		h[k] = 10.f + (float)k;
+	DLTensor *rows = malloc(n * sizeof *rows);
+	rows_over(rows, shape, h, len, n, kDLCPU);
+	tst_wait_ok(f.st, write1(&f, ab[0], 1, rows_wdata(rows, n)));
+	model_ramp_rows(wh, len, n, 10.f, NULL);
+	float *p = dev_alloc((size_t)n * 2 * sizeof(float));
+	ck_assert_int_eq(tst_gpu_spin_fill(s, p, n * 2, 20000.f, SPIN), 0);
+	tst_tensor pt;
+	ovstage_write_data_t w = packed_dev(&pt, p, (int64_t)n * 2);
+	w.cuda_sync.stream = (uintptr_t)s;
+	tst_wait_ok(f.st, write1(&f, ab[1], 1, w));
+	int64_t *two = malloc(n * sizeof *two);
+	for (uint32_t i = 0; i < n; i++)
+		two[i] = 2;
+	model_ramp_rows(wd, two, n, 20000.f, NULL);
+	seal(&f, 1);
+	/* ordinal 2: per-row CUDA tensors of 1..5 elements into the CPU column, every third prim */
+	int64_t *len2 = malloc(n * sizeof *len2);
+	size_t total2 = 0;
+	bool *sel = calloc(n, sizeof *sel);
+	uint64_t *mask = calloc((n + 63) / 64, sizeof *mask);
+	for (uint32_t i = 0; i < n; i++) {
+		len2[i] = i % 5 + 1;
+		total2 += (size_t)len2[i];
+		sel[i] = i % 3 == 0;
+		if (sel[i])
+			mask[i / 64] |= 1ull << (i % 64);
+	}
+	float *d2 = dev_alloc(total2 * sizeof(float));
+	ck_assert_int_eq(tst_gpu_spin_fill(s, d2, (unsigned)total2, 300000.f, SPIN), 0);
+	DLTensor *rows2 = malloc(n * sizeof *rows2);
+	int64_t *shape2 = malloc(n * sizeof *shape2);
+	rows_over(rows2, shape2, d2, len2, n, kDLCUDA);
+	w = rows_wdata(rows2, n);
+	w.mask = mask;
+	w.count = n;
+	w.cuda_sync.stream = (uintptr_t)s;
+	tst_wait_ok(f.st, write1(&f, ab[0], 2, w));
+	model_ramp_rows(wh, len2, n, 300000.f, sel);
+	/* ordinal 3: a packed CUDA tensor (5 rows of 4) into the CPU column through an index map over the
+	 * first m prims; its producer ran on the legacy default stream (handle 1) */
+	float *p3 = dev_alloc(20 * sizeof(float));
+	ck_assert_int_eq(tst_gpu_spin_fill(NULL, p3, 20, 9000.f, SPIN), 0);
+	uint32_t m = 50, map[50];
+	for (uint32_t i = 0; i < m; i++) {
+		map[i] = i % 5;
+		wh->present[i] = true;
+		wh->len[i] = 4;
+		for (int j = 0; j < 4; j++)
+			wh->v[(size_t)i * ARR_MAXLEN + j] = 9000.f + (float)(4 * map[i] + (uint32_t)j);
+	}
+	tst_tensor p3t;
+	w = packed_dev(&p3t, p3, 20);
+	w.index_map = map;
+	w.count = m;
+	w.cuda_sync.stream = 1;
+	tst_wait_ok(f.st, write1(&f, ab[0], 3, w));
+	seal(&f, 3);
+	arr_read *outs[2] = { gh, gd };
+	ar_read(&f, f.q, ab, 2, k_latest, outs, rs);
+	ck_assert_int_eq(gh->dev, kDLCPU);
+	ck_assert_int_eq(gd->dev, kDLCUDA);
+	ck_assert(!gh->mixed && !gd->mixed);
+	ar_expect(gh, wh, "CUDA rows in the CPU column");
+	ar_expect(gd, wd, "the device column beside it");
+	CU(cudaFree(p));
+	CU(cudaFree(d2));
+	CU(cudaFree(p3));
+	CU(cudaStreamDestroy(s));
+	CU(cudaStreamDestroy(rs));
+	free(len);
+	free(shape);
+	free(h);
+	free(rows);
+	free(two);
+	free(len2);
+	free(sel);
+	free(mask);
+	free(rows2);
+	free(shape2);
+	ar_free(wh);
+	ar_free(wd);
+	ar_free(gh);
+	ar_free(gd);
+	fx_close(&f);
+}
+END_TEST
+
+/* A strided per-row CUDA tensor cannot be gathered by the device's copy: the write fails with
+ * NOT_SUPPORTED naming it (found as the op runs) and the column keeps its rows. */
+START_TEST(test_strided_cuda_array_row_refused)
+{
+	fixture f;
+	fx_open(&f, 16);
+	uint32_t n = f.n;
+	ovx_token_t a = tst_tok(f.pd, "sarr");
+	cudaStream_t rs;
+	CU(cudaStreamCreateWithFlags(&rs, cudaStreamNonBlocking));
+	float *d = dev_alloc(64 * sizeof(float));
+	ck_assert_int_eq(tst_gpu_spin_fill(NULL, d, 64, 1.f, 0), 0);
+	CU(cudaDeviceSynchronize());
+	tst_tensor pt;
+	tst_wait_ok(f.st, write1(&f, a, 1, packed_dev(&pt, d, 2 * (int64_t)n))); /* rows of 2: element i = {1 + 2i, 2 + 2i} */
+	seal(&f, 1);
+	int64_t len[16], shape[16], stride2[1] = { 2 };
+	for (uint32_t i = 0; i < n; i++)
+		len[i] = 2;
+	DLTensor rows[16];
+	rows_over(rows, shape, d, len, n, kDLCUDA);
+	rows[3].strides = stride2; /* every other element: not adjacent */
+	char msg[600];
+	ovstage_write_data_t w = rows_wdata(rows, n);
+	ck_assert_uint_eq(tst_wait_op(f.st, write1(&f, a, 2, w), msg, sizeof msg), 1);
+	ck_assert_msg(strstr(msg, "array row 3 is a strided CUDA tensor"), "%s", msg);
+	seal(&f, 2);
+	arr_read *want = ar_alloc(n), *got = ar_alloc(n);
+	model_ramp_rows(want, len, n, 1.f, NULL); /* the rows of 2 of ordinal 1 */
+	ar_read(&f, f.q, &a, 1, k_latest, &got, rs);
+	ck_assert_int_eq(got->dev, kDLCUDA);
+	ar_expect(got, want, "after the refused strided write");
+	ar_free(want);
+	ar_free(got);
+	CU(cudaFree(d));
+	CU(cudaStreamDestroy(rs));
+	fx_close(&f);
+}
+END_TEST
+
 /* ---- stress ---------------------------------------------------------------------------------- */
 
 enum { STRESS_THREADS = 6, STRESS_STEPS = 40, STRESS_N = 20000 };
@@ -835,6 +1343,9 @@ int main(void)
 		tcase_add_test(tc, test_map_creates_device_column_on_instance_gpu);
 		tcase_add_test(tc, test_read_current_map_of_device_column);
 		tcase_add_test(tc, test_instance_devices_round_robin_and_invisible_refused);
+		tcase_add_test(tc, test_array_column_on_device);
+		tcase_add_test(tc, test_cuda_arrays_into_cpu_column_and_mixed_read);
+		tcase_add_test(tc, test_strided_cuda_array_row_refused);
 		tcase_add_test(tc, test_threads_write_seal_read_device_columns);
 	} else {
 		fprintf(stderr, "check_gpu: no usable CUDA device (%s): only the CPU-only checks run; the GPU cases "
