@@ -27,8 +27,14 @@
 
 /* Writes that copy at most this many bytes in total run on the calling thread when nothing they
  * depend on is pending (see ovs_op_desc.run_inline): handing them to a worker and waking it costs
- * more than the copy. Larger ones go to the pool, so the caller is not held up by big copies. */
-#define WRITE_INLINE_MAX_BYTES ((size_t)1 << 20)
+ * more than it saves. 4 MiB = copy.c's OVS_PARALLEL_MIN: a worker would copy that much serially too
+ * (the entries one after the other, none big enough to split), so running inline loses no
+ * parallelism, and the caller, which waits for its op anyway, does not wait for a wake-up as well.
+ * It also lets a floor advance over the write run inline (its dependency is complete). Measured on
+ * the demo at 65,536 prims, 3.4 MB a step (docs/performance.md, "where a demo step's time goes"):
+ * floor advance p50 ~0.5 ms -> ~10 us, 1 producer +14-28 % steps/s. Larger writes go to the pool,
+ * so the caller is not held up by big copies. */
+#define WRITE_INLINE_MAX_BYTES ((size_t)4 << 20)
 
 typedef struct write_entry {
 	ovs_column *col;                     /* target column: prepared at the call (not yet visible when
