@@ -93,9 +93,12 @@ static void seal_col(ovstage_instance_t *st, ovx_token_t a, uint64_t n)
 /* A latest read of a over q as of end, rb bytes per prim, into out (nq * rb) and present[]:
  * returns the read's status (at the call or the op's: OUT_OF_RANGE when the op found the state
  * gone from retention, else OP_FAILED). */
+static _Thread_local uint64_t g_read_ordinal; /* the last read_latest's group ordinal (this thread's) */
+
 static ovstage_api_status_t read_latest(ovstage_instance_t *st, ovstage_query_handle_t q, ovx_token_t a, uint64_t end,
 					size_t rb, size_t nq, unsigned char *out, bool *present)
 {
+	g_read_ordinal = 0;
 	memset(out, 0, nq * rb);
 	memset(present, 0, nq * sizeof *present);
 	ovstage_read_handle_t rh;
@@ -113,6 +116,7 @@ static ovstage_api_status_t read_latest(ovstage_instance_t *st, ovstage_query_ha
 	ovstage_api_status_t s;
 	while ((s = ovstage_fetch_read_next(st, rh, 0, &g)) == OVSTAGE_OK) {
 		ck_assert(!g.is_delete && g.data.mask == NULL && g.data.tensor_count == 1);
+		g_read_ordinal = g.ordinal;
 		const unsigned char *base = (const unsigned char *)g.data.tensors[0].data + g.data.tensors[0].byte_offset;
 		for (uint32_t j = 0; j < g.prims.count; j++) {
 			uint32_t p = g.prims.index_map ? g.prims.index_map[j] : g.prims.offset + j;
@@ -545,12 +549,12 @@ static void *rmw_reader(void *arg)
 		if (rs == OVSTAGE_ERROR_OUT_OF_RANGE)
 			continue; /* s already left retention */
 		THREAD_CHECK(rs == OVSTAGE_OK, "read as of %llu = %d", (unsigned long long)s, (int)rs);
-		/* as of s (s - 1 increments), or the newest version when s left retention before the
-		 * read ran (a latest read never fails for that): one snapshot, never older than s */
+		/* as of s (s - 1 increments), or as of the newest version's ordinal o > s when s left
+		 * retention before the read ran (a latest read never fails for that): o - 1 */
+		uint64_t o = g_read_ordinal > s ? g_read_ordinal : s;
 		for (int i = 0; i < RMW_ROWS; i++)
-			THREAD_CHECK(present[i] && got[i] == got[0] && got[0] >= (int64_t)s - 1,
-				     "as of %llu row %d = %lld (row 0 %lld)", (unsigned long long)s, i, (long long)got[i],
-				     (long long)got[0]);
+			THREAD_CHECK(present[i] && got[i] == (int64_t)o - 1, "as of %llu (group ordinal %llu) row %d = %lld",
+				     (unsigned long long)s, (unsigned long long)g_read_ordinal, i, (long long)got[i]);
 	}
 	return NULL;
 }
