@@ -99,16 +99,14 @@ void ovs_version_unref(ovs_version *v)
 	version_free(v);
 }
 
-/* Sorts v[0, n) ascending: LSD radix sort, two 16-bit passes through tmp (n entries). O(n): the
- * change set of an ordinal written by several producers is merged on the seal's path, where a
- * comparison sort of 64 K rows took ~5 ms. Without tmp or room for the counts, a shell sort in
- * place (slower, never wrong). */
+/* Sorts v[0, n) ascending: an insertion sort for a few rows, else an LSD radix sort, four 8-bit
+ * passes through tmp (n entries; counts on the stack). O(n): the change set of an ordinal written by
+ * several producers is merged on the seal's path, where a comparison sort of 64 K rows took ~5 ms.
+ * Without tmp, a shell sort in place (slower, never wrong). */
 static void sort_u32(uint32_t *v, uint32_t *tmp, size_t n)
 {
-	enum { DIGITS = 1 << 16 };
-	size_t *cnt = tmp ? malloc(DIGITS * sizeof *cnt) : NULL;
-	if (!cnt) {
-		for (size_t gap = n / 2; gap; gap /= 2)
+	if (n < 64 || !tmp) {
+		for (size_t gap = n < 64 ? 1 : n / 2; gap; gap /= 2)
 			for (size_t i = gap; i < n; i++)
 				for (size_t j = i; j >= gap && v[j - gap] > v[j]; j -= gap) {
 					uint32_t t = v[j];
@@ -118,23 +116,23 @@ static void sort_u32(uint32_t *v, uint32_t *tmp, size_t n)
 		return;
 	}
 	uint32_t *src = v, *dst = tmp;
-	for (int shift = 0; shift < 32; shift += 16) {
-		memset(cnt, 0, DIGITS * sizeof *cnt);
+	for (int shift = 0; shift < 32; shift += 8) {
+		size_t cnt[256] = { 0 };
 		for (size_t i = 0; i < n; i++)
-			cnt[(src[i] >> shift) & (DIGITS - 1)]++;
+			cnt[(src[i] >> shift) & 255]++;
 		size_t sum = 0;
-		for (size_t d = 0; d < DIGITS; d++) {
+		for (int d = 0; d < 256; d++) {
 			size_t c = cnt[d];
 			cnt[d] = sum;
 			sum += c;
 		}
 		for (size_t i = 0; i < n; i++)
-			dst[cnt[(src[i] >> shift) & (DIGITS - 1)]++] = src[i];
+			dst[cnt[(src[i] >> shift) & 255]++] = src[i];
 		uint32_t *t = src;
 		src = dst;
 		dst = t;
 	}
-	free(cnt); /* two passes: the result is back in v */
+	/* four passes: the result is back in v */
 }
 
 /* The first row a delta changes (rows are sorted when this is asked). */
