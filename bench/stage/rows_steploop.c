@@ -12,6 +12,9 @@
  * that the consumer loads (acquire); its "read" is that load (our reads are zero-copy views, and
  * touching the copied values would race with the next step's copy).
  *
+ * OVSTAGE_BENCH_CONSUMER=wait makes our consumer sleep in ovstage_ext_wait_write_floor (woken by
+ * the seal that publishes the next step) instead of polling, to tell the polls' cost from the rest.
+ *
  * Figures per configuration (4096 and 262,144 prims — --quick: 65,536 — with 1 and 4 producers):
  * steps/s of both, per-step overhead (our step time minus the bare one), write op and floor advance
  * p50/p99 (enqueue → wait return), and how many steps the consumer saw. Producers between steps
@@ -23,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <ovstage/ovstage_ext.h>
 
 #include "bench.h"
 
@@ -134,7 +139,12 @@ static void *consumer_main(void *arg)
 	steploop *sl = arg;
 	uint64_t last = 0, sum = 0;
 	ovx_token_t attrs[2] = { sl->pose_t, sl->vel_t };
+	const char *mode = getenv("OVSTAGE_BENCH_CONSUMER");
+	bool wait = !sl->bare && mode && !strcmp(mode, "wait");
+	ovx_string_or_token_t global = { 0, { NULL, 0 } };
 	for (int spin = 0; !atomic_load_explicit(&sl->stop, memory_order_acquire);) {
+		if (wait && ovstage_ext_wait_write_floor(sl->s.st, global, last + 1, 1000000) != OVSTAGE_OK)
+			continue; /* not yet (1 ms): look at stop again */
 		uint64_t f = sl->bare ? atomic_load_explicit(&sl->sealed, memory_order_acquire) : poll_floor(&sl->s);
 		if (f == UINT64_MAX) {
 			sl->consumer_ok = false;
