@@ -382,54 +382,6 @@ static void mark_changed(uint8_t *how, const ovs_delta *ds, const ovs_version *p
 			how[j] = 1;
 }
 
-/* A row interval [lo, hi) an ordinal's delta writes in full. */
-typedef struct row_span {
-	uint32_t lo, hi;
-} row_span;
-
-static int cmp_span(const void *a, const void *b)
-{
-	uint32_t x = ((const row_span *)a)->lo, y = ((const row_span *)b)->lo;
-	return x < y ? -1 : (x > y);
-}
-
-/* Marks how[j] = 3 for each marked chunk that this ordinal's full and contiguous deltas overwrite in
- * every row (their union, merged): such a chunk needs a fresh slot but no copy of prev's rows, which
- * the deltas replace anyway — producers that each write their own block of a column at every
- * ordinal make every chunk one (the seal then copies the payload once, not twice). */
-static void mark_overwritten(uint8_t *how, const ovs_delta *ds, const chunk_geo *g)
-{
-	size_t n = 0;
-	for (const ovs_delta *d = ds; d; d = d->next)
-		n += d->nrows && (d->kind == OVS_DELTA_FULL || (d->kind == OVS_DELTA_SPARSE && d->contig));
-	row_span *sp = n ? malloc(n * sizeof *sp) : NULL;
-	if (!sp)
-		return; /* nothing to mark, or no room: every marked chunk is copied, as before */
-	size_t k = 0;
-	for (const ovs_delta *d = ds; d; d = d->next)
-		if (d->nrows && d->kind == OVS_DELTA_FULL)
-			sp[k++] = (row_span){ 0, d->nrows };
-		else if (d->nrows && d->kind == OVS_DELTA_SPARSE && d->contig)
-			sp[k++] = (row_span){ d->rows[0], d->rows[0] + d->nrows };
-	qsort(sp, k, sizeof *sp, cmp_span);
-	for (size_t i = 0; i < k;) {
-		uint32_t lo = sp[i].lo, hi = sp[i].hi;
-		for (i++; i < k && sp[i].lo <= hi; i++) /* merge overlapping and touching spans */
-			hi = sp[i].hi > hi ? sp[i].hi : hi;
-		if (hi > g->rows)
-			hi = g->rows;
-		/* chunks whose rows [j * cr, min((j + 1) * cr, rows)) lie inside [lo, hi) */
-		for (uint32_t j = (lo + g->cr - 1) >> g->shift; j < g->nch; j++) {
-			uint64_t end = ((uint64_t)j + 1) << g->shift;
-			if ((end > g->rows ? g->rows : end) > hi)
-				break;
-			if (how[j] == 1)
-				how[j] = 3;
-		}
-	}
-	free(sp);
-}
-
 /* Copies prev's rows into the copy slots (how == 1), runs of chunks adjacent on both sides in one
  * (parallel) copy. */
 static void fill_from_prev(ovs_exec *x, ovs_version *v, const ovs_version *prev, const uint8_t *how,
@@ -455,15 +407,14 @@ static void fill_from_prev(ovs_exec *x, ovs_version *v, const ovs_version *prev,
 	}
 }
 
-/* Copy slots (how 1, and 3: overwritten in full): one buffer, in chunk order, so neighbouring
- * copied chunks stay one run. The last chunk of the column gets room for its rows rounded up to a
- * power of two (a small column does not pay for a whole chunk; a growing one re-copies it O(log)
- * times). The how == 1 slots are filled from prev. */
+/* Copy slots: one buffer, in chunk order, so neighbouring copied chunks stay one run. The last chunk
+ * of the column gets room for its rows rounded up to a power of two (a small column does not pay
+ * for a whole chunk; a growing one re-copies it O(log) times). Filled from prev. */
 static bool copy_chunks(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_version *prev, const uint8_t *how,
 			uint32_t ncopy, const chunk_geo *g)
 {
 	uint32_t last_cap = g->cr;
-	if (how[g->nch - 1] == 1 || how[g->nch - 1] == 3) {
+	if (how[g->nch - 1] == 1) {
 		uint32_t need = rows_in(g->rows, g->shift, g->nch - 1);
 		last_cap = 1;
 		while (last_cap < need)
@@ -474,7 +425,7 @@ static bool copy_chunks(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_ve
 		return false;
 	uint32_t s = 0;
 	for (uint32_t j = 0; j < g->nch; j++)
-		if (how[j] == 1 || how[j] == 3) {
+		if (how[j] == 1) {
 			v->chunks[j] = ovs_chunk_new(b, (size_t)s++ * g->cr * g->rb, j == g->nch - 1 ? last_cap : g->cr);
 			if (!v->chunks[j]) {
 				ovs_buffer_unref(b);
@@ -528,13 +479,10 @@ static void share_rest(ovs_version *v, ovs_version *prev, const uint8_t *how, ui
 static bool build_cow(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
 		      ovs_delta *ds, const chunk_geo *g)
 {
-	/* per chunk: 0 shared, 1 copied, 2 a caught-up spare, 3 a fresh slot and 4 a spare, either
-	 * overwritten in full by this ordinal's deltas (no copy, no replay) */
-	uint8_t *how = calloc(g->nch ? g->nch : 1, 1);
+	uint8_t *how = calloc(g->nch ? g->nch : 1, 1); /* per chunk: 0 shared, 1 copied, 2 a caught-up spare */
 	if (!how)
 		return false;
 	mark_changed(how, ds, prev, g);
-	mark_overwritten(how, ds, g);
 	ovs_version **chain = NULL;
 	size_t nchain = 0;
 	bool replay = spares_usable(c, prev, &chain, &nchain);
@@ -542,21 +490,13 @@ static bool build_cow(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v,
 	for (uint32_t j = 0; j < g->nch; j++) {
 		if (!how[j])
 			continue;
-		bool spare = j < c->nspares && c->spares[j] && c->spares[j]->cap_rows >= rows_in(g->rows, g->shift, j);
-		if (how[j] == 1 && replay && spare)
+		if (replay && j < c->nspares && c->spares[j] && c->spares[j]->cap_rows >= rows_in(g->rows, g->shift, j))
 			how[j] = 2;
-		else if (how[j] == 3 && spare) /* overwritten in full: any spare will do, no replay */
-			how[j] = 4;
 		else
 			ncopy++;
 	}
 	bool ok = !ncopy || copy_chunks(st, x, v, prev, how, ncopy, g);
 	if (ok) {
-		for (uint32_t j = 0; j < g->nch; j++)
-			if (how[j] == 4) {
-				v->chunks[j] = c->spares[j];
-				c->spares[j] = NULL;
-			}
 		if (replay)
 			catch_up_spares(x, c, v, how, chain, nchain, ds, g);
 		share_rest(v, prev, how, ncopy, g);
