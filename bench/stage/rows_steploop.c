@@ -142,6 +142,8 @@ static void *consumer_main(void *arg)
 	const char *mode = getenv("OVSTAGE_BENCH_CONSUMER");
 	bool wait = !sl->bare && mode && !strcmp(mode, "wait");
 	ovx_string_or_token_t global = { 0, { NULL, 0 } };
+	/* acquire (stop): pairs with the release store after the producers joined (nothing else is
+	 * published through it); acquire (sealed, bare loop): pairs with the sealer's release. */
 	for (int spin = 0; !atomic_load_explicit(&sl->stop, memory_order_acquire);) {
 		if (wait && ovstage_ext_wait_write_floor(sl->s.st, global, last + 1, 1000000) != OVSTAGE_OK)
 			continue; /* not yet (1 ms): look at stop again */

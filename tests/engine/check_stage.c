@@ -1016,9 +1016,9 @@ END_TEST
 
 START_TEST(test_blocks_overwriting_whole_chunks)
 {
-	/* Producers each writing their own block of a column at every ordinal: the seal gives the
-	 * chunks those blocks overwrite in full a fresh slot or a spare without copying or replaying
-	 * the old rows. Blocks of 50,000 rows (not chunk-aligned; the chunk1k run has 256-row chunks),
+	/* Producers each writing their own block of a column at every ordinal: the seal builds chunks
+	 * that several contiguous deltas overwrite in full (with copy slots and spares; the chunk1k run
+	 * has 256-row chunks). Blocks of 50,000 rows (not chunk-aligned),
 	 * some ordinals leaving a block out or overlapping two, a group held across seals: every value
 	 * of every version read is checked, and the held group never changes. */
 	enum { N = 200000, B = 50000, STEPS = 12 };
