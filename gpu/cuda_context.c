@@ -15,6 +15,16 @@
 
 /* ---- contexts ----------------------------------------------------------------------------------- */
 
+/* Frees a block the cache does not keep: stream-ordered, back to CUDA's pool (which returns it to
+ * the system at the next synchronisation). */
+static void cuda_release(void *ctx, void *p, size_t capacity)
+{
+	(void)capacity;
+	ovs_gpu *g = ctx;
+	if (cudaFreeAsync(p, g->stream) != cudaSuccess)
+		(void)cudaGetLastError();
+}
+
 static pthread_mutex_t g_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 ovs_gpu *ovs_gpu_get(ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *err, size_t errlen)
@@ -46,6 +56,7 @@ ovs_gpu *ovs_gpu_get(ovs_gpu *_Atomic *slot, jobs_sched *sched, int dev, char *e
 		} else {
 			g->dev = dev;
 			g->pool = ds.pool;
+			ovs_block_cache_init(&g->cache, ds.budget, cuda_release, g);
 			g->sched = sched;
 			atomic_init(&g->pending, 0);
 			/* release: a thread that sees the pointer sees the fields. */
@@ -74,20 +85,26 @@ void ovs_gpu_exec(ovs_gpu *g, ovs_exec *x, jobs_worker *w)
 	x->err = 0;
 }
 
+/* A cache hit is reusable at once: every earlier user of the block issued its work on g's engine
+ * stream before giving it back (the last reference is dropped after the work that reads it was
+ * enqueued), so work issued now runs after it. That is the order cudaFreeAsync relies on too. */
 void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes)
 {
-	void *p = NULL;
-	if (cudaMallocFromPoolAsync(&p, bytes ? bytes : 1, g->pool, g->stream) != cudaSuccess) {
+	void *p = ovs_block_cache_take(&g->cache, bytes);
+	if (p)
+		return p;
+	size_t cap = ovs_block_cache_capacity(g->cache.budget, bytes);
+	if (cudaMallocFromPoolAsync(&p, cap, g->pool, g->stream) != cudaSuccess) {
 		(void)cudaGetLastError();
 		return NULL;
 	}
 	return p;
 }
 
-void ovs_gpu_free(ovs_gpu *g, void *p)
+void ovs_gpu_free(ovs_gpu *g, void *p, size_t bytes)
 {
-	if (p && cudaFreeAsync(p, g->stream) != cudaSuccess)
-		(void)cudaGetLastError();
+	if (p && !ovs_block_cache_give(&g->cache, p, bytes))
+		cuda_release(g, p, bytes);
 }
 
 /* ---- completions ----------------------------------------------------------------------------------
@@ -97,7 +114,7 @@ void ovs_gpu_free(ovs_gpu *g, void *p)
 
 typedef struct gpu_item {
 	struct gpu_item *next;     /* stack link, then the poller's list */
-	cudaEvent_t ev;            /* completes the item */
+	ovs_gpu_event *ev;         /* completes the item (pooled) */
 	ovs_gpu *g;                /* whose pending count it is */
 	jobs_sched *sched;         /* receipt: its scheduler ... */
 	jobs_id id;                /* ... and id (JOBS_INVALID_ID: none) */
@@ -139,7 +156,7 @@ static void resolve(gpu_item *it, cudaError_t r)
 	}
 	if (it->fn)
 		it->fn(it->arg); /* deleters run even after a GPU fault: the memory is no longer read */
-	(void)cudaEventDestroy(it->ev);
+	ovs_gpu_event_give(it->ev);
 	atomic_fetch_sub_explicit(&it->g->pending, 1, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&g_outstanding, 1, memory_order_relaxed);
 	free(it);
@@ -165,7 +182,7 @@ static void poll_locked(void)
 	gpu_item **pp = &g_list;
 	while (*pp) {
 		gpu_item *it = *pp;
-		cudaError_t r = cudaEventQuery(it->ev);
+		cudaError_t r = cudaEventQuery(it->ev->ev);
 		if (r == cudaErrorNotReady) {
 			pp = &it->next;
 			continue;
@@ -211,37 +228,23 @@ void ovs_gpu_sched_attach(jobs_sched *sched)
 	(void)jobs_add_poll_hook_rate(sched, poll_hook, NULL, POLL_INTERVAL_NS, NULL);
 }
 
-static cudaEvent_t record_on(cudaStream_t s)
-{
-	cudaEvent_t ev = NULL;
-	if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return NULL;
-	}
-	if (cudaEventRecord(ev, s) != cudaSuccess) {
-		(void)cudaGetLastError();
-		(void)cudaEventDestroy(ev);
-		return NULL;
-	}
-	return ev;
-}
-
+/* The event is of x's device, whatever device the calling thread has current (an op that moved on
+ * to another device records its earlier device's work this way). */
 void *ovs_gpu_record(ovs_exec *x)
 {
-	return record_on((cudaStream_t)x->stream);
+	return ovs_gpu_event_record(x->gpu->dev, (cudaStream_t)x->stream);
 }
 
 void ovs_gpu_event_release(void *ev)
 {
-	if (ev)
-		(void)cudaEventDestroy((cudaEvent_t)ev);
+	ovs_gpu_event_give(ev);
 }
 
 bool ovs_gpu_fence_wait(ovs_exec *x, void *fence, char *err, size_t errlen)
 {
 	if (!fence)
 		return true;
-	cudaError_t r = cudaStreamWaitEvent((cudaStream_t)x->stream, (cudaEvent_t)fence, 0);
+	cudaError_t r = cudaStreamWaitEvent((cudaStream_t)x->stream, ((ovs_gpu_event *)fence)->ev, 0);
 	if (r == cudaSuccess)
 		return true;
 	(void)cudaGetLastError();
@@ -252,7 +255,7 @@ bool ovs_gpu_fence_wait(ovs_exec *x, void *fence, char *err, size_t errlen)
 bool ovs_gpu_complete_after(ovs_gpu *g, ovs_exec *x, jobs_sched *sched, jobs_run *run, char *err, size_t errlen)
 {
 	gpu_item *it = calloc(1, sizeof *it);
-	cudaEvent_t ev = it ? record_on((cudaStream_t)x->stream) : NULL;
+	ovs_gpu_event *ev = it ? ovs_gpu_event_record(g->dev, (cudaStream_t)x->stream) : NULL;
 	if (!ev) {
 		free(it);
 		ovs_err_format(err, errlen, "cannot record the completion of the op's GPU work");
@@ -260,7 +263,7 @@ bool ovs_gpu_complete_after(ovs_gpu *g, ovs_exec *x, jobs_sched *sched, jobs_run
 	}
 	jobs_id id = jobs_job_defer(run);
 	if (id == JOBS_INVALID_ID) { /* the body already failed: nothing to defer */
-		(void)cudaEventDestroy(ev);
+		ovs_gpu_event_give(ev);
 		free(it);
 		return true;
 	}
@@ -272,7 +275,7 @@ bool ovs_gpu_complete_after(ovs_gpu *g, ovs_exec *x, jobs_sched *sched, jobs_run
 void ovs_gpu_after_stream(ovs_gpu *g, void (*fn)(void *), void *arg)
 {
 	gpu_item *it = calloc(1, sizeof *it);
-	cudaEvent_t ev = it ? record_on(g->stream) : NULL;
+	ovs_gpu_event *ev = it ? ovs_gpu_event_record(g->dev, g->stream) : NULL;
 	if (!ev) {
 		free(it);
 		(void)cudaStreamSynchronize(g->stream); /* last resort: correct, only slower */
@@ -294,6 +297,9 @@ void ovs_gpu_destroy(ovs_gpu *g)
 	 * stages' items, which stay). relaxed: ovs_gpu_poll's mutex orders the count's updates. */
 	while (atomic_load_explicit(&g->pending, memory_order_relaxed) > 0)
 		(void)ovs_gpu_poll();
+	ovs_block_cache_drain(&g->cache); /* stream-ordered frees, done before the stream goes */
+	(void)cudaStreamSynchronize(g->stream);
+	(void)cudaGetLastError();
 	(void)cudaStreamDestroy(g->stream);
 	free(g);
 }
@@ -302,7 +308,7 @@ bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
 {
 	if (!fence)
 		return true;
-	cudaError_t r = cudaEventSynchronize((cudaEvent_t)fence);
+	cudaError_t r = cudaEventSynchronize(((ovs_gpu_event *)fence)->ev);
 	if (r == cudaSuccess)
 		return true;
 	(void)cudaGetLastError();

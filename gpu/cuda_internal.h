@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "block_cache.h"
 #include "gpu.h"
 
 #define OVS_GPU_MAX_DEVICES 64
@@ -17,16 +18,33 @@
 typedef struct gpu_device_state {
 	cudaMemPool_t pool;   /* column memory (NULL: the device cannot be used; a message was set) */
 	cudaStream_t fence;   /* fence snapshots */
+	ovs_block_budget *budget; /* what the device's caches may retain (shared by its stage contexts) */
 } gpu_device_state;
 
 gpu_device_state ovs_gpu_device_state(int dev, char *err, size_t errlen);
 int64_t ovs_gpu_pool_mb(void);
 
+/* A pooled event of one device (cuda_events.c). The engine holds them as `void *` (gpu.h); users see
+ * only the cudaEvent_t (ovs_gpu_event_handle). */
+typedef struct ovs_gpu_event {
+	cudaEvent_t ev;              /* a disable-timing event of device `dev` */
+	int dev;                     /* whose pool it returns to */
+	struct ovs_gpu_event *next;  /* pool link while free */
+} ovs_gpu_event;
+
+/* An event of device dev from its pool (created with dev current if the pool is empty), or NULL. */
+ovs_gpu_event *ovs_gpu_event_take(int dev);
+/* Back to its pool (NULL: nothing). Safe while a record or a wait on it is pending. */
+void ovs_gpu_event_give(ovs_gpu_event *e);
+/* A pooled event of device dev recorded on stream s (a stream of dev), or NULL. */
+ovs_gpu_event *ovs_gpu_event_record(int dev, cudaStream_t s);
+
 /* A stage's context on one device. */
 struct ovs_gpu {
 	int dev;                    /* CUDA ordinal */
 	cudaStream_t stream;        /* the engine stream (blocking: ordered with the legacy stream) */
-	cudaMemPool_t pool;         /* the device's pool */
+	cudaMemPool_t pool;         /* the device's CUDA pool (below the cache) */
+	ovs_block_cache cache;      /* free blocks of this context, reused in engine-stream order */
 	jobs_sched *sched;          /* where completions resolve receipts */
 	_Atomic int64_t pending;    /* completions not yet processed (destroy waits for zero) */
 };

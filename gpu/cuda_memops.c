@@ -32,8 +32,7 @@ static void *cuda_alloc(void *ctx, size_t bytes)
 
 static void cuda_free(void *ctx, void *p, size_t bytes)
 {
-	(void)bytes;
-	ovs_gpu_free(ctx, p);
+	ovs_gpu_free(ctx, p, bytes);
 }
 
 static void cuda_copy(ovs_exec *x, void *dst, const void *src, size_t bytes)
@@ -59,15 +58,15 @@ static void *scratch_up(ovs_exec *x, const void *p, size_t n)
 			  : cudaErrorMemoryAllocation;
 	if (r != cudaSuccess) {
 		note(x, r);
-		ovs_gpu_free(x->gpu, d);
+		ovs_gpu_free(x->gpu, d, n);
 		return NULL;
 	}
 	return d;
 }
 
-static void scratch_free(ovs_exec *x, void *d)
+static void scratch_free(ovs_exec *x, void *d, size_t n)
 {
-	ovs_gpu_free(x->gpu, d);
+	ovs_gpu_free(x->gpu, d, n);
 }
 
 static void cuda_scatter_rows(ovs_exec *x, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb)
@@ -77,7 +76,7 @@ static void cuda_scatter_rows(ovs_exec *x, void *dst, const uint32_t *rows, uint
 	uint32_t *drows = scratch_up(x, rows, (size_t)n * sizeof *rows);
 	if (drows)
 		note(x, (cudaError_t)ovs_cuda_scatter_rows(x->stream, dst, drows, n, src, rb));
-	scratch_free(x, drows);
+	scratch_free(x, drows, (size_t)n * sizeof *rows);
 }
 
 static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb)
@@ -87,15 +86,22 @@ static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint
 	uint32_t *drows = scratch_up(x, rows, (size_t)n * sizeof *rows);
 	if (drows)
 		note(x, (cudaError_t)ovs_cuda_gather_rows(x->stream, dst, src, drows, n, rb));
-	scratch_free(x, drows);
+	scratch_free(x, drows, (size_t)n * sizeof *rows);
 }
 
-/* A chunk table and a row list in one upload (the table first, then the rows at *rows_out), and the
- * narrowest alignment of the bases (*align: it decides the kernels' word). NULL on failure (noted). */
+/* The bytes of chunked_up's upload. */
+static size_t chunked_bytes(uint32_t nbases, uint32_t n)
+{
+	return (size_t)nbases * sizeof(void *) + (size_t)n * sizeof(uint32_t);
+}
+
+/* A chunk table and a row list in one upload of chunked_bytes (the table first, then the rows at
+ * *rows_out), and the narrowest alignment of the bases (*align: it decides the kernels' word). NULL
+ * on failure (noted). */
 static unsigned char *chunked_up(ovs_exec *x, void *const *bases, uint32_t nbases, const uint32_t *rows, uint32_t n,
 				 const uint32_t **rows_out, unsigned *align)
 {
-	size_t tb = (size_t)nbases * sizeof(void *), bytes = tb + (size_t)n * sizeof *rows;
+	size_t tb = (size_t)nbases * sizeof(void *), bytes = chunked_bytes(nbases, n);
 	unsigned char *h = malloc(bytes);
 	if (!h) {
 		note(x, cudaErrorMemoryAllocation);
@@ -123,7 +129,7 @@ static void cuda_scatter_chunked(ovs_exec *x, void *const *bases, uint32_t nbase
 	unsigned char *d = chunked_up(x, bases, nbases, rows, n, &drows, &align);
 	if (d)
 		note(x, (cudaError_t)ovs_cuda_scatter_chunked(x->stream, (void *const *)d, shift, drows, n, src, rb, align));
-	scratch_free(x, d);
+	scratch_free(x, d, chunked_bytes(nbases, n));
 }
 
 static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint32_t nbases, uint32_t shift,
@@ -136,7 +142,7 @@ static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint
 	unsigned char *d = chunked_up(x, bases, nbases, rows, n, &drows, &align);
 	if (d)
 		note(x, (cudaError_t)ovs_cuda_gather_chunked(x->stream, dst, (void *const *)d, shift, drows, n, rb, align));
-	scratch_free(x, d);
+	scratch_free(x, d, chunked_bytes(nbases, n));
 }
 
 /* The segments' source pointers and offsets in one upload (the pointers first, then the n + 1
@@ -158,7 +164,7 @@ static void cuda_copy_segments(ovs_exec *x, void *dst, const void *const *src, c
 	if (d)
 		note(x, (cudaError_t)ovs_cuda_copy_segments(x->stream, dst, (const void *const *)d,
 							    (const uint64_t *)(d + pb), n));
-	scratch_free(x, d);
+	scratch_free(x, d, bytes);
 }
 
 void ovs_gpu_hier_level(ovs_exec *x, double *world, const uint32_t *node, const uint32_t *par,

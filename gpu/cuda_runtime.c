@@ -117,6 +117,7 @@ typedef struct gpu_device {
 	_Atomic bool ready;       /* fields below valid (release-published) */
 	cudaMemPool_t pool;       /* column memory of this device */
 	cudaStream_t fence;       /* where fences on user events are snapshotted (non-blocking) */
+	ovs_block_budget budget;  /* what the caches of the device's stage contexts may retain */
 } gpu_device;
 
 static gpu_device g_dev[OVS_GPU_MAX_DEVICES];
@@ -135,13 +136,16 @@ static bool device_init_locked(int d, gpu_device *gd, char *err, size_t errlen)
 	if (r == cudaSuccess)
 		r = cudaMemPoolCreate(&gd->pool, &props);
 	if (r == cudaSuccess) {
-		int64_t mb = ovs_gpu_pool_mb();
-		uint64_t keep = mb > 0 ? (uint64_t)mb << 20 : 0;
+		/* CUDA's pool keeps nothing past a synchronisation: what is retained is the caches' (the
+		 * budget), so the bound holds for the device as a whole (docs/gpu.md, "The device pool"). */
+		uint64_t keep = 0;
 		r = cudaMemPoolSetAttribute(gd->pool, cudaMemPoolAttrReleaseThreshold, &keep);
 	}
 	if (r == cudaSuccess)
 		r = cudaStreamCreateWithFlags(&gd->fence, cudaStreamNonBlocking);
 	(void)cudaSetDevice(prev);
+	int64_t mb = ovs_gpu_pool_mb();
+	ovs_block_budget_init(&gd->budget, mb <= 0 ? 0 : mb > (INT64_MAX >> 20) ? INT64_MAX : mb << 20);
 	if (r != cudaSuccess) {
 		ovs_err_format(err, errlen, "CUDA device %d: cannot set up its memory pool and streams (%s: %s)", d,
 			       cudaGetErrorName(r), cudaGetErrorString(r));
@@ -153,7 +157,7 @@ static bool device_init_locked(int d, gpu_device *gd, char *err, size_t errlen)
 
 gpu_device_state ovs_gpu_device_state(int d, char *err, size_t errlen)
 {
-	gpu_device_state out = { NULL, NULL };
+	gpu_device_state out = { NULL, NULL, NULL };
 	if (!ovs_gpu_available()) {
 		ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", d, g_reason);
 		return out;
@@ -176,6 +180,7 @@ gpu_device_state ovs_gpu_device_state(int d, char *err, size_t errlen)
 	}
 	out.pool = gd->pool;
 	out.fence = gd->fence;
+	out.budget = &gd->budget;
 	return out;
 }
 
@@ -217,28 +222,26 @@ ovstage_api_status_t ovs_gpu_fence_capture(ovstage_cuda_sync_t sync, void **out,
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (dev != prev && (r = cudaSetDevice(dev)) != cudaSuccess)
 		return cuda_fail(r, err, errlen, "cuda_sync.stream", sync.stream);
-	cudaEvent_t f = NULL;
 	ovstage_api_status_t st = OVSTAGE_OK;
-	r = cudaEventCreateWithFlags(&f, cudaEventDisableTiming);
-	if (r != cudaSuccess) {
-		st = cuda_fail(r, err, errlen, "cuda_sync (creating a fence event)", 0);
+	ovs_gpu_event *f = ovs_gpu_event_take(dev);
+	if (!f) {
+		st = cuda_fail(cudaErrorMemoryAllocation, err, errlen, "cuda_sync (creating a fence event)", 0);
 		goto out;
 	}
 	if (!sync.wait_event) {
 		/* "Drain what is queued now": the fence is recorded on the producer's stream itself. */
-		r = cudaEventRecord(f, user_stream(sync.stream));
+		r = cudaEventRecord(f->ev, user_stream(sync.stream));
 		if (r != cudaSuccess)
 			st = cuda_fail(r, err, errlen, "cuda_sync.stream", sync.stream);
 		goto out;
 	}
 	/* A snapshot of the event as of now: a later re-record by the producer changes nothing. */
 	if (sync.stream) {
-		cudaEvent_t s = NULL;
-		r = cudaEventCreateWithFlags(&s, cudaEventDisableTiming);
-		if (r == cudaSuccess && (r = cudaEventRecord(s, user_stream(sync.stream))) == cudaSuccess)
-			r = cudaStreamWaitEvent(ds.fence, s, 0);
-		if (s)
-			(void)cudaEventDestroy(s); /* safe while pending: the wait captured it */
+		ovs_gpu_event *s = ovs_gpu_event_take(dev);
+		r = s ? cudaEventRecord(s->ev, user_stream(sync.stream)) : cudaErrorMemoryAllocation;
+		if (r == cudaSuccess)
+			r = cudaStreamWaitEvent(ds.fence, s->ev, 0);
+		ovs_gpu_event_give(s); /* reusable at once: the wait captured this record */
 		if (r != cudaSuccess) {
 			st = cuda_fail(r, err, errlen, "cuda_sync.stream", sync.stream);
 			goto out;
@@ -249,12 +252,12 @@ ovstage_api_status_t ovs_gpu_fence_capture(ovstage_cuda_sync_t sync, void **out,
 		st = cuda_fail(r, err, errlen, "cuda_sync.wait_event", sync.wait_event);
 		goto out;
 	}
-	r = cudaEventRecord(f, ds.fence);
+	r = cudaEventRecord(f->ev, ds.fence);
 	if (r != cudaSuccess)
 		st = cuda_fail(r, err, errlen, "cuda_sync (recording the fence)", 0);
 out:
-	if (st != OVSTAGE_OK && f) {
-		(void)cudaEventDestroy(f);
+	if (st != OVSTAGE_OK) {
+		ovs_gpu_event_give(f);
 		f = NULL;
 	}
 	if (dev != prev)
@@ -265,6 +268,47 @@ out:
 
 void ovs_gpu_fence_release(void *fence)
 {
-	if (fence)
-		(void)cudaEventDestroy((cudaEvent_t)fence); /* safe while a wait on it is pending */
+	ovs_gpu_event_give(fence); /* safe while a wait on it is pending */
+}
+
+/* ---- the device pool's figures ------------------------------------------------------------------ */
+
+static uint64_t pool_attr(cudaMemPool_t pool, enum cudaMemPoolAttr a)
+{
+	uint64_t v = 0;
+	if (cudaMemPoolGetAttribute(pool, a, &v) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return v;
+}
+
+ovstage_api_status_t ovs_gpu_pool_stats(int d, ovstage_ext_gpu_pool_stats_t *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	if (!ovs_gpu_available()) {
+		ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", d, g_reason);
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	}
+	if (d < 0 || d >= g_ndev) {
+		ovs_err_format(err, errlen, "CUDA device ordinal %d is out of range (%d device%s visible)", d, g_ndev,
+			       g_ndev == 1 ? " is" : "s are");
+		return OVSTAGE_ERROR_INVALID_ARGUMENT;
+	}
+	int64_t mb = ovs_gpu_pool_mb();
+	out->bound_bytes = mb <= 0 ? 0 : mb > (INT64_MAX >> 20) ? (uint64_t)INT64_MAX : (uint64_t)mb << 20;
+	gpu_device *gd = &g_dev[d];
+	/* acquire: pairs with the release that published the device's state (ovs_gpu_device_state). */
+	if (!atomic_load_explicit(&gd->ready, memory_order_acquire))
+		return OVSTAGE_OK;
+	ovs_block_budget *b = &gd->budget;
+	/* relaxed: statistics (exact when no op runs). */
+	int64_t kept = atomic_load_explicit(&b->retained, memory_order_relaxed);
+	out->retained_bytes = kept > 0 ? (uint64_t)kept : 0;
+	out->hits = atomic_load_explicit(&b->hits, memory_order_relaxed);
+	out->misses = atomic_load_explicit(&b->misses, memory_order_relaxed);
+	out->releases = atomic_load_explicit(&b->releases, memory_order_relaxed);
+	out->cuda_reserved_bytes = pool_attr(gd->pool, cudaMemPoolAttrReservedMemCurrent);
+	out->cuda_used_bytes = pool_attr(gd->pool, cudaMemPoolAttrUsedMemCurrent);
+	return OVSTAGE_OK;
 }

@@ -15,9 +15,12 @@
  *    enqueued on it (seed 003). Every copy, kernel, allocation and free the stage issues on that
  *    device goes to it, so stream order alone makes buffer reuse safe; readers on other streams wait
  *    on the version's ready event.
- *  - Column memory comes from one cudaMemPool per device (stream-ordered allocation and free on the
- *    engine stream); its release threshold is the retained-bytes bound (OVSTAGE_GPU_POOL_MB, default
- *    256; 0 returns memory at every synchronisation).
+ *  - Device memory (column buffers and the kernels' uploads) comes from the context's block cache
+ *    (block_cache.h: size classes, reused in engine-stream order, so a freed block is reusable at
+ *    once) in front of one cudaMemPool per device (stream-ordered allocation and free on the engine
+ *    stream, release threshold 0). What the caches of a device retain is bounded by
+ *    OVSTAGE_GPU_POOL_MB (default 256; <= 0 turns the cache off); CUDA's pool keeps nothing past a
+ *    synchronisation, so the bound holds for the device.
  *  - Fences are captured on the calling thread inside the API call (handles 1 and 2 resolve against
  *    the caller's current context there, never on a worker): a snapshot of the user's stream and
  *    event, waited on later by the engine stream with no host wait.
@@ -38,6 +41,7 @@
 #include <stdint.h>
 
 #include <ovstage/ovstage.h>
+#include <ovstage/ovstage_ext.h>
 
 #include "jobs.h"
 
@@ -71,10 +75,14 @@ void ovs_gpu_destroy(ovs_gpu *g);
 void ovs_gpu_exec(ovs_gpu *g, struct ovs_exec *x, jobs_worker *w);
 int ovs_gpu_device(const ovs_gpu *g);
 
-/* Device memory of at least `bytes` on g's device, allocated in stream order on its engine stream;
- * NULL when out of memory. Freed with ovs_gpu_free (stream-ordered as well). */
+/* Device memory of at least `bytes` on g's device, for work on its engine stream (a cached block or
+ * a stream-ordered allocation); NULL when out of memory. Freed with ovs_gpu_free, given the same
+ * `bytes`, once the work that uses it has been issued (stream order keeps it alive until it ran). */
 void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes);
-void ovs_gpu_free(ovs_gpu *g, void *p);
+void ovs_gpu_free(ovs_gpu *g, void *p, size_t bytes);
+/* The device pool's figures of CUDA device `dev` (ovstage_ext.h); zeros before the device's first
+ * use. INVALID_ARGUMENT with a message for an ordinal that cannot be used. */
+ovstage_api_status_t ovs_gpu_pool_stats(int dev, ovstage_ext_gpu_pool_stats_t *out, char *err, size_t errlen);
 
 /* ---- fences ---------------------------------------------------------------------------------------
  * A fence is an event recorded on a backend stream after everything `sync` names had been enqueued
@@ -123,6 +131,9 @@ bool ovs_gpu_complete_after(ovs_gpu *g, struct ovs_exec *x, jobs_sched *sched, j
  * wait_event), or NULL on failure. Released with ovs_gpu_event_release (safe while pending). */
 void *ovs_gpu_record(struct ovs_exec *x);
 void ovs_gpu_event_release(void *ev);
+/* The cudaEvent_t of an event from ovs_gpu_record (0 for NULL): what a read group or map buffer
+ * publishes in cuda_sync.wait_event. */
+uintptr_t ovs_gpu_event_handle(const void *ev);
 /* Runs `fn(arg)` on a poller thread once the work issued on g's engine stream so far has finished
  * (a managed tensor's deleter after the last GPU work that reads it). Falls back to synchronising
  * the stream and calling fn at once if the event cannot be recorded. */

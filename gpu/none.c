@@ -3,6 +3,8 @@
  * Only the availability queries and configuration are reachable (gpu.h: nothing else may be called
  * when ovs_gpu_available() is false); the rest fail safely if called anyway.
  */
+#include <string.h>
+
 #include "errors.h"
 #include "exec.h"
 #include "gpu.h"
@@ -66,10 +68,18 @@ void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes)
 	return NULL;
 }
 
-void ovs_gpu_free(ovs_gpu *g, void *p)
+void ovs_gpu_free(ovs_gpu *g, void *p, size_t bytes)
 {
 	(void)g;
 	(void)p;
+	(void)bytes;
+}
+
+ovstage_api_status_t ovs_gpu_pool_stats(int dev, ovstage_ext_gpu_pool_stats_t *out, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", dev, ovs_gpu_reason());
+	return OVSTAGE_ERROR_INVALID_ARGUMENT;
 }
 
 ovstage_api_status_t ovs_gpu_fence_capture(ovstage_cuda_sync_t sync, void **out, char *err, size_t errlen)
@@ -115,6 +125,12 @@ void *ovs_gpu_record(struct ovs_exec *x)
 void ovs_gpu_event_release(void *ev)
 {
 	(void)ev;
+}
+
+uintptr_t ovs_gpu_event_handle(const void *ev)
+{
+	(void)ev;
+	return 0;
 }
 
 void ovs_gpu_after_stream(ovs_gpu *g, void (*fn)(void *), void *arg)

@@ -3,7 +3,9 @@
  * (D2D and pinned H2D) against cudaMemcpyAsync of the same bytes, a sparse 1 % write against the full
  * write, a tiny write's receipt against a bare event poll, the host time a write call takes while the
  * producer's kernel still runs, and a step loop of 100 columns x 4096 rows (write, seal, read) against
- * one cudaMemcpyAsync per column. Prints one table; never asserts. Without a GPU it says so and exits 0.
+ * one cudaMemcpyAsync per column, and the device pool's hit against CUDA's stream-ordered allocator.
+ * Prints one table; never asserts. Without a GPU it says so and exits 0. Linked against the static
+ * library: the pool row calls the engine's allocator directly.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include <ovstage/ovstage_ext.h>
 #include <ovx/path_dictionary/path_dictionary.h>
 
+#include "gpu.h"
 #include "report.h"
 
 int bench_spin(void *stream, long long cycles);
@@ -314,6 +317,61 @@ static void row_latency(void)
 	stage_close(&s);
 }
 
+/* The device pool's hit: an allocation and free of 1 MiB through a stage context's cache (the
+ * engine's own ovs_gpu_alloc / ovs_gpu_free, linked statically), against CUDA's stream-ordered
+ * allocator on a pool whose release threshold is at its maximum (so it never returns memory), in
+ * batches of 1000 pairs, median batch. */
+static void row_pool(void)
+{
+	fprintf(stderr, "bench_gpu: %s\n", __func__);
+	enum { BATCH = 1000, REPS = 51 };
+	const size_t bytes = (size_t)1 << 20;
+	char err[256];
+	ovs_gpu *_Atomic slot = NULL;
+	ovs_gpu *g = ovs_gpu_get(&slot, NULL, 0, err, sizeof err);
+	if (!g) {
+		note("pool row skipped: %s", err);
+		return;
+	}
+	cudaMemPool_t pool;
+	struct cudaMemPoolProps props;
+	memset(&props, 0, sizeof props);
+	props.allocType = cudaMemAllocationTypePinned;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 0;
+	cudaMemPoolCreate(&pool, &props);
+	uint64_t keep = UINT64_MAX;
+	cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+	cudaStream_t cs;
+	cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
+	double ours[REPS], peer[REPS];
+	for (int r = -1; r < REPS; r++) { /* r = -1 warms both */
+		double t0 = now_s();
+		for (int i = 0; i < BATCH; i++)
+			ovs_gpu_free(g, ovs_gpu_alloc(g, bytes), bytes);
+		double t1 = now_s();
+		for (int i = 0; i < BATCH; i++) {
+			void *p = NULL;
+			cudaMallocFromPoolAsync(&p, bytes, pool, cs);
+			cudaFreeAsync(p, cs);
+		}
+		double t2 = now_s();
+		if (r >= 0)
+			ours[r] = (t1 - t0) / BATCH, peer[r] = (t2 - t1) / BATCH;
+	}
+	cudaStreamSynchronize(cs);
+	ovstage_ext_gpu_pool_stats_t st;
+	ovstage_ext_get_gpu_pool_stats(0, &st);
+	note("pool row: %llu hits, %llu misses in the process so far", (unsigned long long)st.hits,
+	     (unsigned long long)st.misses);
+	double o = median(ours, REPS), p = median(peer, REPS);
+	table_row("pool hit: alloc + free of 1 MiB", fmt("%.3f us", o * 1e6), "cudaMallocFromPoolAsync + FreeAsync",
+		  fmt("%.3f us", p * 1e6), fmt("%.2fx", p / o), "<= 0.5 us, faster", met(true, o <= 0.5e-6 && o < p));
+	ovs_gpu_destroy(g);
+	cudaStreamDestroy(cs);
+	cudaMemPoolDestroy(pool);
+}
+
 /* The step loop: 100 columns x 4096 float32 rows written from CUDA tensors, sealed and read (every
  * group's wait event honoured) each step, against one cudaMemcpyAsync per column + sync. */
 static void row_step_loop(void)
@@ -426,7 +484,7 @@ int main(int argc, char **argv)
 	cpu_model(cpu, sizeof cpu);
 	printf("bench_gpu on %s (%s)\n", p.name, cpu);
 	table_set_peer_header("Peer (same run)");
-	/* --only copy|sparse|latency|step runs one group of rows (profiling) */
+	/* --only copy|sparse|latency|pool|step runs one group of rows (profiling) */
 	const char *only = NULL;
 	for (int i = 1; i + 1 < argc; i++)
 		if (strcmp(argv[i], "--only") == 0)
@@ -442,6 +500,8 @@ int main(int argc, char **argv)
 		row_sparse();
 	if (!only || !strcmp(only, "latency"))
 		row_latency();
+	if (!only || !strcmp(only, "pool"))
+		row_pool();
 	if (!only || !strcmp(only, "step"))
 		row_step_loop();
 	table_print(md);

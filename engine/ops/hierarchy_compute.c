@@ -39,6 +39,7 @@ struct ovs_hier {
 	ovs_gpu *gpu;             /* a GPU model's cache: the device context dworld lives on (NULL: the
 	                           * CPU model's; the other kind of model then starts over) */
 	double *dworld;           /* a GPU model's world matrix per node, in device memory */
+	size_t dworld_bytes;      /* what was allocated for it (its free gives the size back) */
 	ovstage_ordinal_t input;  /* its input ordinal */
 	uint64_t key[4];          /* what the forest was built from (rows per column, prim deletes) */
 	ovs_version *out;         /* the world-matrix version it published (a reference), or NULL */
@@ -59,7 +60,7 @@ static void cache_drop(ovs_hier *h)
 	free(h->world);
 	h->world = NULL;
 	if (h->dworld)
-		ovs_gpu_free(h->gpu, h->dworld); /* stream-ordered on the stage's engine stream */
+		ovs_gpu_free(h->gpu, h->dworld, h->dworld_bytes); /* stream-ordered on the engine stream */
 	h->dworld = NULL;
 	h->gpu = NULL;
 	if (h->out)
@@ -407,7 +408,8 @@ static ovstage_api_status_t plan_and_compute(ovs_stage *st, ovs_exec *x, ovs_col
 			goto oom;
 		if (o->gx) {
 			h->gpu = o->gx->gpu;
-			h->dworld = ovs_gpu_alloc(h->gpu, ((size_t)h->f.n + 1) * XFORM_BYTES);
+			h->dworld_bytes = ((size_t)h->f.n + 1) * XFORM_BYTES;
+			h->dworld = ovs_gpu_alloc(h->gpu, h->dworld_bytes);
 			if (!h->dworld)
 				goto oom;
 		}

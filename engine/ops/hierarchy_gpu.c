@@ -128,7 +128,7 @@ static bool launch(ovs_exec *x, const hg_layout *l, uint32_t m, const unsigned c
 					   d + l->hasx + s, d + l->reset + s,
 					   (const double *)(void *)(d + l->local) + (size_t)s * 16, n);
 	}
-	ovs_gpu_free(x->gpu, d); /* stream-ordered: after the launches */
+	ovs_gpu_free(x->gpu, d, l->total); /* stream-ordered: after the launches */
 	return ok;
 }
 

@@ -304,7 +304,7 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		m->group.data.index_map = NULL;
 		m->group.data.mask = NULL;
 		m->group.data.cuda_sync.stream = 0;
-		m->group.data.cuda_sync.wait_event = (uintptr_t)m->ready_ev;
+		m->group.data.cuda_sync.wait_event = ovs_gpu_event_handle(m->ready_ev);
 		m->group.meta.attribute_write_floor_ordinal = atomic_load_explicit(&c->floor, memory_order_acquire);
 		m->group.meta.layout_generation = atomic_load_explicit(&c->generation, memory_order_relaxed);
 	}

@@ -23,6 +23,7 @@
 
 #include "api.h"
 #include "errors.h"
+#include "gpu.h"
 #include "layout.h"
 #include "ops.h"
 #include "query.h"
@@ -104,12 +105,12 @@ static bool add_group(ovs_read *r, ovs_group *g)
 
 /* The sync a reader applies before touching the data of a group viewing v (the group's cuda_sync):
  * v's readiness. On the CPU every version is ready once sealed (ready is NULL): {0, 0}. The CUDA
- * backend fills it from the event it records in v->ready (wait_event = that cudaEvent_t). */
+ * backend fills it from the event it records in v->ready (wait_event = its cudaEvent_t). */
 static ovstage_cuda_sync_t group_sync_of(const ovs_version *v)
 {
 	ovstage_cuda_sync_t sync = { 0, 0 };
 	if (v && v->ready)
-		sync.wait_event = (uintptr_t)v->ready;
+		sync.wait_event = ovs_gpu_event_handle(v->ready);
 	return sync;
 }
 

@@ -1173,7 +1173,7 @@ static ovstage_api_status_t stage_rows_to_host(ovs_exec *sx, write_entry *e, cha
 	void *scratch = ovs_gpu_alloc(sx->gpu, total ? total : 1);
 	e->staging = malloc(meta + (total ? total : 1));
 	if (!scratch || !e->staging) {
-		ovs_gpu_free(sx->gpu, scratch);
+		ovs_gpu_free(sx->gpu, scratch, total ? total : 1);
 		array_plan_free(&p);
 		ovs_err_format(err, errlen, "out of memory staging %zu bytes of array rows from CUDA device %d", total,
 			       (int)l->device.device_id);
@@ -1194,7 +1194,7 @@ static ovstage_api_status_t stage_rows_to_host(ovs_exec *sx, write_entry *e, cha
 			s = OVSTAGE_ERROR_OP_FAILED;
 		}
 	}
-	ovs_gpu_free(sx->gpu, scratch); /* stream-ordered: after the download */
+	ovs_gpu_free(sx->gpu, scratch, total ? total : 1); /* stream-ordered: after the download */
 	for (uint32_t r = 0; s == OVSTAGE_OK && r < n; r++) {
 		shapes[r] = (int64_t)((p.off[r + 1] - p.off[r]) / l->elem_bytes);
 		ovs_tensor_1d(&ht[r], bytes + p.off[r], (DLDevice){ kDLCPU, 0 }, l->dtype, &shapes[r], NULL);

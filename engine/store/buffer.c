@@ -102,28 +102,6 @@ const ovs_memops *ovs_memops_for(DLDevice dev)
 	return dev.device_type == kDLCUDA && ovs_gpu_available() ? ovs_gpu_memops() : NULL;
 }
 
-/* ---- size classes ------------------------------------------------------------------------------
- * Up to 4 KiB: multiples of 64 bytes (classes 1..64). Above: four classes per doubling, each the top
- * of its quarter-octave, so a class allocates at most 25 % more than its smallest request. */
-
-uint32_t ovs_buffer_class(size_t bytes)
-{
-	if (bytes <= 4096)
-		return bytes ? (uint32_t)((bytes + 63) / 64) : 1;
-	size_t v = bytes - 1;
-	unsigned o = 63u - (unsigned)__builtin_clzll((unsigned long long)v); /* v in [2^o, 2^(o+1)) */
-	unsigned sub = (unsigned)(v >> (o - 2)) & 3u;
-	return 65u + (o - 12u) * 4u + sub;
-}
-
-size_t ovs_buffer_class_bytes(uint32_t cls)
-{
-	if (cls <= 64)
-		return (size_t)cls * 64;
-	unsigned k = cls - 65u, o = 12u + k / 4u, sub = k % 4u;
-	return (size_t)(5u + sub) << (o - 2u);
-}
-
 /* ---- the pool ------------------------------------------------------------------------------------ */
 
 void ovs_pool_init(ovs_pool *p)
@@ -258,13 +236,13 @@ static ovs_buffer *buffer_init(ovs_buffer *b, ovs_store *st, void *data, size_t 
 
 ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes)
 {
-	uint32_t cls = ovs_buffer_class(bytes);
+	uint32_t cls = ovs_size_class(bytes);
 	/* A free buffer of the same class first: steady-state writes of a column reuse the buffers of the
 	 * versions that left retention (no allocator call, no page faults). */
 	ovs_buffer *pooled = pool_take(st, cls);
 	if (pooled)
 		return pooled; /* already counted live, already faulted */
-	size_t cap = ovs_buffer_class_bytes(cls);
+	size_t cap = ovs_size_class_bytes(cls);
 	ovs_buffer *b = malloc(sizeof *b);
 	void *p = b ? ovs_memops_cpu.alloc(NULL, cap) : NULL;
 	if (!p) {

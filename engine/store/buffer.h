@@ -31,6 +31,7 @@
 #include <ovstage/ovstage.h>
 
 #include "exec.h"
+#include "size_class.h"
 
 typedef struct ovs_store ovs_store;
 typedef struct ovs_buffer ovs_buffer;
@@ -88,8 +89,8 @@ struct ovs_buffer {
 	ovs_buffer *age_next, *age_prev;   /* pooled: links in the pool's age list (newest first) */
 };
 
-/* Free buffers a stage keeps for reuse. Classes are indexed by ovs_buffer_class. */
-#define OVS_POOL_CLASSES 320
+/* Free buffers a stage keeps for reuse. Classes are indexed by ovs_size_class (size_class.h). */
+#define OVS_POOL_CLASSES OVS_SIZE_CLASSES
 #define OVS_POOL_MAX_BYTES ((size_t)1 << 30)
 
 typedef struct ovs_pool {
@@ -130,10 +131,6 @@ ovs_buffer *ovs_buffer_adopt(ovs_store *st, const ovs_exec *x, DLManagedTensorVe
 void ovs_managed_delete(void *mt);
 void ovs_buffer_ref(ovs_buffer *b);
 void ovs_buffer_unref(ovs_buffer *b);
-
-/* The class of a request and the capacity that class allocates (exposed for tests). */
-uint32_t ovs_buffer_class(size_t bytes);
-size_t ovs_buffer_class_bytes(uint32_t cls);
 
 /* Memory for a delta's rows or values: malloc'd when small, else a pooled buffer (*buf set; large
  * per-step deltas then reuse already-faulted memory). Release with ovs_delta_array_free, or keep buf

@@ -27,9 +27,10 @@
  *                                                                   re-enables; decided once per process,
  *                                                                   at the first instance)
  *   OVSTAGE_CONFIG_EXT_GPU_POOL_MB         OVSTAGE_GPU_POOL_MB      256 (device memory each GPU's pool keeps
- *                                                                   for reuse after frees; 0 = none; it bounds
- *                                                                   what is retained, not what a large
- *                                                                   write or read may use at once)
+ *                                                                   for reuse after frees; <= 0 = none; it
+ *                                                                   bounds what is retained, not what a
+ *                                                                   large write or read may use at once;
+ *                                                                   ovstage_ext_get_gpu_pool_stats)
  *   OVSTAGE_CONFIG_EXT_CUDA_DEVICES (string) OVSTAGE_CUDA_DEVICES  none (the active-GPU list: one CUDA
  *                                                                   ordinal or a comma-separated list, e.g.
  *                                                                   "0,1"; instances created while it is
@@ -116,6 +117,26 @@ OVSTAGE_API ovstage_api_status_t ovstage_ext_wait_write_floor(ovstage_instance_t
  * mode if no instance has yet. Always OVSTAGE_OK (INVALID_ARGUMENT for a NULL device_count).
  */
 OVSTAGE_API ovstage_api_status_t ovstage_ext_get_gpu_status(int *device_count, const char **reason);
+
+/*
+ * The device buffer pool of CUDA device `cuda_device` (process-wide: the free device memory every
+ * stage keeps for reuse on that device, bounded by OVSTAGE_CONFIG_EXT_GPU_POOL_MB). Counters are
+ * cumulative since the process started; byte figures are as of the call (exact when no op runs).
+ * Zeros (bound_bytes set) before the device's first use. OVSTAGE_OK; INVALID_ARGUMENT for a NULL
+ * out, or an ordinal this process cannot use (the message names it and why).
+ */
+typedef struct ovstage_ext_gpu_pool_stats_t {
+	uint64_t bound_bytes;         /**< the most the pool retains (0: the pool is off) */
+	uint64_t retained_bytes;      /**< free device memory the pool keeps now (<= bound_bytes) */
+	uint64_t hits;                /**< allocations served from the pool */
+	uint64_t misses;              /**< allocations it could not serve (made by CUDA's allocator) */
+	uint64_t releases;            /**< blocks handed back to CUDA (over the bound, or the pool off) */
+	uint64_t cuda_reserved_bytes; /**< memory CUDA's stream-ordered pool below holds now: in use,
+	                               *   plus what it returns to the system at the next synchronisation */
+	uint64_t cuda_used_bytes;     /**< of which in use (by the stages' buffers and the pool's blocks) */
+} ovstage_ext_gpu_pool_stats_t;
+
+OVSTAGE_API ovstage_api_status_t ovstage_ext_get_gpu_pool_stats(int cuda_device, ovstage_ext_gpu_pool_stats_t *out);
 
 /*
  * The CUDA device of an instance (*cuda_device): the ordinal it took from the active-GPU list

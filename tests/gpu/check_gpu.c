@@ -2,7 +2,7 @@
  * check_gpu.c — the GPU suite: device-resident columns through the public API (residency, sparse
  * writes as kernels, the cuda_sync rules, managed device tensors' deleters, bad input, a mixed
  * CPU/GPU read, array (ragged) columns on the device and CUDA rows into a CPU array column, a
- * multi-thread stress checking every sealed value).
+ * multi-thread stress checking every sealed value, the device buffer pool and its bound).
  *
  * Where the process cannot use CUDA (no device, no driver, CPU-only mode, or a build without the
  * backend) only the "unavailable" case runs: a CUDA tensor must then be refused at the call with a
@@ -1263,6 +1263,83 @@ START_TEST(test_threads_write_seal_read_device_columns)
 }
 END_TEST
 
+/* ---- the device buffer pool ------------------------------------------------------------------ */
+
+static ovstage_ext_gpu_pool_stats_t pool_stats(void)
+{
+	ovstage_ext_gpu_pool_stats_t s;
+	ck_assert_int_eq(ovstage_ext_get_gpu_pool_stats(0, &s), OVSTAGE_OK);
+	ck_assert_uint_le(s.retained_bytes, s.bound_bytes);
+	return s;
+}
+
+/* The bound the process runs under: OVSTAGE_GPU_POOL_MB (ctest runs this case at 1 and 0 too), else
+ * 256 MiB. */
+static uint64_t expected_bound(void)
+{
+	const char *v = getenv("OVSTAGE_GPU_POOL_MB");
+	long long mb = v && *v ? atoll(v) : 256;
+	return mb > 0 ? (uint64_t)mb << 20 : 0;
+}
+
+/* Steady-state writes of device columns reuse freed blocks when the bound has room for them, the
+ * pool never retains more than its bound, a stage's blocks go when it does, and CUDA's pool below
+ * keeps nothing past a synchronisation. Bad ordinals and a NULL out are refused. */
+START_TEST(test_device_pool_reuses_within_its_bound)
+{
+	ovstage_ext_gpu_pool_stats_t s0 = pool_stats(), s;
+	ck_assert_uint_eq(s0.bound_bytes, expected_bound());
+	ck_assert_int_eq(ovstage_ext_get_gpu_pool_stats(-1, &s), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(tst_last_error(), "ordinal -1"), "%s", tst_last_error());
+	ck_assert_int_eq(ovstage_ext_get_gpu_pool_stats(99, &s), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(tst_last_error(), "ordinal 99"), "%s", tst_last_error());
+	ck_assert_int_eq(ovstage_ext_get_gpu_pool_stats(0, NULL), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	fixture f;
+	fx_open(&f, 1 << 18); /* 1 MiB float32 columns */
+	ovx_token_t a = tst_tok(f.pd, "pool_a"), b = tst_tok(f.pd, "pool_b");
+	float *d = dev_alloc(f.n * sizeof *d);
+	uint32_t *rows = malloc(f.n / 7 * sizeof *rows);
+	for (uint32_t i = 0; i < f.n / 7; i++)
+		rows[i] = i * 7;
+	for (int step = 1; step <= 16; step++) {
+		float base = (float)(step * 1000000);
+		ck_assert_int_eq(tst_gpu_spin_fill(cudaStreamPerThread, d, f.n, base, 0), 0);
+		tst_tensor ta, tb;
+		ovstage_write_data_t wa = wdata_dev(&ta, d, f.n, kDLCUDA), wb = wdata_dev(&tb, d, f.n, kDLCUDA);
+		wa.cuda_sync.stream = wb.cuda_sync.stream = 2; /* this thread's per-thread default stream */
+		wb.index_map = rows; /* a gather on the device: its index map is uploaded through the pool */
+		wb.count = f.n / 7;
+		tst_wait_ok(f.st, write1(&f, a, (ovstage_ordinal_t)step, wa));
+		tst_wait_ok(f.st, write1(&f, b, (ovstage_ordinal_t)step, wb));
+		seal(&f, (ovstage_ordinal_t)step);
+		expect_device_ramp(&f, a, base, "pooled column");
+		s = pool_stats(); /* retained <= bound at every step */
+	}
+	s = pool_stats();
+	if (s.bound_bytes >= 4 * (uint64_t)f.n * sizeof(float)) /* room for the blocks of leaving versions */
+		ck_assert_msg(s.hits > s0.hits, "no pool hit in 16 steady-state steps (hits %llu -> %llu)",
+			      (unsigned long long)s0.hits, (unsigned long long)s.hits);
+	if (!s.bound_bytes) {
+		ck_assert_uint_eq(s.hits, s0.hits);
+		ck_assert_uint_eq(s.retained_bytes, 0);
+		ck_assert_uint_gt(s.releases, s0.releases); /* every free went back to CUDA */
+	}
+	ck_assert_uint_gt(s.misses, s0.misses);
+	free(rows);
+	CU(cudaFree(d));
+	fx_close(&f);
+	s = pool_stats();
+	ck_assert_msg(s.retained_bytes == 0, "%llu bytes retained after the last stage was destroyed",
+		      (unsigned long long)s.retained_bytes);
+	CU(cudaDeviceSynchronize());
+	s = pool_stats();
+	ck_assert_msg(s.cuda_used_bytes == 0 && s.cuda_reserved_bytes <= s.bound_bytes,
+		      "CUDA's pool holds %llu bytes (%llu in use) after a synchronisation, bound %llu",
+		      (unsigned long long)s.cuda_reserved_bytes, (unsigned long long)s.cuda_used_bytes,
+		      (unsigned long long)s.bound_bytes);
+}
+END_TEST
+
 /* ---- no GPU ---------------------------------------------------------------------------------- */
 
 START_TEST(test_unavailable_refuses_cuda_at_call)
@@ -1272,6 +1349,9 @@ START_TEST(test_unavailable_refuses_cuda_at_call)
 	ck_assert_int_eq(ovstage_ext_get_gpu_status(&n, &why), OVSTAGE_OK);
 	ck_assert_int_eq(n, 0);
 	ck_assert(why && *why);
+	ovstage_ext_gpu_pool_stats_t ps;
+	ck_assert_int_eq(ovstage_ext_get_gpu_pool_stats(0, &ps), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(tst_last_error(), "CUDA device 0") && strstr(tst_last_error(), why), "%s", tst_last_error());
 	fixture f;
 	fx_open(&f, 4);
 	ovx_token_t a = tst_tok(f.pd, "nogpu");
@@ -1353,6 +1433,12 @@ int main(void)
 		tcase_add_test(tc, test_unavailable_refuses_cuda_at_call);
 	}
 	suite_add_tcase(su, tc);
+	if (n > 0) { /* its own case: ctest runs it alone under other pool bounds (CK_RUN_CASE=pool) */
+		TCase *pool = tcase_create("pool");
+		tcase_set_timeout(pool, 300);
+		tcase_add_test(pool, test_device_pool_reuses_within_its_bound);
+		suite_add_tcase(su, pool);
+	}
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
