@@ -74,7 +74,11 @@ ovs_gpu_event *ovs_gpu_event_take(int dev)
 		p->count--;
 	}
 	pthread_mutex_unlock(&p->lock);
-	return e ? e : event_create(dev);
+	if (!e)
+		e = event_create(dev);
+	if (e)
+		atomic_init(&e->refs, 1); /* the taker's; not yet shared with anyone */
+	return e;
 }
 
 void ovs_gpu_event_give(ovs_gpu_event *e)
@@ -106,6 +110,24 @@ ovs_gpu_event *ovs_gpu_event_record(int dev, cudaStream_t s)
 		return NULL;
 	}
 	return e;
+}
+
+void *ovs_gpu_event_ref(void *ev)
+{
+	/* relaxed: the caller holds a reference, so the event cannot return to the pool meanwhile; the
+	 * new holder gets it through whatever publishes it (a version's publication). */
+	if (ev)
+		atomic_fetch_add_explicit(&((ovs_gpu_event *)ev)->refs, 1, memory_order_relaxed);
+	return ev;
+}
+
+void ovs_gpu_event_release(void *ev)
+{
+	/* acq_rel: the last holder's give-back (and the next taker's re-record) comes after every
+	 * holder's use of it. */
+	ovs_gpu_event *e = ev;
+	if (e && atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
+		ovs_gpu_event_give(e);
 }
 
 uintptr_t ovs_gpu_event_handle(const void *ev)

@@ -29,12 +29,14 @@ int64_t ovs_gpu_pool_mb(void);
 typedef struct ovs_gpu_event {
 	cudaEvent_t ev;              /* a disable-timing event of device `dev` */
 	int dev;                     /* whose pool it returns to */
+	_Atomic uint32_t refs;       /* holders (ovs_gpu_event_ref); back to the pool at zero */
 	struct ovs_gpu_event *next;  /* pool link while free */
 } ovs_gpu_event;
 
 /* An event of device dev from its pool (created with dev current if the pool is empty), or NULL. */
 ovs_gpu_event *ovs_gpu_event_take(int dev);
-/* Back to its pool (NULL: nothing). Safe while a record or a wait on it is pending. */
+/* Back to its pool, whatever its count (NULL: nothing). Safe while a record or a wait on it is
+ * pending. Reference holders use ovs_gpu_event_release (gpu.h) instead. */
 void ovs_gpu_event_give(ovs_gpu_event *e);
 /* A pooled event of device dev recorded on stream s (a stream of dev), or NULL. */
 ovs_gpu_event *ovs_gpu_event_record(int dev, cudaStream_t s);

@@ -268,7 +268,7 @@ out:
 
 void ovs_gpu_fence_release(void *fence)
 {
-	ovs_gpu_event_give(fence); /* safe while a wait on it is pending */
+	ovs_gpu_event_release(fence); /* safe while a wait on it is pending */
 }
 
 /* ---- the device pool's figures ------------------------------------------------------------------ */

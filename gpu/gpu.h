@@ -130,6 +130,9 @@ bool ovs_gpu_complete_after(ovs_gpu *g, struct ovs_exec *x, jobs_sched *sched, j
 /* An event recorded after the work issued on x so far (a version's readiness, a read group's
  * wait_event), or NULL on failure. Released with ovs_gpu_event_release (safe while pending). */
 void *ovs_gpu_record(struct ovs_exec *x);
+/* Events are reference-counted (one reference from ovs_gpu_record): another holder (the versions of
+ * one seal share an event). Returns ev. */
+void *ovs_gpu_event_ref(void *ev);
 void ovs_gpu_event_release(void *ev);
 /* The cudaEvent_t of an event from ovs_gpu_record (0 for NULL): what a read group or map buffer
  * publishes in cuda_sync.wait_event. */

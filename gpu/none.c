@@ -127,6 +127,11 @@ void ovs_gpu_event_release(void *ev)
 	(void)ev;
 }
 
+void *ovs_gpu_event_ref(void *ev)
+{
+	return ev;
+}
+
 uintptr_t ovs_gpu_event_handle(const void *ev)
 {
 	(void)ev;

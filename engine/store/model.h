@@ -151,8 +151,11 @@ typedef struct ovs_version {
 	bool all_changed;           /* every row changed (FULL delta); = cs->all_changed */
 	ovs_delta *deltas;          /* the deltas that produced it (kept for catch-up replays) */
 	void *ready;                /* completion a reader must wait on before touching the data (a device
-	                             * event); NULL: ready (always on the CPU). Set before the version is
+	                             * event, one reference; the versions of one seal on one device share
+	                             * it); NULL: ready (always on the CPU). Set before the version is
 	                             * published, constant after: read without ordering of its own */
+	bool ready_due;             /* a device version whose ready event its seal has yet to record
+	                             * (ovs_version_ready_assign); sealer-owned */
 	struct ovs_version *_Atomic older; /* the previous retained version (owned reference); cut by the
 	                                     * sealer when it leaves retention, so readers follow it only
 	                                     * inside the snapshot grace section */

@@ -360,8 +360,10 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 		for (size_t i = 0; i < ncols; i++) {
 			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, err, errlen);
 			if (s != OVSTAGE_OK) {
-				/* Versions built so far stay chained (the next seal publishes them); the ones cut
-				 * from retention are dropped after a grace period (rare path: wait for it here). */
+				/* Versions built so far stay chained (the next seal publishes them, so they get
+				 * their ready events now); the ones cut from retention are dropped after a grace
+				 * period (rare path: wait for it here). */
+				ovs_version_ready_assign(st, x, cols, i + 1);
 				ovs_grace_wait(&st->grace, ovs_grace_flip(&st->grace));
 				empty_limbo(gy, false);
 				return s;
@@ -369,6 +371,7 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 		}
 		for (size_t i = 0; i < ncols; i++)
 			ovs_column_min_unsealed_reset(cols[i]);
+		ovs_version_ready_assign(st, x, cols, ncols); /* one event per device for the batch */
 		ovstage_api_status_t s = publish(st, cols, ncols, m, advance_stage_floor, err, errlen);
 		if (s == OVSTAGE_OK && m >= n && (fold || copy))
 			ovs_lc_job_kick(st, fold); /* after the publication: the job never delays it */

@@ -370,10 +370,11 @@ static bool build_arrays(ovs_version *v, const ovs_version *prev, const ovs_delt
 }
 
 /* The payload of the version (chunks, or an array column's row table), built where the column lives:
- * on a CUDA device on the stage's engine stream, with v->ready = an event after that work (readers
- * wait on it; an array column's seal issues no device work, but its rows' uploads were issued on
- * that stream, so its readers get an event like every device group). Failure leaves v to be freed
- * by the caller. */
+ * on a CUDA device on the stage's engine stream, with v->ready_due set: the seal records one event
+ * per device after all its columns' work and gives it to each of its versions before they are
+ * published (ovs_version_ready_assign; an array column's seal issues no device work, but its rows'
+ * uploads were issued on that stream, so its readers get an event like every device group). Failure
+ * leaves v to be freed by the caller. */
 static bool build_payload(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
 			  ovs_delta *ds, char *err, size_t errlen)
 {
@@ -385,13 +386,13 @@ static bool build_payload(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version
 		return false;
 	if (!(arr ? build_arrays(v, prev, ds, err, errlen) : ovs_chunks_build(st, &dx, c, v, prev, ds, err, errlen)))
 		return false;
-	v->ready = dx.err ? NULL : ovs_gpu_record(&dx);
-	if (!v->ready) {
+	if (dx.err) {
 		ovs_err_format(err, errlen, "sealing on CUDA device %d failed (%s)", (int)c->schema.device.device_id,
-			       dx.err ? ovs_gpu_error_name(dx.err) : "cannot record the version's ready event");
+			       ovs_gpu_error_name(dx.err));
 		ovs_version_chunks_free(v);
 		return false;
 	}
+	v->ready_due = true;
 	return true;
 }
 
@@ -443,3 +444,31 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 	return v;
 }
 
+
+/* One event per device for every version a seal built there: recorded after all of their work (the
+ * columns are built one after another on the device's engine stream), so one event covers them all.
+ * If it cannot be recorded, the stream is drained instead and the versions are ready as they are. */
+void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_column **cols, size_t ncols)
+{
+	void *ev[OVS_STORE_GPUS] = { 0 };
+	bool done[OVS_STORE_GPUS] = { false };
+	for (size_t i = 0; i < ncols; i++) {
+		ovs_column *c = cols[i];
+		DLDevice dev = c->schema.device;
+		/* the newest versions first: the ones this seal built are at the head of the chain */
+		for (ovs_version *v = c->latest; v && v->ready_due; v = atomic_load_explicit(&v->older, memory_order_relaxed)) {
+			int d = (int)dev.device_id; /* a device column: build_payload's exec accepted the ordinal */
+			if (!done[d]) {
+				done[d] = true;
+				char err[160];
+				ovs_exec dx;
+				if (ovs_store_exec(st, dev, x->w, &dx, err, sizeof err) && !(ev[d] = ovs_gpu_record(&dx)))
+					ovs_gpu_sync(&dx);
+			}
+			v->ready = ev[d] ? ovs_gpu_event_ref(ev[d]) : NULL; /* relaxed chain walk: sealer-owned */
+			v->ready_due = false;
+		}
+	}
+	for (int d = 0; d < OVS_STORE_GPUS; d++)
+		ovs_gpu_event_release(ev[d]); /* the versions hold theirs */
+}

@@ -19,6 +19,11 @@ void ovs_version_unref(ovs_version *v);
  * are not consumed). */
 ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *prev, ovs_delta *ds,
 			       char *err, size_t errlen);
+/* Gives every version the seal built on a device since the last call (ready_due, at the head of
+ * each column's chain) that device's ready event, recorded now: after all their work. Sealer only,
+ * before the versions are published (also when the seal stops on an error: built versions stay
+ * chained and the next seal publishes them). */
+void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_column **cols, size_t ncols);
 
 /* Blobs: rows of array columns (len elements of elem_bytes), one reference on return. */
 ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes);
