@@ -300,6 +300,16 @@ void ovs_gpu_destroy(ovs_gpu *g)
 	free(g);
 }
 
+bool ovs_gpu_fence_pending(void *fence)
+{
+	if (!fence)
+		return false;
+	cudaError_t r = cudaEventQuery(((ovs_gpu_event *)fence)->ev);
+	if (r != cudaSuccess && r != cudaErrorNotReady)
+		(void)cudaGetLastError();
+	return r == cudaErrorNotReady;
+}
+
 bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
 {
 	if (!fence)

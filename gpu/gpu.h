@@ -93,6 +93,9 @@ ovstage_api_status_t ovs_gpu_fence_capture(ovstage_cuda_sync_t sync, void **out,
 /* Makes x's stream wait for the fence (device-side; returns at once). */
 bool ovs_gpu_fence_wait(struct ovs_exec *x, void *fence, char *err, size_t errlen);
 void ovs_gpu_fence_release(void *fence);
+/* Whether the producer's work behind the fence is still running (one event query; false for NULL,
+ * and on an error, which the op's wait reports). */
+bool ovs_gpu_fence_pending(void *fence);
 /* Blocks the calling worker until the fence has fired (host code must read the producer's data: a
  * pinned or managed source). False (with a message) on a CUDA error. */
 bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen);

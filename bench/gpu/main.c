@@ -282,12 +282,14 @@ static void row_latency(void)
 	wait_release(s.st, write_attr(&s, a, wdata(&t, &shape, src, 1024, kDLCUDA)));
 	seal_all(&s);
 	enum { REPS = 201 };
-	double ours[REPS], peer[REPS], call[REPS];
+	double ours[REPS], peer[REPS], call[REPS], call0[REPS];
 	cudaEvent_t ev;
 	cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
 	for (int r = 0; r < REPS; r++) {
 		double t0 = now_s();
-		wait_release(s.st, write_attr(&s, a, wdata(&t, &shape, src, 1024, kDLCUDA)));
+		ovstage_enqueue_result_t e0 = write_attr(&s, a, wdata(&t, &shape, src, 1024, kDLCUDA));
+		call0[r] = now_s() - t0;
+		wait_release(s.st, e0);
 		ours[r] = now_s() - t0;
 		t0 = now_s();
 		bench_spin(cs, 0);
@@ -306,6 +308,8 @@ static void row_latency(void)
 			seal_all(&s);
 	}
 	double o = median(ours, REPS), p = median(peer, REPS), c = median(call, REPS);
+	note("4 KiB write with no producer running: the call %.1f us of its %.1f us to the receipt (medians)",
+	     median(call0, REPS) * 1e6, o * 1e6);
 	table_row("4 KiB device write, call to receipt", fmt("%.1f us", o * 1e6), "empty kernel + event poll",
 		  fmt("%.1f us", p * 1e6), fmt("%.2fx", o / p), "<= 12 us after the kernel", met(true, o * 1e6 <= 12));
 	table_row("host time of a write call, producer running", fmt("%.2f us", c * 1e6), "(target)", "5 us",
@@ -423,14 +427,17 @@ static void row_step_loop(void)
 		double b0 = now_s();
 		tro += b0 - a2;
 		ovstage_read_group_t g;
+		uintptr_t waited = 0;
 		for (;;) {
 			double f0 = now_s();
 			if (ovstage_fetch_read_next(s.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) != OVSTAGE_OK)
 				break;
 			double f1 = now_s();
 			tf += f1 - f0;
-			if (g.data.cuda_sync.wait_event)
+			/* the groups of one seal's columns share its event: one wait covers them */
+			if (g.data.cuda_sync.wait_event && g.data.cuda_sync.wait_event != waited)
 				cudaStreamWaitEvent(cs, (cudaEvent_t)g.data.cuda_sync.wait_event, 0);
+			waited = g.data.cuda_sync.wait_event;
 			double f2 = now_s();
 			tcw += f2 - f1;
 			ovstage_release_group(s.st, &g);

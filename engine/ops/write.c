@@ -1563,7 +1563,11 @@ static ovstage_enqueue_result_t submit_write(ovs_stage *st, write_op *op, size_t
 		if (e->layout.is_array)
 			inline_ok = false; /* per-row blobs: cost not known from the layout */
 		else if (dev_col && e->layout.device.device_type == kDLCUDA)
-			; /* device to device: the call only enqueues the copy (the hand-off would cost more) */
+			/* device to device: the call only enqueues the copy (the hand-off would cost more)
+			 * unless the producer is still running: then the receipt cannot complete before it
+			 * does anyway, and a worker has that long to enqueue while the caller goes on (the
+			 * enqueue behind a pending event costs the caller several microseconds) */
+			inline_ok = inline_ok && !ovs_gpu_fence_pending(e->fence);
 		else if (e->layout.device.device_type == kDLCUDA)
 			inline_ok = false; /* staged to the host: the worker waits for the copy */
 		else if (!(e->nmanaged == 1 && e->layout.contiguous && !e->layout.index_map))

@@ -738,6 +738,18 @@ def gpu_status() -> GpuStatus:
     return GpuStatus(*_native.gpu_status())
 
 
+def gpu_pool_stats(device: int = 0) -> dict:
+    """ovstage_ext_get_gpu_pool_stats (an extension): the device buffer pool of CUDA device ``device``.
+
+    A dict of ``bound_bytes`` (OVSTAGE_GPU_POOL_MB; 0 when the pool is off), ``retained_bytes`` (free
+    device memory kept for reuse now, every stage together), cumulative ``hits``, ``misses`` and
+    ``releases``, and ``cuda_reserved_bytes`` / ``cuda_used_bytes`` of CUDA's pool below it. Raises
+    OvstageError (INVALID_ARGUMENT, naming the ordinal or why no device can be used) for an ordinal
+    the process cannot use.
+    """
+    return _native.gpu_pool_stats(device)
+
+
 def library_version() -> tuple:
     """(major, minor, patch) of the C library: (0, 2, 1)."""
     return _native.library_version()
@@ -763,6 +775,6 @@ __all__ = [
     "WriteDesc", "ReadGroup", "MapGroup", "AttributeMeta", "QueryResult", "DLTensor", "ManagedDLTensor",
     "DLDataType", "DLDevice", "DLDeviceType", "DLDataTypeCode", "make_dltensor", "dltensor_to_numpy",
     "numpy_to_dldatatype", "numpy_dtype", "instancing", "population", "library_version", "set_log_callback",
-    "flush_log", "gpu_status", "GpuStatus", "LogSeverity", "TIMEOUT_INFINITE", "OVSTAGE_TIMEOUT_INFINITE", "OVX_API_SUCCESS",
+    "flush_log", "gpu_pool_stats", "gpu_status", "GpuStatus", "LogSeverity", "TIMEOUT_INFINITE", "OVSTAGE_TIMEOUT_INFINITE", "OVX_API_SUCCESS",
     "OVX_API_ERROR", "__version__",
 ]

@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -5191,6 +5192,29 @@ static PyObject *mod_gpu_status(PyObject *mod, PyObject *unused)
 	return Py_BuildValue("(is)", n, reason ? reason : "");
 }
 
+/* gpu_pool_stats(device) -> dict: ovstage_ext_get_gpu_pool_stats (OvstageError INVALID_ARGUMENT
+ * naming the ordinal for one the process cannot use; ValueError for one beyond a C int). */
+static PyObject *mod_gpu_pool_stats(PyObject *mod, PyObject *arg)
+{
+	(void)mod;
+	long dev = PyLong_AsLong(arg);
+	if (dev == -1 && PyErr_Occurred())
+		return NULL;
+	if (dev < INT_MIN || dev > INT_MAX) {
+		PyErr_Format(PyExc_ValueError, "gpu_pool_stats: CUDA device ordinal %ld is out of range", dev);
+		return NULL;
+	}
+	ovstage_ext_gpu_pool_stats_t s;
+	int rc = ovstage_ext_get_gpu_pool_stats((int)dev, &s);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "gpu_pool_stats");
+	return Py_BuildValue("{sKsKsKsKsKsKsK}", "bound_bytes", (unsigned long long)s.bound_bytes, "retained_bytes",
+			     (unsigned long long)s.retained_bytes, "hits", (unsigned long long)s.hits, "misses",
+			     (unsigned long long)s.misses, "releases", (unsigned long long)s.releases,
+			     "cuda_reserved_bytes", (unsigned long long)s.cuda_reserved_bytes, "cuda_used_bytes",
+			     (unsigned long long)s.cuda_used_bytes);
+}
+
 static PyObject *mod_process_ref(PyObject *mod, PyObject *arg)
 {
 	(void)mod;
@@ -5240,6 +5264,8 @@ static PyMethodDef module_methods[] = {
 	{ "library_version", (PyCFunction)mod_library_version, METH_NOARGS, "library_version() -> (0, 2, 1)" },
 	{ "gpu_status", (PyCFunction)mod_gpu_status, METH_NOARGS,
 	  "gpu_status() -> (device_count, reason): ovstage_ext_get_gpu_status (an extension)" },
+	{ "gpu_pool_stats", (PyCFunction)mod_gpu_pool_stats, METH_O,
+	  "gpu_pool_stats(device) -> dict: ovstage_ext_get_gpu_pool_stats (an extension)" },
 	{ "_process_ref", (PyCFunction)mod_process_ref, METH_O, NULL },
 	{ "_register", (PyCFunction)mod_register, METH_VARARGS, NULL },
 	{ NULL },

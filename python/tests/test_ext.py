@@ -295,6 +295,21 @@ def test_gpu_status():
     assert ovstage.gpu_status() == s  # decided once per process
 
 
+def test_gpu_pool_stats():
+    s = ovstage.gpu_status()
+    if s.device_count == 0:  # no device: every ordinal is refused, saying why
+        with pytest.raises(OvstageError, match="CUDA device 0") as e:
+            ovstage.gpu_pool_stats(0)
+        assert e.value.code == ErrorCode.INVALID_ARGUMENT
+        return
+    p = ovstage.gpu_pool_stats(0)
+    assert set(p) == {"bound_bytes", "retained_bytes", "hits", "misses", "releases", "cuda_reserved_bytes",
+                      "cuda_used_bytes"}
+    assert p["retained_bytes"] <= p["bound_bytes"]
+    with pytest.raises(OvstageError, match="ordinal -1"):
+        ovstage.gpu_pool_stats(-1)
+
+
 def test_gpu_status_in_cpu_only_mode():
     """OVSTAGE_DISABLE_GPU=1 (decided at the first instance or gpu_status call): no devices, a reason."""
     code = "import ovstage; s = ovstage.gpu_status(); print(s.device_count); print(s.reason)"
