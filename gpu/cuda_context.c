@@ -83,6 +83,7 @@ void ovs_gpu_exec(ovs_gpu *g, ovs_exec *x, jobs_worker *w)
 	x->event = NULL;
 	x->gpu = g;
 	x->err = 0;
+	x->batch = NULL; /* the op that owns a batch installs it (write.c) */
 }
 
 /* A cache hit is reusable at once: every earlier user of the block issued its work on g's engine
@@ -232,6 +233,7 @@ void ovs_gpu_sched_attach(jobs_sched *sched)
  * to another device records its earlier device's work this way). */
 void *ovs_gpu_record(ovs_exec *x)
 {
+	ovs_cuda_batch_flush(x); /* "the work issued so far" includes the deferred copies */
 	return ovs_gpu_event_record(x->gpu->dev, (cudaStream_t)x->stream);
 }
 
@@ -250,6 +252,7 @@ bool ovs_gpu_fence_wait(ovs_exec *x, void *fence, char *err, size_t errlen)
 
 bool ovs_gpu_complete_after(ovs_gpu *g, ovs_exec *x, jobs_sched *sched, jobs_run *run, char *err, size_t errlen)
 {
+	ovs_cuda_batch_flush(x); /* the completion must follow the deferred copies too */
 	gpu_item *it = calloc(1, sizeof *it);
 	ovs_gpu_event *ev = it ? ovs_gpu_event_record(g->dev, (cudaStream_t)x->stream) : NULL;
 	if (!ev) {
@@ -348,6 +351,7 @@ ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *w
 
 bool ovs_gpu_copy_to_host(ovs_exec *x, void *dst, const void *src, size_t n, char *err, size_t errlen)
 {
+	ovs_cuda_batch_flush(x); /* src may be a pending copy's dst */
 	cudaStream_t s = (cudaStream_t)x->stream;
 	cudaError_t r = n ? cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s) : cudaSuccess;
 	if (r == cudaSuccess)
@@ -367,6 +371,7 @@ const char *ovs_gpu_error_name(int code)
 
 void ovs_gpu_sync(ovs_exec *x)
 {
+	ovs_cuda_batch_flush(x); /* a failed op's published entries keep their copies */
 	if (cudaStreamSynchronize((cudaStream_t)x->stream) != cudaSuccess)
 		(void)cudaGetLastError();
 }

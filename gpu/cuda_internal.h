@@ -41,6 +41,11 @@ void ovs_gpu_event_give(ovs_gpu_event *e);
 /* A pooled event of device dev recorded on stream s (a stream of dev), or NULL. */
 ovs_gpu_event *ovs_gpu_event_record(int dev, cudaStream_t s);
 
+/* Launches x->batch's pending copies (cuda_memops.c; the memops table's flush). Every function that
+ * records, waits for or synchronises "the work issued on x so far" calls it first, so deferred
+ * copies are part of that work. */
+void ovs_cuda_batch_flush(struct ovs_exec *x);
+
 /* A stage's context on one device. */
 struct ovs_gpu {
 	int dev;                    /* CUDA ordinal */

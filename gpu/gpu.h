@@ -123,7 +123,10 @@ const char *ovs_gpu_error_name(int code);
 void ovs_gpu_hier_level(struct ovs_exec *x, double *world, const uint32_t *node, const uint32_t *par,
 			const unsigned char *hasx, const unsigned char *reset, const double *local, uint32_t n);
 
-/* ---- completion and readiness ------------------------------------------------------------------- */
+/* ---- completion and readiness -------------------------------------------------------------------
+ * "The work issued on x so far" includes the small copies deferred in x->batch (exec.h): the
+ * functions below that record, wait for or synchronise it (ovs_gpu_record, ovs_gpu_complete_after,
+ * ovs_gpu_sync, ovs_gpu_copy_to_host) launch them first. */
 
 /* Records the completion of everything issued on x so far and defers `run`'s receipt until the GPU
  * has finished it (then the receipt completes with success, or fails with the CUDA error). False

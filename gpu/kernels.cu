@@ -154,6 +154,53 @@ __global__ void segments_kernel(unsigned char *dst, const void *const *src, cons
 	}
 }
 
+static_assert(sizeof(ovs_cuda_seg) == 24, "a batch descriptor is 24 bytes");
+static_assert(sizeof(ovs_cuda_batch) <= 4096, "a batch must fit the classic 4 KiB kernel-parameter limit");
+static_assert(OVS_CUDA_BATCH_TILE % 16 == 0, "tiles keep their copy's base alignment");
+
+// Words [0, len / sizeof(W)) of one tile, then its tail bytes.
+template <typename W>
+__device__ void copy_tile(unsigned char *d, const unsigned char *s, uint32_t len)
+{
+	W *dw = (W *)d;
+	const W *sw = (const W *)s;
+	uint32_t words = len / (uint32_t)sizeof(W);
+	for (uint32_t w = threadIdx.x; w < words; w += blockDim.x)
+		dw[w] = sw[w];
+	for (uint32_t b = words * (uint32_t)sizeof(W) + threadIdx.x; b < len; b += blockDim.x)
+		d[b] = s[b];
+}
+
+// One block per tile: the copy whose tiles hold blockIdx.x is found by binary search over tile0
+// (read from the parameter space in place: __grid_constant__, no per-thread copy of the table).
+__global__ void batch_kernel(const __grid_constant__ ovs_cuda_batch b)
+{
+	uint32_t t = blockIdx.x, lo = 0, hi = b.n; // seg[lo].tile0 <= t < seg[hi].tile0 (hi = n: end)
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (b.seg[mid].tile0 <= t)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	const ovs_cuda_seg &g = b.seg[lo];
+	uint32_t off = (t - g.tile0) * OVS_CUDA_BATCH_TILE;
+	if (off >= g.bytes)
+		return; // not reached for a well-formed batch
+	uint32_t len = g.bytes - off < OVS_CUDA_BATCH_TILE ? g.bytes - off : OVS_CUDA_BATCH_TILE;
+	unsigned char *d = (unsigned char *)g.dst + off;
+	const unsigned char *s = (const unsigned char *)g.src + off;
+	uintptr_t any = (uintptr_t)d | (uintptr_t)s;
+	if ((any & 15) == 0)
+		copy_tile<uint4>(d, s, len);
+	else if ((any & 7) == 0)
+		copy_tile<unsigned long long>(d, s, len);
+	else if ((any & 3) == 0)
+		copy_tile<unsigned int>(d, s, len);
+	else
+		copy_tile<unsigned char>(d, s, len);
+}
+
 __global__ void hier_level_kernel(double *world, const uint32_t *node, const uint32_t *par, const unsigned char *hasx,
 				  const unsigned char *reset, const double *local, uint32_t n)
 {
@@ -243,6 +290,14 @@ extern "C" int ovs_cuda_copy_segments(void *stream, void *dst, const void *const
 		return 0;
 	segments_kernel<<<grid_for((unsigned long long)n * kWarp), kBlock, 0, (cudaStream_t)stream>>>(
 		(unsigned char *)dst, src, off, n);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int ovs_cuda_copy_batch(void *stream, const ovs_cuda_batch *b)
+{
+	if (!b->n || !b->tiles)
+		return 0;
+	batch_kernel<<<b->tiles, kBlock, 0, (cudaStream_t)stream>>>(*b);
 	return (int)cudaGetLastError();
 }
 

@@ -35,6 +35,32 @@ int ovs_cuda_gather_chunked(void *stream, void *dst, void *const *bases, uint32_
  * its ends and length allow). src and off are device arrays. */
 int ovs_cuda_copy_segments(void *stream, void *dst, const void *const *src, const uint64_t *off, uint32_t n);
 
+/* ---- batched small copies ------------------------------------------------------------------------
+ * Up to OVS_CUDA_BATCH_MAX device-to-device copies in one launch, their descriptors passed by value
+ * as the kernel's parameter (no upload, no allocation: 8 + 128 x 24 = 3080 bytes, within the 4 KiB
+ * every CUDA version accepts). Each copy is cut into tiles of OVS_CUDA_BATCH_TILE bytes, one block
+ * per tile; copy i owns tiles [tile0[i], tile0[i + 1]) (the last copy up to `tiles`). A block moves
+ * 16-, 8- or 4-byte words, the widest its tile's two addresses allow, and its tail in bytes. The
+ * copies run concurrently: no dst may overlap another copy's src or dst. */
+#define OVS_CUDA_BATCH_MAX 128
+#define OVS_CUDA_BATCH_TILE 16384u /* bytes per block (a multiple of 16: tiles keep the base's alignment) */
+
+typedef struct ovs_cuda_seg {
+	void *dst;       /* device memory of the launching device */
+	const void *src; /* memory that device can read */
+	uint32_t bytes;  /* > 0 */
+	uint32_t tile0;  /* the copy's first tile: the tiles of copies 0..i-1 come before it */
+} ovs_cuda_seg;
+
+typedef struct ovs_cuda_batch {
+	uint32_t n;                           /* copies in seg (1..OVS_CUDA_BATCH_MAX) */
+	uint32_t tiles;                       /* tiles of all copies: the grid */
+	ovs_cuda_seg seg[OVS_CUDA_BATCH_MAX]; /* tile0 increasing */
+} ovs_cuda_batch;
+
+/* Launches b's copies (taken by value: b may be reused when this returns). */
+int ovs_cuda_copy_batch(void *stream, const ovs_cuda_batch *b);
+
 /* One depth level of the transform hierarchy (engine/ops/hierarchy_gpu.c): for j < n, node i =
  * node[j] gets world[i] = local_j when reset[j] != 0 or par[j] == UINT32_MAX, else local_j x
  * world[par[j]] (row-major 4x4 float64, USD row-vector convention), where local_j = local[j] when

@@ -65,6 +65,8 @@ typedef struct write_op {
 	ovs_exec gx;                 /* the device context the op issued GPU work on last (gx.gpu NULL: none);
 	                              * the op completes when that work has finished */
 	bool touches_gpu;            /* an entry may issue CUDA work (inline: the caller's device is kept) */
+	ovs_copy_batch batch;        /* gx's small device copies not yet launched (gx.batch points here):
+	                              * the values of the op's device sources, one launch per step */
 } write_op;
 
 /* Op blocks (the op and its entries, ~800 bytes per entry) are recycled through a one-block cache
@@ -464,6 +466,24 @@ static void row_list_release(row_list *rl)
 	rl->new_map = NULL;
 }
 
+/* Launches the op's deferred device copies (op->batch) on op->gx's stream. A failure lands in
+ * op->gx.err. */
+static void gx_flush(write_op *op)
+{
+	if (op->gx.gpu)
+		ovs_gpu_memops()->flush(&op->gx);
+}
+
+/* Frees a delta the op made but does not publish. Its values may be the destination of a deferred
+ * copy: the batch is launched first, so that the buffer's stream-ordered free follows the copy (freed
+ * before it, the device pool could hand the memory to the next allocation on the engine stream, of
+ * this op or another, while the copy still writes it). */
+static void delta_discard(write_op *op, ovs_delta *d)
+{
+	gx_flush(op);
+	ovs_delta_free(d);
+}
+
 /* Makes a checked entry visible, in one place so that an entry failing before it leaves no trace:
  * the column's schema (installed here, not when it was checked; a concurrent write may have
  * installed another, which refuses this one), the existence of the selected prims, the query's new
@@ -478,7 +498,7 @@ static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, DLDevice
 	if (s != OVSTAGE_OK) {
 		free(new_map);
 		if (d)
-			ovs_delta_free(d);
+			delta_discard(op, d);
 		return s;
 	}
 	const ovs_layout *l = &e->layout;
@@ -912,7 +932,12 @@ static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint
 	const void *base = ovs_layout_contiguous_base(l);
 	const ovs_memops *ops = ovs_gpu_memops();
 	if (base && !l->mask && !l->index_map) { /* rows 0..k-1 of the source, adjacent: one copy */
-		ops->copy(x, dst, base, (size_t)k * rb);
+		/* Device memory of the column's device: a kernel can read it, so a small copy may wait for
+		 * the op's batch (dst is a fresh buffer nothing reads before the flush). Host memory
+		 * (pageable, pinned, managed) and a peer device's keep cudaMemcpyAsync. */
+		bool local = !l->host_accessible && l->device.device_type == kDLCUDA &&
+			     l->device.device_id == ovs_gpu_device(x->gpu);
+		(local ? ops->copy_device : ops->copy)(x, dst, base, (size_t)k * rb);
 		return OVSTAGE_OK;
 	}
 	if (l->host_accessible) {
@@ -1261,6 +1286,7 @@ static ovstage_api_status_t entry_exec(jobs_worker *w, write_op *op, write_entry
 		return ovs_gpu_fence_sync(e->fence, err, errlen) ? OVSTAGE_OK : OVSTAGE_ERROR_OP_FAILED;
 	}
 	if (op->gx.gpu && op->gx.gpu != ex.gpu) { /* the op's earlier device work, on another device */
+		gx_flush(op); /* the batch belongs to the old stream: launch it there before the switch */
 		void *ev = ovs_gpu_record(&op->gx);
 		bool ok = ev && ovs_gpu_fence_wait(&ex, ev, err, errlen);
 		ovs_gpu_event_release(ev);
@@ -1269,6 +1295,7 @@ static ovstage_api_status_t entry_exec(jobs_worker *w, write_op *op, write_entry
 		ex.err = op->gx.err;
 	}
 	op->gx = ex;
+	op->gx.batch = &op->batch; /* still empty when the device changed (flushed above) */
 	*x = &op->gx;
 	bool fenced = l->host_accessible ? ovs_gpu_fence_sync(e->fence, err, errlen)
 					 : ovs_gpu_fence_wait(&op->gx, e->fence, err, errlen);
@@ -1306,7 +1333,7 @@ static ovstage_api_status_t apply_entry(jobs_worker *w, write_op *op, write_entr
 	ovs_delta *d = NULL;
 	s = make_delta(w, x, op, e, seq, &rl, &d, err, errlen);
 	if (s == OVSTAGE_OK && x->err) {
-		ovs_delta_free(d);
+		delta_discard(op, d);
 		free(rl.new_map);
 		ovs_err_format(err, errlen, "copying the values on CUDA device %d failed (%s)", ovs_gpu_device(x->gpu),
 			       ovs_gpu_error_name(x->err));
@@ -1337,13 +1364,27 @@ static void write_job_entries(jobs_worker *w, write_op *op, jobs_run *run)
 		if (s != OVSTAGE_OK) {
 			if (op->e[i].created_rows)
 				ovs_prims_need_reassert(&op->st->store); /* its rows stay, as holes (never present) */
-			/* Not a transaction (as in the anchor): earlier entries stay applied. GPU work
-			 * already issued may still read the caller's tensors: finish it first. */
-			if (op->gx.gpu)
+			/* Not a transaction (as in the anchor): earlier entries stay applied, so their
+			 * deferred copies are launched (they are published); then GPU work already issued
+			 * may still read the caller's tensors: finish it first. */
+			if (op->gx.gpu) {
+				gx_flush(op);
 				ovs_gpu_sync(&op->gx);
+			}
 			ovs_op_fail(run, s, "write_attributes entry %zu: %s", i, err);
 			return;
 		}
+	}
+	/* The deferred copies of every entry, in one launch (or one per OVS_COPY_BATCH_MAX); before the
+	 * completion is recorded, which is what a seal reading these deltas waits for (docs/gpu.md). A
+	 * launch that fails is retried copy by copy, so an error here is a fault of the device: the op
+	 * fails as it would for an asynchronous fault of its copies. */
+	gx_flush(op);
+	if (op->gx.gpu && op->gx.err) {
+		ovs_gpu_sync(&op->gx);
+		ovs_op_fail(run, OVSTAGE_ERROR_OP_FAILED, "write_attributes: copying the values on CUDA device %d "
+			    "failed (%s)", ovs_gpu_device(op->gx.gpu), ovs_gpu_error_name(op->gx.err));
+		return;
 	}
 	/* Device work: the receipt completes when it has finished (the caller's tensors are then free). */
 	if (op->gx.gpu && !ovs_gpu_complete_after(op->gx.gpu, &op->gx, op->st->sched, run, err, sizeof err)) {

@@ -92,6 +92,8 @@ const ovs_memops ovs_memops_cpu = {
 	.scatter_chunked = NULL, /* chunk.c applies host rows itself */
 	.gather_chunked = NULL,  /* gather.c copies host rows itself */
 	.copy_segments = NULL,   /* write.c copies host array rows itself */
+	.copy_device = NULL,     /* device backends only (write.c's device sources) */
+	.flush = NULL,           /* nothing is deferred on the CPU */
 	.record = NULL, /* synchronous: every operation is complete when it returns */
 };
 

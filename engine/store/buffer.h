@@ -45,6 +45,13 @@ typedef struct ovs_memops {
 	                                                            * device context, NULL on the CPU) */
 	void (*free)(void *ctx, void *p, size_t bytes);            /* memory from alloc */
 	void (*copy)(ovs_exec *x, void *dst, const void *src, size_t bytes); /* within the device */
+	/* As copy, for a src that is device memory of x's device (kernel-readable) and a dst that nothing
+	 * reads before x's next flush: a small copy may wait in x->batch for that flush (one launch for
+	 * many). NULL on the CPU. */
+	void (*copy_device)(ovs_exec *x, void *dst, const void *src, size_t bytes);
+	/* Issues x->batch's pending copies (one kernel launch per OVS_COPY_BATCH_MAX); nothing when x has
+	 * no batch or it is empty. A failure lands in x->err. NULL on the CPU. */
+	void (*flush)(ovs_exec *x);
 	void (*fill)(ovs_exec *x, void *dst, int byte, size_t bytes);
 	/* dst row rows[i] = src row i, for i < n, rows of rb bytes */
 	void (*scatter_rows)(ovs_exec *x, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb);

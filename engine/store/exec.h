@@ -12,8 +12,28 @@
 #define OVSTAGE_ENGINE_EXEC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "jobs.h"
+
+/* Small device-to-device copies an op has issued but not yet launched (device backends): the
+ * backend appends them (ovs_memops.copy_device) and launches them all as one kernel at a flush
+ * (ovs_memops.flush), instead of one cudaMemcpyAsync each. The owner of the context keeps the
+ * storage and flushes before anything on its stream may read a pending destination, before a
+ * pending destination is freed, and before its completion is recorded (docs/gpu.md). */
+#define OVS_COPY_BATCH_MAX 128 /* copies per launch: the kernel takes them by value (kernels.h) */
+
+typedef struct ovs_copy_seg {
+	void *dst;       /* device memory of the context's device */
+	const void *src; /* device memory the context's device can read */
+	size_t bytes;    /* > 0, below the backend's batching threshold */
+} ovs_copy_seg;
+
+typedef struct ovs_copy_batch {
+	uint32_t n;                            /* pending copies in seg */
+	ovs_copy_seg seg[OVS_COPY_BATCH_MAX];  /* in issue order; they run concurrently, so no dst may
+	                                        * overlap another pending copy's src or dst */
+} ovs_copy_batch;
 
 typedef struct ovs_exec {
 	jobs_worker *w; /* the worker running the op (fork-join), or NULL: serial on this thread */
@@ -22,12 +42,14 @@ typedef struct ovs_exec {
 	struct ovs_gpu *gpu; /* the CUDA backend: the stage's context on the device (NULL on the CPU) */
 	int err;        /* device backends: the first error an operation issued on x met (0: none); the
 	                 * op that owns x fails with it */
+	ovs_copy_batch *batch; /* device backends: where copy_device defers small copies until a flush
+	                        * (owned by the op; NULL: copies are issued at once) */
 } ovs_exec;
 
 /* A CPU context for worker w (may be NULL). */
 static inline ovs_exec ovs_exec_cpu(jobs_worker *w)
 {
-	return (ovs_exec){ .w = w, .stream = NULL, .event = NULL, .gpu = NULL, .err = 0 };
+	return (ovs_exec){ .w = w, .stream = NULL, .event = NULL, .gpu = NULL, .err = 0, .batch = NULL };
 }
 
 /* Calls fn(ctx, lo, hi) over disjoint ranges covering [0, n), each at most `grain` long (a larger
