@@ -25,6 +25,7 @@
 
 int tst_gpu_spin_fill(void *stream, float *dst, unsigned n, float base, long long spin_cycles);
 int tst_gpu_add(void *stream, float *dst, unsigned n, float delta);
+int tst_gpu_spin_bytes(void *stream, unsigned char *dst, unsigned n, unsigned seed, long long spin_cycles);
 
 #define CU(call) ck_assert_msg((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 #define SPIN (20LL * 1000 * 1000) /* ~10 ms of GPU clocks: the write is submitted while it runs */
@@ -1340,6 +1341,141 @@ START_TEST(test_device_pool_reuses_within_its_bound)
 }
 END_TEST
 
+/* ---- batched copies ----------------------------------------------------------------------------
+ * One write call of more columns than one batch launch holds (OVS_COPY_BATCH_MAX = 128), with rows
+ * of 1, 3, 4, 12 and 16 bytes at source offsets that defeat the wide words (odd for bytes, 4 or 8 mod
+ * 16 for floats), and three columns of 320-byte rows, which at 4096 rows (1.25 MiB) are above the
+ * 1 MiB batching threshold (cudaMemcpyAsync). Every source is produced by one kernel still spinning
+ * on a non-default stream when the write is submitted; every byte of every column is checked. */
+
+#define BATCH_COLS 300
+
+/* Byte i of the producer's pattern (gpu_test_kernels.cu: spin_bytes). */
+static unsigned char batch_byte(uint32_t i, unsigned seed)
+{
+	return (unsigned char)(((i * 2654435761u) >> 13) + seed);
+}
+
+/* Column c's dtype: five row widths in turn, and 320 bytes for c = 50, 150, 250. */
+static DLDataType batch_dtype(uint32_t c)
+{
+	static const DLDataType kinds[5] = { { kDLUInt, 8, 1 }, { kDLUInt, 8, 3 }, { kDLFloat, 32, 1 },
+					     { kDLFloat, 32, 3 }, { kDLFloat, 64, 2 } };
+	if (c % 100 == 50)
+		return (DLDataType){ kDLFloat, 32, 80 };
+	return kinds[c % 5];
+}
+
+static size_t dtype_bytes(DLDataType t)
+{
+	return (size_t)t.bits / 8 * t.lanes;
+}
+
+/* The source offsets in the arena: 16-aligned plus a shift of 0, 1 or 2 scalar widths (odd for bytes,
+ * 4 or 8 mod 16 for float32, 8 mod 16 for float64). Returns the arena's size. */
+static size_t batch_layout(uint32_t n, size_t *off)
+{
+	size_t at = 0;
+	for (uint32_t c = 0; c < BATCH_COLS; c++) {
+		DLDataType t = batch_dtype(c);
+		at = (at + 15) & ~(size_t)15;
+		off[c] = at + (size_t)(c % 3) * (t.bits / 8);
+		at = off[c] + (size_t)n * dtype_bytes(t);
+	}
+	return at;
+}
+
+/* Checks one read group of the batch's columns against the pattern; counts the prims it covers. */
+static void batch_check_group(fixture *f, const ovstage_read_group_t *g, const ovx_token_t *a, const size_t *off,
+			      unsigned seed, uint32_t *seen)
+{
+	uint32_t c = 0;
+	while (c < BATCH_COLS && a[c] != g->attribute)
+		c++;
+	ck_assert_uint_lt(c, BATCH_COLS);
+	ck_assert(!g->is_delete);
+	const DLTensor *t = &g->data.tensors[0];
+	ck_assert_int_eq(t->device.device_type, kDLCUDA);
+	size_t rb = dtype_bytes(t->dtype);
+	for (int d = 1; d < t->ndim; d++)
+		rb *= (size_t)t->shape[d];
+	ck_assert_uint_eq(rb, dtype_bytes(batch_dtype(c)));
+	size_t rows = (size_t)t->shape[0];
+	unsigned char *h = malloc(rows * rb + 1);
+	if (g->data.cuda_sync.wait_event)
+		CU(cudaStreamWaitEvent(cudaStreamPerThread, (cudaEvent_t)g->data.cuda_sync.wait_event, 0));
+	CU(cudaMemcpyAsync(h, (const unsigned char *)t->data + t->byte_offset, rows * rb, cudaMemcpyDeviceToHost,
+			   cudaStreamPerThread));
+	CU(cudaStreamSynchronize(cudaStreamPerThread));
+	for (uint32_t i = 0; i < g->prims.count; i++) {
+		uint32_t e = g->prims.index_map ? g->prims.index_map[i] : g->prims.offset + i;
+		uint32_t row = g->data.index_map ? g->data.index_map[i] : i;
+		ck_assert_uint_lt(e, f->n);
+		ck_assert_uint_lt(row, rows);
+		for (size_t b = 0; b < rb; b++) {
+			unsigned char want = batch_byte((uint32_t)(off[c] + (size_t)e * rb + b), seed);
+			ck_assert_msg(h[(size_t)row * rb + b] == want, "column %u (%zu-byte rows, %u rows), prim %u, byte "
+				      "%zu: %u, expected %u", c, rb, f->n, e, b, h[(size_t)row * rb + b], want);
+		}
+		seen[c]++;
+	}
+	free(h);
+}
+
+/* The batch case over a query of n prims. */
+static void batch_write_check(uint32_t n, unsigned seed)
+{
+	fixture f;
+	fx_open(&f, n);
+	static ovx_token_t a[BATCH_COLS];
+	static tst_tensor tt[BATCH_COLS];
+	static ovstage_attribute_write_t w[BATCH_COLS];
+	static size_t off[BATCH_COLS];
+	static uint32_t seen[BATCH_COLS];
+	size_t bytes = batch_layout(f.n, off);
+	unsigned char *arena = (unsigned char *)dev_alloc(bytes);
+	cudaStream_t s;
+	CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	ck_assert_int_eq(tst_gpu_spin_bytes(s, arena, (unsigned)bytes, seed, SPIN), 0);
+	for (uint32_t c = 0; c < BATCH_COLS; c++) {
+		char name[24];
+		snprintf(name, sizeof name, "batch%u", c);
+		a[c] = tst_tok(f.pd, name);
+		DLDataType t = batch_dtype(c);
+		w[c].attribute = tst_attr(a[c]);
+		w[c].data = tst_wdata(&tt[c], arena + off[c], f.n, t.code, t.bits, t.lanes);
+		tt[c].t.device = (DLDevice){ kDLCUDA, 0 };
+		w[c].data.cuda_sync.stream = (uintptr_t)s; /* drained: the kernel is still spinning now */
+		seen[c] = 0;
+	}
+	tst_wait_ok(f.st, ovstage_write_attributes(f.st, f.q, w, BATCH_COLS, 1, OVSTAGE_PRIM_MODE_UPSERT));
+	seal(&f, 1);
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t r = { 0, UINT64_MAX, false };
+	tst_wait_ok(f.st, ovstage_read_attributes(f.st, f.q, a, BATCH_COLS, r, &rh));
+	ovstage_read_group_t g;
+	ovstage_api_status_t st;
+	while ((st = ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g)) == OVSTAGE_OK) {
+		batch_check_group(&f, &g, a, off, seed, seen);
+		ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+	}
+	ck_assert_int_eq(st, OVSTAGE_ERROR_END_OF_ITERATION);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+	for (uint32_t c = 0; c < BATCH_COLS; c++)
+		ck_assert_msg(seen[c] == f.n, "column %u: %u of %u prims read", c, seen[c], f.n);
+	CU(cudaStreamDestroy(s));
+	CU(cudaFree(arena));
+	fx_close(&f);
+}
+
+START_TEST(test_write_batches_small_device_copies)
+{
+	batch_write_check(4096, 7); /* 297 batched copies (three launches) and three cudaMemcpyAsync */
+	batch_write_check(1, 11);   /* one row per column: 1- to 320-byte copies, all batched */
+	batch_write_check(3, 13);   /* odd byte counts: 3, 9, 12, 36, 48 and 960 bytes */
+}
+END_TEST
+
 /* ---- no GPU ---------------------------------------------------------------------------------- */
 
 START_TEST(test_unavailable_refuses_cuda_at_call)
@@ -1427,6 +1563,7 @@ int main(void)
 		tcase_add_test(tc, test_cuda_arrays_into_cpu_column_and_mixed_read);
 		tcase_add_test(tc, test_strided_cuda_array_row_refused);
 		tcase_add_test(tc, test_threads_write_seal_read_device_columns);
+		tcase_add_test(tc, test_write_batches_small_device_copies);
 	} else {
 		fprintf(stderr, "check_gpu: no usable CUDA device (%s): only the CPU-only checks run; the GPU cases "
 			"run on a machine with a GPU\n", why);
