@@ -475,9 +475,10 @@ static void gx_flush(write_op *op)
 }
 
 /* Frees a delta the op made but does not publish. Its values may be the destination of a deferred
- * copy: the batch is launched first, so that the buffer's stream-ordered free follows the copy (freed
- * before it, the device pool could hand the memory to the next allocation on the engine stream, of
- * this op or another, while the copy still writes it). */
+ * copy: the batch is launched first. The device pool hands a returned block out again at once, on
+ * the rule that its earlier users issued their work on the engine stream before giving it back
+ * (cuda_context.c, ovs_gpu_alloc); freed before the launch, the memory could go to the next
+ * allocation of this op or another while the copy still writes it. */
 static void delta_discard(write_op *op, ovs_delta *d)
 {
 	gx_flush(op);
@@ -1162,7 +1163,8 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 		break;
 	}
 	if (s != OVSTAGE_OK) {
-		ovs_delta_free(d); /* with the rows and values it took */
+		delta_discard(op, d); /* with the rows and values it took (none is a pending copy's dst
+		                       * today: device_values defers its copy last; flushed anyway) */
 		free(rl->new_map);
 		return s;
 	}
