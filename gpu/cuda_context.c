@@ -237,7 +237,6 @@ void *ovs_gpu_record(ovs_exec *x)
 	return ovs_gpu_event_record(x->gpu->dev, (cudaStream_t)x->stream);
 }
 
-
 bool ovs_gpu_fence_wait(ovs_exec *x, void *fence, char *err, size_t errlen)
 {
 	if (!fence)

@@ -3,7 +3,8 @@
  * (D2D and pinned H2D) against cudaMemcpyAsync of the same bytes, a sparse 1 % write against the full
  * write, a tiny write's receipt against a bare event poll, the host time a write call takes while the
  * producer's kernel still runs, and a step loop of 100 columns x 4096 rows (write, seal, read) against
- * one cudaMemcpyAsync per column, and the device pool's hit against CUDA's stream-ordered allocator.
+ * one cudaMemcpyAsync per column, the device pool's hit against CUDA's stream-ordered allocator, and
+ * an array (ragged) column's step against one copy of its bytes.
  * Prints one table; never asserts. Without a GPU it says so and exits 0. Linked against the static
  * library: the pool row calls the engine's allocator directly.
  */
@@ -321,6 +322,88 @@ static void row_latency(void)
 	stage_close(&s);
 }
 
+/* An array (ragged) column on the device: 4096 rows of 1..8 float32 written each step from per-row
+ * CUDA tensors in one device buffer (one write, packed into a device buffer by one kernel), sealed and
+ * read (every group's wait event honoured), against one cudaMemcpyAsync of the same packed bytes +
+ * sync: information (the issue sets no target for it), the cost of ragged rows over the bytes. */
+static void row_array(void)
+{
+	fprintf(stderr, "bench_gpu: %s\n", __func__);
+	enum { ROWS = 4096, STEPS = 100 };
+	stage s;
+	stage_open(&s, ROWS);
+	ovx_token_t a = tok(&s, "ragged");
+	DLTensor *t = calloc(ROWS, sizeof *t);
+	int64_t *shape = calloc(ROWS, sizeof *shape);
+	size_t total = 0;
+	for (uint32_t i = 0; i < ROWS; i++)
+		total += 1 + i % 8;
+	void *sp = NULL, *dst = NULL;
+	cudaMalloc(&sp, total * sizeof(float));
+	cudaMalloc(&dst, total * sizeof(float));
+	float *src = sp;
+	cudaMemset(sp, 0, total * sizeof(float));
+	for (uint32_t i = 0, off = 0; i < ROWS; i++) {
+		t[i].data = src + off;
+		t[i].device = (DLDevice){ kDLCUDA, 0 };
+		t[i].ndim = 1;
+		t[i].dtype = (DLDataType){ kDLFloat, 32, 1 };
+		shape[i] = 1 + i % 8;
+		t[i].shape = &shape[i];
+		off += (uint32_t)shape[i];
+	}
+	ovstage_write_data_t w;
+	memset(&w, 0, sizeof w);
+	w.tensors = t;
+	w.tensor_count = ROWS;
+	w.is_array = true;
+	cudaStream_t cs;
+	cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
+	double t0 = 0, tw = 0, ts = 0;
+	for (int step = -5; step < STEPS; step++) {
+		if (step == 0)
+			t0 = now_s(), tw = ts = 0;
+		double a0 = now_s();
+		wait_release(s.st, write_attr(&s, a, w));
+		double a1 = now_s();
+		seal_all(&s);
+		double a2 = now_s();
+		tw += a1 - a0;
+		ts += a2 - a1;
+		ovstage_read_handle_t rh;
+		ovstage_ordinal_range_t r = { 0, UINT64_MAX, false };
+		wait_release(s.st, ovstage_read_attributes(s.st, s.q, &a, 1, r, &rh));
+		ovstage_read_group_t g;
+		uintptr_t waited = 0;
+		while (ovstage_fetch_read_next(s.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+			if (g.data.cuda_sync.wait_event && g.data.cuda_sync.wait_event != waited)
+				cudaStreamWaitEvent(cs, (cudaEvent_t)g.data.cuda_sync.wait_event, 0);
+			waited = g.data.cuda_sync.wait_event;
+			ovstage_release_group(s.st, &g);
+		}
+		wait_release(s.st, ovstage_release_read(s.st, rh));
+	}
+	cudaStreamSynchronize(cs);
+	double ours = (now_s() - t0) / STEPS;
+	t0 = now_s();
+	for (int step = 0; step < STEPS; step++) {
+		cudaMemcpyAsync(dst, src, total * sizeof *src, cudaMemcpyDeviceToDevice, cs);
+		cudaStreamSynchronize(cs);
+	}
+	double bare = (now_s() - t0) / STEPS;
+	note("array step: write op %.0f us, seal %.0f us, the rest (read, groups, release) %.0f us", tw / STEPS * 1e6,
+	     ts / STEPS * 1e6, (ours - (tw + ts) / STEPS) * 1e6);
+	table_row("array column 4096 rows x 1-8 f32 write+seal+read", fmt("%.0f us", ours * 1e6),
+		  "one cudaMemcpyAsync of the bytes + sync", fmt("%.0f us", bare * 1e6), fmt("%.2fx", bare / ours), "(info)",
+		  "-");
+	cudaStreamDestroy(cs);
+	cudaFree(src);
+	cudaFree(dst);
+	free(t);
+	free(shape);
+	stage_close(&s);
+}
+
 /* The device pool's hit: an allocation and free of 1 MiB through a stage context's cache (the
  * engine's own ovs_gpu_alloc / ovs_gpu_free, linked statically), against CUDA's stream-ordered
  * allocator on a pool whose release threshold is at its maximum (so it never returns memory), in
@@ -491,7 +574,7 @@ int main(int argc, char **argv)
 	cpu_model(cpu, sizeof cpu);
 	printf("bench_gpu on %s (%s)\n", p.name, cpu);
 	table_set_peer_header("Peer (same run)");
-	/* --only copy|sparse|latency|pool|step runs one group of rows (profiling) */
+	/* --only copy|sparse|latency|pool|array|step runs one group of rows (profiling) */
 	const char *only = NULL;
 	for (int i = 1; i + 1 < argc; i++)
 		if (strcmp(argv[i], "--only") == 0)
@@ -509,6 +592,8 @@ int main(int argc, char **argv)
 		row_latency();
 	if (!only || !strcmp(only, "pool"))
 		row_pool();
+	if (!only || !strcmp(only, "array"))
+		row_array();
 	if (!only || !strcmp(only, "step"))
 		row_step_loop();
 	table_print(md);
