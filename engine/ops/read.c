@@ -31,6 +31,8 @@
 
 /* Reads of resolved queries over at most this many (prim, attribute) elements run in the call. */
 #define READ_INLINE_MAX_ELEMS ((size_t)1 << 18)
+/* The most columns read_identity_at_call checks at the call (see there). */
+#define READ_INLINE_MAX_ATTRS 256
 
 typedef struct ovs_group {
 	ovs_hobj h;                 /* kind OVS_H_GROUP once fetched */
@@ -1018,8 +1020,12 @@ static ovstage_api_status_t check_bounds_at_call(ovs_stage *st, const ovx_token_
 }
 
 /* True when a latest read of attrs through q (a resolved query) will take the identity fast path,
- * as far as the call can tell: each is a fixed-size CPU column (its schema installed) whose row map
- * for q is cached and is the identity. Such a read costs O(runs) per column whatever the query's
+ * as far as the call can tell: each is a fixed-size column (its schema installed; on the CPU or a
+ * device alike: a read issues no device work, its groups view the sealed chunks where they live)
+ * whose row map for q is cached and is the identity, and there are at most READ_INLINE_MAX_ATTRS of
+ * them (the check costs two radix loads and a row-map lookup per column; 100 columns' worth is a few
+ * microseconds, where the hand-off of bench/gpu's 100-column step read cost ~100 us of wake-up
+ * and contention). Such a read costs O(runs) per column whatever the query's
  * size, so it runs in the call like a small one: handing a 16 M-prim read to a worker made its
  * latency that of waking the worker (~1 us when one was spinning, ~10 us when all slept: latest
  * reads of 64 / 256 MiB columns were bimodal, 1.0-1.7 or 11-12 us, on 2 cores). A column whose
@@ -1028,13 +1034,12 @@ static ovstage_api_status_t check_bounds_at_call(ovs_stage *st, const ovx_token_
 static bool read_identity_at_call(ovs_stage *st, ovs_query *q, const ovx_token_t *attrs, size_t nattrs,
 				  const ovstage_ordinal_range_t *rg)
 {
-	if (rg->has_start_ordinal || !attrs || !nattrs || nattrs > 8)
+	if (rg->has_start_ordinal || !attrs || !nattrs || nattrs > READ_INLINE_MAX_ATTRS)
 		return false;
 	for (size_t i = 0; i < nattrs; i++) {
 		ovs_column *c = ovs_column_find(&st->store, attrs[i]);
 		/* acquire: the schema fields below were published with has_schema */
-		if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire) || c->schema.is_array ||
-		    c->schema.device.device_type != kDLCPU)
+		if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire) || c->schema.is_array)
 			return false;
 		const ovs_rowmap *m = ovs_query_rowmap(q, c);
 		if (!m || !m->identity)

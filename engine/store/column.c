@@ -23,6 +23,8 @@ void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_
 	atomic_init(&s->ncols, 0);
 	atomic_init(&s->all_floor, 0);
 	ovs_radix_init(&s->prims);
+	ovs_radix_init(&s->col_index);
+	atomic_init(&s->col_index_ok, true);
 	atomic_init(&s->prim_deletes, 0);
 	ovs_pool_init(&s->pool);
 	atomic_init(&s->mem.buffer_bytes, 0);
@@ -38,8 +40,22 @@ void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_
 	atomic_init(&s->floor_waiters, 0);
 }
 
+/* Every op looks up each of its columns, so a scan of the array made a step over many columns
+ * quadratic (ovs_column_find was 7 % of a 100-column write + seal + read step): tokens are dense
+ * ids, so a radix slot per token answers in two loads. Tokens at or above 2^32 (a foreign
+ * dictionary's), or a store whose index missed a slot, scan the array. */
 ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name)
 {
+	/* acquire (slot, flag): pairs with the release stores in ovs_column_publish, which follow the
+	 * column's publication in the array, so the array read below holds it. */
+	bool indexed = name < UINT32_MAX && atomic_load_explicit(&st->col_index_ok, memory_order_acquire);
+	if (indexed) {
+		_Atomic uint32_t *slot = ovs_radix_slot(&st->col_index, name, false);
+		uint32_t v = slot ? atomic_load_explicit(slot, memory_order_acquire) : 0;
+		if (!v)
+			return NULL;
+		return atomic_load_explicit(&st->cols, memory_order_acquire)[v - 1];
+	}
 	/* acquire: pairs with the release publication of the array and of its count, so the column
 	 * structs and their initialised fields are visible. */
 	size_t n = atomic_load_explicit(&st->ncols, memory_order_acquire);
@@ -48,6 +64,18 @@ ovs_column *ovs_column_find(ovs_store *st, ovx_token_t name)
 		if (cols[i]->name == name)
 			return cols[i];
 	return NULL;
+}
+
+/* The index slot of a column just published (cols_lock held). */
+static void index_locked(ovs_store *st, const ovs_column *c)
+{
+	if (c->name >= UINT32_MAX)
+		return; /* scanned for (ovs_column_find) */
+	_Atomic uint32_t *slot = ovs_radix_slot(&st->col_index, c->name, true);
+	if (slot)
+		atomic_store_explicit(slot, c->index + 1, memory_order_release); /* release: see find */
+	else
+		atomic_store_explicit(&st->col_index_ok, false, memory_order_release); /* scans from now on */
 }
 
 /* Room in the column array for one more column than are published or reserved. Caller holds
@@ -147,6 +175,7 @@ ovs_column *ovs_column_publish(ovs_store *st, ovs_column *c, uint64_t floor)
 	/* release: the new column and its slot are visible before the count that exposes them. A reader
 	 * that loads the count (acquire) and then the array pointer gets an array holding entry n. */
 	atomic_store_explicit(&st->ncols, n + 1, memory_order_release);
+	index_locked(st, c);
 	pthread_mutex_unlock(&st->cols_lock);
 	return c;
 }
@@ -272,6 +301,7 @@ void ovs_store_fini(ovs_store *st)
 		free(st->old_arrays[i]);
 	free(st->old_arrays);
 	ovs_radix_fini(&st->prims);
+	ovs_radix_fini(&st->col_index);
 	pthread_mutex_destroy(&st->cols_lock);
 	ovs_store_devices_fini(st); /* after the versions: their device buffers were freed in stream order */
 	ovs_pool_fini(st); /* last: freed versions returned their buffers to the pool */

@@ -30,6 +30,10 @@ struct ovs_store {
 	                                 * (ovs_column_prepare; under cols_lock) */
 	void **old_arrays;              /* superseded column arrays, freed at destroy */
 	size_t n_old_arrays;            /* entries in old_arrays */
+	ovs_radix col_index;            /* token -> 1 + the column's index in cols (0: none), for tokens
+	                                 * below 2^32; set under cols_lock after the column's publication */
+	_Atomic bool col_index_ok;      /* every published column below 2^32 has its index slot (false
+	                                 * after a slot could not be allocated: lookups scan the array) */
 	_Atomic uint64_t all_floor;     /* the stage floor new columns start from (sealed) */
 
 	/* --- prim existence (latest state): path id -> 0 unknown, 1 exists, 2 deleted --- */
