@@ -121,6 +121,28 @@ typedef struct gpu_device {
 } gpu_device;
 
 static gpu_device g_dev[OVS_GPU_MAX_DEVICES];
+
+/* OVSTAGE_GPU_POOL_MB in bytes (0: the cache is off; saturated, never overflowing). */
+static int64_t pool_bound(void)
+{
+	int64_t mb = ovs_gpu_pool_mb();
+	return mb <= 0 ? 0 : mb > (INT64_MAX >> 20) ? INT64_MAX : mb << 20;
+}
+
+/* Whether ordinal d can be used by this process; else a message naming it and why. */
+static bool usable(int d, char *err, size_t errlen)
+{
+	if (!ovs_gpu_available()) {
+		ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", d, g_reason);
+		return false;
+	}
+	if (d < 0 || d >= g_ndev) {
+		ovs_err_format(err, errlen, "CUDA device ordinal %d is out of range (%d device%s visible)", d, g_ndev,
+			       g_ndev == 1 ? " is" : "s are");
+		return false;
+	}
+	return true;
+}
 static pthread_mutex_t g_dev_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool device_init_locked(int d, gpu_device *gd, char *err, size_t errlen)
@@ -144,8 +166,7 @@ static bool device_init_locked(int d, gpu_device *gd, char *err, size_t errlen)
 	if (r == cudaSuccess)
 		r = cudaStreamCreateWithFlags(&gd->fence, cudaStreamNonBlocking);
 	(void)cudaSetDevice(prev);
-	int64_t mb = ovs_gpu_pool_mb();
-	ovs_block_budget_init(&gd->budget, mb <= 0 ? 0 : mb > (INT64_MAX >> 20) ? INT64_MAX : mb << 20);
+	ovs_block_budget_init(&gd->budget, pool_bound());
 	if (r != cudaSuccess) {
 		ovs_err_format(err, errlen, "CUDA device %d: cannot set up its memory pool and streams (%s: %s)", d,
 			       cudaGetErrorName(r), cudaGetErrorString(r));
@@ -158,15 +179,8 @@ static bool device_init_locked(int d, gpu_device *gd, char *err, size_t errlen)
 gpu_device_state ovs_gpu_device_state(int d, char *err, size_t errlen)
 {
 	gpu_device_state out = { NULL, NULL, NULL };
-	if (!ovs_gpu_available()) {
-		ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", d, g_reason);
+	if (!usable(d, err, errlen))
 		return out;
-	}
-	if (d < 0 || d >= g_ndev) {
-		ovs_err_format(err, errlen, "CUDA device ordinal %d is out of range (%d device%s visible)", d, g_ndev,
-			       g_ndev == 1 ? " is" : "s are");
-		return out;
-	}
 	gpu_device *gd = &g_dev[d];
 	/* acquire: pairs with the release below; the pool and stream are then initialised. */
 	if (!atomic_load_explicit(&gd->ready, memory_order_acquire)) {
@@ -286,17 +300,9 @@ static uint64_t pool_attr(cudaMemPool_t pool, enum cudaMemPoolAttr a)
 ovstage_api_status_t ovs_gpu_pool_stats(int d, ovstage_ext_gpu_pool_stats_t *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);
-	if (!ovs_gpu_available()) {
-		ovs_err_format(err, errlen, "CUDA device %d cannot be used: %s", d, g_reason);
+	if (!usable(d, err, errlen))
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
-	}
-	if (d < 0 || d >= g_ndev) {
-		ovs_err_format(err, errlen, "CUDA device ordinal %d is out of range (%d device%s visible)", d, g_ndev,
-			       g_ndev == 1 ? " is" : "s are");
-		return OVSTAGE_ERROR_INVALID_ARGUMENT;
-	}
-	int64_t mb = ovs_gpu_pool_mb();
-	out->bound_bytes = mb <= 0 ? 0 : mb > (INT64_MAX >> 20) ? (uint64_t)INT64_MAX : (uint64_t)mb << 20;
+	out->bound_bytes = (uint64_t)pool_bound();
 	gpu_device *gd = &g_dev[d];
 	/* acquire: pairs with the release that published the device's state (ovs_gpu_device_state). */
 	if (!atomic_load_explicit(&gd->ready, memory_order_acquire))

@@ -322,6 +322,22 @@ static void row_latency(void)
 	stage_close(&s);
 }
 
+/* Fetches every group of read rh, orders consumer stream cs after each group's data (one wait per
+ * distinct wait_event: the groups of one seal's columns share theirs) and releases the groups, then
+ * the read. */
+static void consume_read(ovstage_instance_t *st, ovstage_read_handle_t rh, cudaStream_t cs)
+{
+	ovstage_read_group_t g;
+	uintptr_t waited = 0;
+	while (ovstage_fetch_read_next(st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
+		if (g.data.cuda_sync.wait_event && g.data.cuda_sync.wait_event != waited)
+			cudaStreamWaitEvent(cs, (cudaEvent_t)g.data.cuda_sync.wait_event, 0);
+		waited = g.data.cuda_sync.wait_event;
+		ovstage_release_group(st, &g);
+	}
+	wait_release(st, ovstage_release_read(st, rh));
+}
+
 /* An array (ragged) column on the device: 4096 rows of 1..8 float32 written each step from per-row
  * CUDA tensors in one device buffer (one write, packed into a device buffer by one kernel), sealed and
  * read (every group's wait event honoured), against one cudaMemcpyAsync of the same packed bytes +
@@ -373,15 +389,7 @@ static void row_array(void)
 		ovstage_read_handle_t rh;
 		ovstage_ordinal_range_t r = { 0, UINT64_MAX, false };
 		wait_release(s.st, ovstage_read_attributes(s.st, s.q, &a, 1, r, &rh));
-		ovstage_read_group_t g;
-		uintptr_t waited = 0;
-		while (ovstage_fetch_read_next(s.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g) == OVSTAGE_OK) {
-			if (g.data.cuda_sync.wait_event && g.data.cuda_sync.wait_event != waited)
-				cudaStreamWaitEvent(cs, (cudaEvent_t)g.data.cuda_sync.wait_event, 0);
-			waited = g.data.cuda_sync.wait_event;
-			ovstage_release_group(s.st, &g);
-		}
-		wait_release(s.st, ovstage_release_read(s.st, rh));
+		consume_read(s.st, rh, cs);
 	}
 	cudaStreamSynchronize(cs);
 	double ours = (now_s() - t0) / STEPS;
