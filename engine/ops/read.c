@@ -835,6 +835,17 @@ typedef enum derived_kind { D_PATH, D_PARENT, D_CHILDREN } derived_kind;
 
 static bool derived_kind_of(ovs_stage *st, ovx_token_t t, derived_kind *k)
 {
+	/* The stage interned the three names at creation (st->derived, in D_* order) and a token names
+	 * one string, so comparing tokens decides without looking the name up; by name only if one of
+	 * them could not be interned (0). */
+	if (st->derived[0] && st->derived[1] && st->derived[2]) {
+		for (int i = 0; i < 3; i++)
+			if (t == st->derived[i]) {
+				*k = (derived_kind)i;
+				return true;
+			}
+		return false;
+	}
 	const char *n = ovs_attr_name(st, t);
 	if (!strcmp(n, "usd-path"))
 		*k = D_PATH;
