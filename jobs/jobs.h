@@ -204,6 +204,18 @@ jobs_status jobs_receipt_tag(jobs_sched *s, jobs_id id, uint64_t *tag);
 /* Retires a receipt. The job still runs if it has not yet; its id becomes invalid at once. */
 jobs_status jobs_release(jobs_sched *s, jobs_id id);
 
+/* jobs_wait and jobs_release for an owner that checks its tag first (jobs_receipt_tag, then the
+ * call): one pin of the receipt instead of two. JOBS_INVALID, and nothing done, when the id is
+ * unknown or released or carries another tag. Progress: as jobs_wait and jobs_release. */
+jobs_status jobs_wait_tagged(jobs_sched *s, jobs_id id, uint64_t tag, uint64_t timeout_ns);
+jobs_status jobs_release_tagged(jobs_sched *s, jobs_id id, uint64_t tag);
+
+/* A receipt of a job with no body that is complete (JOBS_OK) when the call returns: for an owner
+ * whose operation took effect in the call (a release) but hands out a receipt like any other.
+ * Costs a slot, not a run (no body, no cleanup, no allocation). Lock-free. JOBS_FULL when the
+ * receipt table is full (then *out_id is 0). */
+jobs_status jobs_submit_done(jobs_sched *s, uint64_t tag, jobs_id *out_id);
+
 /* Inside a job body: mark the job failed with an application code and a message (code 0 becomes 1,
  * since 0 means success; the first failure reported wins). */
 void jobs_job_fail(jobs_run *run, int code, const char *fmt, ...)

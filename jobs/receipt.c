@@ -221,22 +221,34 @@ jobs_edge *jobs_slot_complete(jobs_receipts *r, jobs_slot *sl, uint32_t result, 
 	return edges;
 }
 
+jobs_status jobs_slot_release_pinned(jobs_receipts *r, jobs_slot *sl)
+{
+	uint32_t old = atomic_load_explicit(&sl->state, memory_order_relaxed);
+	for (;;) {
+		if (old & JOBS_ST_RELEASED) { /* another thread released it first */
+			jobs_slot_unpin(r, sl);
+			return JOBS_INVALID;
+		}
+		/* Set RELEASED and drop our pin at once; recycle when that leaves RELEASED|DONE unpinned. */
+		uint32_t nx = (old | JOBS_ST_RELEASED) - JOBS_ST_PIN_ONE;
+		bool rec = (nx & JOBS_ST_DONE) && JOBS_ST_PINS(nx) == 0;
+		if (rec)
+			nx = JOBS_ST_RECYCLING;
+		/* acq_rel: as jobs_slot_unpin (this is our unpin): release orders our reads of the slot
+		 * before a recycle by another thread, acquire orders our recycle after everyone's. */
+		if (atomic_compare_exchange_weak_explicit(&sl->state, &old, nx, memory_order_acq_rel,
+							  memory_order_relaxed)) {
+			if (rec)
+				slot_recycle(r, sl);
+			return JOBS_OK;
+		}
+	}
+}
+
 jobs_status jobs_slot_release(jobs_receipts *r, jobs_id id)
 {
 	jobs_slot *sl = jobs_slot_pin(r, id, false);
 	if (!sl)
 		return JOBS_INVALID;
-	uint32_t st = atomic_load_explicit(&sl->state, memory_order_relaxed);
-	for (;;) {
-		if (st & JOBS_ST_RELEASED) { /* another thread released it first */
-			jobs_slot_unpin(r, sl);
-			return JOBS_INVALID;
-		}
-		/* relaxed: we still hold a pin; the unpin below orders and may recycle. */
-		if (atomic_compare_exchange_weak_explicit(&sl->state, &st, st | JOBS_ST_RELEASED,
-							  memory_order_relaxed, memory_order_relaxed))
-			break;
-	}
-	jobs_slot_unpin(r, sl);
-	return JOBS_OK;
+	return jobs_slot_release_pinned(r, sl);
 }

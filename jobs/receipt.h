@@ -160,6 +160,9 @@ jobs_edge *jobs_slot_complete(jobs_receipts *r, jobs_slot *sl, uint32_t result, 
 
 /* Marks the receipt released. JOBS_INVALID if unknown or already released. */
 jobs_status jobs_slot_release(jobs_receipts *r, jobs_id id);
+/* Marks the receipt of a slot the caller pinned released and drops that pin, in one transition
+ * (it may recycle). JOBS_INVALID (the pin dropped all the same) if it was already released. */
+jobs_status jobs_slot_release_pinned(jobs_receipts *r, jobs_slot *sl);
 
 /* Status of a DONE state word. */
 static inline jobs_status jobs_status_of(uint32_t st)

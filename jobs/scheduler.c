@@ -631,6 +631,62 @@ jobs_status jobs_release(jobs_sched *s, jobs_id id)
 	return jobs_slot_release(&s->receipts, id);
 }
 
+/* Pins id for its owner: NULL when it is unknown or released or carries another tag. */
+static jobs_slot *pin_tagged(jobs_sched *s, jobs_id id, uint64_t tag)
+{
+	jobs_slot *sl = s ? jobs_slot_pin(&s->receipts, id, false) : NULL;
+	if (sl && sl->tag != tag) { /* written before the id was published (release), read under the pin */
+		jobs_slot_unpin(&s->receipts, sl);
+		return NULL;
+	}
+	return sl;
+}
+
+jobs_status jobs_wait_tagged(jobs_sched *s, jobs_id id, uint64_t tag, uint64_t timeout_ns)
+{
+	jobs_slot *sl = pin_tagged(s, id, tag);
+	if (!sl)
+		return JOBS_INVALID;
+	jobs_status r = wait_pinned(s, sl, timeout_ns);
+	jobs_slot_unpin(&s->receipts, sl);
+	return r;
+}
+
+jobs_status jobs_release_tagged(jobs_sched *s, jobs_id id, uint64_t tag)
+{
+	jobs_slot *sl = pin_tagged(s, id, tag);
+	return sl ? jobs_slot_release_pinned(&s->receipts, sl) : JOBS_INVALID;
+}
+
+jobs_status jobs_submit_done(jobs_sched *s, uint64_t tag, jobs_id *out_id)
+{
+	if (out_id)
+		*out_id = JOBS_INVALID_ID;
+	if (!s || !out_id)
+		return JOBS_INVALID;
+	jobs_id id;
+	jobs_slot *sl = jobs_slot_alloc(&s->receipts, &id);
+	if (!sl)
+		return JOBS_FULL;
+	if (jobs_trace_on())
+		jobs_trace_instant("jobs", "done", id);
+	sl->fn = NULL; /* no body: nothing ever runs it (it is never made ready) */
+	sl->arg = NULL;
+	sl->cleanup = NULL;
+	sl->flags = 0;
+	sl->tag = tag;
+	/* relaxed: the slot is ours until its id is published, and it has no dependencies or fences. */
+	atomic_store_explicit(&sl->pending, 0, memory_order_relaxed);
+	jobs_slot_publish(sl, id);
+	/* Done before the id is returned: no edge can point at it yet (edges come from submitters that
+	 * hold the id), so there is nothing to propagate. The DONE release publishes the slot's fields
+	 * to whoever observes it, as for a job that ran. */
+	jobs_edge *e = jobs_slot_complete(&s->receipts, sl, 0, 0, NULL);
+	(void)e; /* NULL: see above */
+	*out_id = id;
+	return JOBS_OK;
+}
+
 /* Claims a free hook entry with a new generation; returns its index or -1 if none is free. */
 static int hook_claim(jobs_sched *s, uint64_t *gen)
 {

@@ -4,6 +4,7 @@
 #include "errors.h"
 
 #include <stdbool.h>
+#include <sched.h>
 #include <stdlib.h>
 
 /* The process-wide handle sequence (see handles.h): every table draws from it, so no two handles
@@ -26,13 +27,49 @@ static inline unsigned bucket_of(uint64_t id)
 	return (unsigned)((id / OVS_HANDLE_SHARDS) % OVS_HANDLE_BUCKETS);
 }
 
+/* One spin-wait hint to the CPU (x86 pause, arm64 yield). */
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* The shard's lock. Every section under it is a few instructions (a chain walk or link), so a
+ * spin lock: one RMW to take it and a plain release store to drop it, where a mutex made a latest
+ * read pay six more RMWs. A holder preempted mid-section (2 cores, busy workers) would keep
+ * spinners spinning for a time slice, so after a short spin they yield. */
+static void shard_lock(ovs_handle_shard *s)
+{
+	for (unsigned spins = 0;; spins++) {
+		/* acquire: pairs with shard_unlock's release; the chains as the last holder left them. */
+		if (!atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
+			return;
+		/* relaxed: only a hint of when to try again; the exchange above decides. */
+		while (atomic_load_explicit(&s->lock, memory_order_relaxed)) {
+			if (++spins < 64)
+				spin_pause();
+			else
+				sched_yield();
+		}
+	}
+}
+
+static void shard_unlock(ovs_handle_shard *s)
+{
+	/* release: what we did to the chains happens-before the next holder's acquiring exchange. */
+	atomic_store_explicit(&s->lock, 0, memory_order_release);
+}
+
 void ovs_handles_init(ovs_handles *h, uint64_t serial)
 {
 	h->space = 1 + (serial - 1) % OVS_HANDLE_SPACES; /* 1..65535: a handle is never 0 */
 	for (int k = 0; k < 9; k++)
 		atomic_init(&h->live[k], 0);
 	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
-		pthread_mutex_init(&h->shards[i].lock, NULL);
+		atomic_init(&h->shards[i].lock, 0);
 		for (int b = 0; b < OVS_HANDLE_BUCKETS; b++)
 			h->shards[i].buckets[b] = NULL;
 	}
@@ -42,16 +79,14 @@ void ovs_handles_fini(ovs_handles *h)
 {
 	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
 		for (int b = 0; b < OVS_HANDLE_BUCKETS; b++) {
-			ovs_handle_node *n = h->shards[i].buckets[b];
-			while (n) {
-				ovs_handle_node *next = n->next;
-				ovs_hobj_unref(n->obj);
-				free(n);
-				n = next;
+			ovs_hobj *o = h->shards[i].buckets[b];
+			while (o) {
+				ovs_hobj *next = o->next; /* before the unref, which may free o */
+				ovs_hobj_unref(o);
+				o = next;
 			}
 			h->shards[i].buckets[b] = NULL;
 		}
-		pthread_mutex_destroy(&h->shards[i].lock);
 	}
 }
 
@@ -61,6 +96,7 @@ void ovs_hobj_init(ovs_hobj *o, ovs_handle_kind kind, void (*destroy)(ovs_hobj *
 	o->kind = kind;
 	o->id = 0;
 	o->destroy = destroy;
+	o->next = NULL;
 }
 
 void ovs_hobj_ref(ovs_hobj *o)
@@ -76,17 +112,42 @@ void ovs_hobj_unref(ovs_hobj *o)
 		o->destroy(o);
 }
 
-void *ovs_handle_prepare(ovs_handles *h)
+/* A handle drawn ahead of its insertion (ovs_handle_prepare). */
+typedef struct prepared_id {
+	uint64_t id; /* the handle it will be */
+} prepared_id;
+
+/* The next handle of table h, 0 once the process-wide sequence is exhausted. */
+static uint64_t next_id(const ovs_handles *h)
 {
 	/* relaxed: uniqueness needs only atomicity. */
 	uint64_t seq = atomic_fetch_add_explicit(&g_handle_seq, 1, memory_order_relaxed);
 	if (seq > OVS_HANDLE_SEQ_MAX)
-		return NULL; /* exhausted: never wrap (that would reissue live or stale handles) */
-	ovs_handle_node *n = malloc(sizeof *n);
-	if (!n)
-		return NULL;
-	n->id = h->space << OVS_HANDLE_SPACE_SHIFT | seq;
-	return n;
+		return 0; /* exhausted: never wrap (that would reissue live or stale handles) */
+	return h->space << OVS_HANDLE_SPACE_SHIFT | seq;
+}
+
+/* Links o under id (the table takes its reference). Cannot fail. */
+static uint64_t link_object(ovs_handles *h, uint64_t id, ovs_hobj *o)
+{
+	o->id = id;
+	ovs_hobj_ref(o);
+	ovs_handle_shard *s = shard_of(h, id);
+	shard_lock(s);
+	o->next = s->buckets[bucket_of(id)];
+	s->buckets[bucket_of(id)] = o;
+	shard_unlock(s);
+	atomic_fetch_add_explicit(&h->live[o->kind], 1, memory_order_relaxed);
+	return id;
+}
+
+void *ovs_handle_prepare(ovs_handles *h)
+{
+	uint64_t id = next_id(h);
+	prepared_id *p = id ? malloc(sizeof *p) : NULL;
+	if (p)
+		p->id = id;
+	return p;
 }
 
 void ovs_handle_unprepare(void *prepared)
@@ -96,24 +157,15 @@ void ovs_handle_unprepare(void *prepared)
 
 uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
 {
-	void *n = ovs_handle_prepare(h);
-	return n ? ovs_handle_insert_prepared(h, n, o) : 0;
+	uint64_t id = next_id(h);
+	return id ? link_object(h, id, o) : 0;
 }
 
 uint64_t ovs_handle_insert_prepared(ovs_handles *h, void *prepared, ovs_hobj *o)
 {
-	ovs_handle_node *n = prepared;
-	uint64_t id = n->id;
-	o->id = id;
-	ovs_hobj_ref(o);
-	n->obj = o;
-	ovs_handle_shard *s = shard_of(h, id);
-	pthread_mutex_lock(&s->lock);
-	n->next = s->buckets[bucket_of(id)];
-	s->buckets[bucket_of(id)] = n;
-	pthread_mutex_unlock(&s->lock);
-	atomic_fetch_add_explicit(&h->live[o->kind], 1, memory_order_relaxed);
-	return id;
+	uint64_t id = ((prepared_id *)prepared)->id;
+	free(prepared);
+	return link_object(h, id, o);
 }
 
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
@@ -122,16 +174,16 @@ ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 		return NULL;
 	ovs_handle_shard *s = shard_of(h, id);
 	ovs_hobj *found = NULL;
-	pthread_mutex_lock(&s->lock);
-	for (ovs_handle_node *n = s->buckets[bucket_of(id)]; n; n = n->next)
-		if (n->id == id) {
-			if (n->obj->kind == kind) {
-				found = n->obj;
+	shard_lock(s);
+	for (ovs_hobj *o = s->buckets[bucket_of(id)]; o; o = o->next)
+		if (o->id == id) {
+			if (o->kind == kind) {
+				found = o;
 				ovs_hobj_ref(found);
 			}
 			break;
 		}
-	pthread_mutex_unlock(&s->lock);
+	shard_unlock(s);
 	return found;
 }
 
@@ -141,19 +193,19 @@ ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 		return NULL;
 	ovs_handle_shard *s = shard_of(h, id);
 	ovs_hobj *found = NULL;
-	pthread_mutex_lock(&s->lock);
-	ovs_handle_node **pp = &s->buckets[bucket_of(id)];
+	shard_lock(s);
+	ovs_hobj **pp = &s->buckets[bucket_of(id)];
 	for (; *pp; pp = &(*pp)->next)
 		if ((*pp)->id == id) {
-			ovs_handle_node *n = *pp;
-			if (n->obj->kind == kind) {
-				found = n->obj;
-				*pp = n->next;
-				free(n);
+			ovs_hobj *o = *pp;
+			if (o->kind == kind) {
+				found = o;
+				*pp = o->next;
+				o->next = NULL;
 			}
 			break;
 		}
-	pthread_mutex_unlock(&s->lock);
+	shard_unlock(s);
 	if (found)
 		atomic_fetch_sub_explicit(&h->live[kind], 1, memory_order_relaxed);
 	return found;
@@ -169,13 +221,13 @@ static ovs_handle_kind kind_of(ovs_handles *h, uint64_t id)
 {
 	ovs_handle_shard *s = shard_of(h, id);
 	ovs_handle_kind kind = 0;
-	pthread_mutex_lock(&s->lock);
-	for (ovs_handle_node *n = s->buckets[bucket_of(id)]; n; n = n->next)
-		if (n->id == id) {
-			kind = n->obj->kind;
+	shard_lock(s);
+	for (ovs_hobj *o = s->buckets[bucket_of(id)]; o; o = o->next)
+		if (o->id == id) {
+			kind = o->kind;
 			break;
 		}
-	pthread_mutex_unlock(&s->lock);
+	shard_unlock(s);
 	return kind;
 }
 

@@ -17,8 +17,8 @@
  * After 2^48 - 1 handles in one process, insertion fails (returns 0, as on OOM).
  *
  * Thread safety: all functions may be called concurrently. The table is sharded (16 shards, each a
- * chained hash map under its own mutex held for a few instructions); object reference counts are
- * atomic. A handle of the wrong kind or of another instance is reported as not found, like a stale
+ * chained hash map under its own spin lock held for a few instructions, that yields the processor
+ * after a short spin); object reference counts are atomic. A handle of the wrong kind or of another instance is reported as not found, like a stale
  * one (ovs_handle_invalid then says which).
  */
 #ifndef OVSTAGE_ENGINE_HANDLES_H
@@ -47,13 +47,10 @@ struct ovs_hobj {
 	ovs_handle_kind kind;             /* what it is */
 	uint64_t id;                      /* its handle (0 until inserted) */
 	void (*destroy)(ovs_hobj *obj);   /* frees the object when refs reaches zero */
+	ovs_hobj *next;                   /* the table's chain while inserted (under its shard's lock):
+	                                   * an object is inserted at most once, so it is its own node and
+	                                   * insertion allocates nothing */
 };
-
-typedef struct ovs_handle_node {
-	uint64_t id;                     /* key */
-	ovs_hobj *obj;                   /* value (the table holds one reference) */
-	struct ovs_handle_node *next;    /* chain */
-} ovs_handle_node;
 
 #define OVS_HANDLE_SPACE_SHIFT 48                                     /* space above, sequence below */
 #define OVS_HANDLE_SEQ_MAX ((UINT64_C(1) << OVS_HANDLE_SPACE_SHIFT) - 1) /* last sequence number */
@@ -63,8 +60,10 @@ typedef struct ovs_handle_node {
 #define OVS_HANDLE_BUCKETS 256
 
 typedef struct ovs_handle_shard {
-	pthread_mutex_t lock;                          /* guards the buckets */
-	ovs_handle_node *buckets[OVS_HANDLE_BUCKETS];  /* chained hash map id -> node */
+	_Atomic uint32_t lock;                         /* guards the buckets: 1 while held (a spin lock
+	                                               * held for a few instructions, see handles.c) */
+	ovs_hobj *buckets[OVS_HANDLE_BUCKETS];         /* chained hash map id -> object (the table
+	                                               * holds one reference to each) */
 } ovs_handle_shard;
 
 typedef struct ovs_handles {
@@ -82,8 +81,9 @@ void ovs_hobj_init(ovs_hobj *o, ovs_handle_kind kind, void (*destroy)(ovs_hobj *
 /* Inserts: the table takes its own reference. Returns the new handle, 0 on OOM (or once the
  * process-wide sequence is exhausted). */
 /* An insertion in two steps, for a call that must not fail once it has committed to something:
- * ovs_handle_prepare takes what insertion can fail on (the id, the node; NULL when out of memory or
- * out of ids), ovs_handle_insert_prepared then cannot fail; ovs_handle_unprepare drops an unused one. */
+ * ovs_handle_prepare takes what insertion can fail on (the id, in a small allocation; NULL when out
+ * of memory or out of ids), ovs_handle_insert_prepared then cannot fail; ovs_handle_unprepare drops
+ * an unused one. (ovs_handle_insert allocates nothing: the object is the node.) */
 void *ovs_handle_prepare(ovs_handles *h);
 uint64_t ovs_handle_insert_prepared(ovs_handles *h, void *prepared, ovs_hobj *o);
 void ovs_handle_unprepare(void *prepared);

@@ -9,13 +9,9 @@
 #include "errors.h"
 #include "log.h"
 
-/* Wraps the caller's op so that the stage counts jobs in flight (destroy waits for zero). */
-typedef struct op_wrap {
-	ovs_stage *st;         /* the stage */
-	jobs_job_fn fn;        /* the op body */
-	void *arg;             /* its argument */
-	jobs_cleanup_fn cleanup; /* its cleanup */
-} op_wrap;
+/* Wraps the caller's op so that the stage counts jobs in flight (destroy waits for zero): an
+ * ovs_op_wrap (ops.h). */
+typedef ovs_op_wrap op_wrap;
 
 static void wrap_fn(jobs_worker *w, void *arg, jobs_run *run)
 {
@@ -32,17 +28,20 @@ static void wrap_fn(jobs_worker *w, void *arg, jobs_run *run)
 static void wrap_cleanup(void *arg, bool ran)
 {
 	op_wrap *o = arg;
+	/* Read before the cleanup: an embedded wrap may go with the object the cleanup frees. */
+	ovs_stage *st = o->st;
+	bool owned = o->owned;
 	if (o->cleanup)
 		o->cleanup(o->arg, ran);
-	ovs_stage *st = o->st;
-	free(o);
+	if (owned)
+		free(o);
 	/* release: everything the op did happens-before destroy's acquire that sees zero. */
 	atomic_fetch_sub_explicit(&st->jobs_in_flight, 1, memory_order_release);
 }
 
 ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 {
-	op_wrap *o = malloc(sizeof *o);
+	op_wrap *o = d->wrap ? d->wrap : malloc(sizeof *o);
 	if (!o) {
 		if (d->cleanup)
 			d->cleanup(d->arg, false);
@@ -52,6 +51,7 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 	o->fn = d->fn;
 	o->arg = d->arg;
 	o->cleanup = d->cleanup;
+	o->owned = !d->wrap;
 	jobs_job_desc jd = { 0 };
 	jd.fn = wrap_fn;
 	jd.arg = o;
@@ -69,8 +69,9 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 	if (s != JOBS_OK) {
 		atomic_fetch_sub_explicit(&st->jobs_in_flight, 1, memory_order_relaxed);
 		if (d->cleanup)
-			d->cleanup(d->arg, false);
-		free(o);
+			d->cleanup(d->arg, false); /* o is not touched after this: it may have gone with arg */
+		if (!d->wrap)
+			free(o);
 		if (s == JOBS_FULL)
 			return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_QUEUE_FULL,
 						       "the submission queue is full (%u slots): retry after ops complete",
@@ -80,6 +81,19 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d)
 						       "an op this one depends on was already released"));
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory submitting an op"));
 	}
+	atomic_fetch_add_explicit(&st->live_ops, 1, memory_order_relaxed);
+	ovstage_enqueue_result_t r = { OVSTAGE_OK, id };
+	return r;
+}
+
+ovstage_enqueue_result_t ovs_op_done(ovs_stage *st)
+{
+	jobs_id id;
+	if (jobs_submit_done(st->sched, st->serial, &id) != JOBS_OK)
+		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_QUEUE_FULL,
+					       "the submission queue is full (%u slots): retry after ops complete",
+					       ovs_runtime_queue_capacity()));
+	/* relaxed: a counter, as in ovs_op_submit (no job runs: jobs_in_flight is not involved) */
 	atomic_fetch_add_explicit(&st->live_ops, 1, memory_order_relaxed);
 	ovstage_enqueue_result_t r = { OVSTAGE_OK, id };
 	return r;
@@ -95,21 +109,21 @@ void ovs_op_noop(jobs_worker *w, void *arg, jobs_run *run)
 ovstage_enqueue_result_t ovs_release_handle_op(ovs_stage *st, uint64_t handle, ovs_handle_kind kind,
 					       const char *what)
 {
-	/* The op first, the handle after: a release refused for want of memory leaves the handle
-	 * live (a failed call changes nothing; the caller retries). The lookup before it gives a bad
-	 * handle its INVALID_HANDLE without allocating. */
-	ovs_hobj *h = ovs_handle_get(&st->handles, handle, kind);
-	if (!h)
-		return ovs_rejected(ovs_handle_invalid(&st->handles, handle, what));
-	ovs_hobj_unref(h);
-	/* Nothing to run: complete it here rather than waking a worker for it. */
-	ovs_op_desc d = { .fn = ovs_op_noop, .run_after_failure = true, .run_inline = true };
-	ovstage_enqueue_result_t r = ovs_op_submit(st, &d);
-	if (r.status != OVSTAGE_OK)
+	/* The op first, the handle after: a release refused for want of a receipt leaves the handle
+	 * live (a failed call changes nothing; the caller retries). The op has nothing to run: a
+	 * receipt complete at once (no body, no allocation). */
+	ovstage_enqueue_result_t r = ovs_op_done(st);
+	if (r.status != OVSTAGE_OK) {
+		/* A bad handle still gets its INVALID_HANDLE (as before the receipt existed). */
+		ovs_hobj *h = ovs_handle_get(&st->handles, handle, kind);
+		if (!h)
+			return ovs_rejected(ovs_handle_invalid(&st->handles, handle, what));
+		ovs_hobj_unref(h);
 		return r; /* the handle stays the caller's */
-	h = ovs_handle_remove(&st->handles, handle, kind);
+	}
+	ovs_hobj *h = ovs_handle_remove(&st->handles, handle, kind);
 	if (!h) {
-		/* another thread released it between the lookup and here: this call released nothing */
+		/* a bad handle, or another thread released it first: this call released nothing */
 		ovstage_api_status_t s = ovs_handle_invalid(&st->handles, handle, what);
 		if (jobs_release(st->sched, r.op_index) == JOBS_OK)
 			/* relaxed: a counter, as in ovs_release_op */
@@ -126,13 +140,6 @@ void ovs_ops_quiesce(ovs_stage *st)
 	/* acquire: pairs with wrap_cleanup's release. */
 	while (atomic_load_explicit(&st->jobs_in_flight, memory_order_acquire) != 0)
 		nanosleep(&ts, NULL);
-}
-
-/* Is `id` one of this stage's live op ids? */
-static bool op_is_ours(ovs_stage *st, ovstage_op_id_t id)
-{
-	uint64_t tag;
-	return jobs_receipt_tag(st->sched, id, &tag) == JOBS_OK && tag == st->serial;
 }
 
 /* Thread-local result of the last wait_op: failed op ids and their messages. */
@@ -224,12 +231,10 @@ ovstage_api_status_t ovs_wait_op(ovstage_context_t *ctx, ovstage_op_id_t op_id, 
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL");
 	if (!out)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "out_wait_result is NULL");
-	if (!op_is_ours(st, op_id))
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "op id %llu is not a live op of this instance",
-				   (unsigned long long)op_id);
-	jobs_status s = jobs_wait(st->sched, op_id, timeout);
+	/* One pin checks that the id is a live op of ours (its tag) and waits. */
+	jobs_status s = jobs_wait_tagged(st->sched, op_id, st->serial, timeout);
 	if (s == JOBS_INVALID)
-		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "op id %llu was released while waiting",
+		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "op id %llu is not a live op of this instance",
 				   (unsigned long long)op_id);
 	if (s == JOBS_PENDING) {
 		out->lowest_pending_op_id = op_id;
@@ -266,7 +271,7 @@ ovstage_api_status_t ovs_release_op(ovstage_context_t *ctx, ovstage_op_id_t op_i
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (!st)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "instance is NULL");
-	if (!op_is_ours(st, op_id) || jobs_release(st->sched, op_id) != JOBS_OK)
+	if (jobs_release_tagged(st->sched, op_id, st->serial) != JOBS_OK)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_HANDLE, "op id %llu is not a live op of this instance "
 				   "(never issued, or already released)", (unsigned long long)op_id);
 	atomic_fetch_sub_explicit(&st->live_ops, 1, memory_order_relaxed);

@@ -8,6 +8,18 @@
 
 #include "stage.h"
 
+/* What ovs_op_submit keeps with a submitted op until its cleanup has run (the stage's count of jobs
+ * in flight, the body and cleanup it wraps). Malloc'd per op, unless the op's object embeds one
+ * and names it in ovs_op_desc.wrap: then it must stay valid until `cleanup` is called, and it is
+ * not touched once `cleanup` has been called (the cleanup may free the object holding it). */
+typedef struct ovs_op_wrap {
+	struct ovs_stage *st;    /* the stage */
+	jobs_job_fn fn;          /* the op body */
+	void *arg;               /* its argument */
+	jobs_cleanup_fn cleanup; /* its cleanup */
+	bool owned;              /* malloc'd by ovs_op_submit (freed after the cleanup), not embedded */
+} ovs_op_wrap;
+
 /* What an op body needs: submit it with ovs_op_submit. `cleanup` runs exactly once. A body may
  * receive w == NULL (run inline on a thread outside the pool: ovs_copy then copies serially). */
 typedef struct ovs_op_desc {
@@ -21,6 +33,8 @@ typedef struct ovs_op_desc {
 	bool run_inline;          /* short body: the thread that makes it runnable at submission (all
 	                           * dependencies already complete) runs it before returning, with
 	                           * w == NULL off the pool (JOBS_RUN_INLINE) */
+	ovs_op_wrap *wrap;        /* storage for the op's wrap inside its object (see ovs_op_wrap), or
+	                           * NULL: malloc'd */
 } ovs_op_desc;
 
 /* Submits; on rejection the cleanup runs (with ran = false), the last error is set and the result
@@ -29,6 +43,10 @@ ovstage_enqueue_result_t ovs_op_submit(ovs_stage *st, const ovs_op_desc *d);
 
 /* Inside a body: fail the op with a status and message. */
 #define ovs_op_fail(run, status, ...) jobs_job_fail((run), (int)(status), __VA_ARGS__)
+
+/* An op id that is complete when the call returns, with no body (an enqueue whose effect happened
+ * at the call): a receipt and nothing to run. On rejection (QUEUE_FULL) the last error is set. */
+ovstage_enqueue_result_t ovs_op_done(ovs_stage *st);
 
 /* A body that does nothing (ops whose effect happened at the call, such as releases). */
 void ovs_op_noop(jobs_worker *w, void *arg, jobs_run *run);

@@ -33,6 +33,10 @@
 #define READ_INLINE_MAX_ELEMS ((size_t)1 << 18)
 /* The most columns read_identity_at_call checks at the call (see there). */
 #define READ_INLINE_MAX_ATTRS 256
+/* A read of at most this many attributes keeps them in the read object; likewise its groups. A
+ * latest read of one column written in full has one group. */
+#define READ_SMALL_ATTRS 4
+#define READ_SMALL_GROUPS 2
 
 typedef struct ovs_group {
 	ovs_hobj h;                 /* kind OVS_H_GROUP once fetched */
@@ -59,10 +63,14 @@ typedef struct ovs_read {
 	ovstage_ordinal_range_t range; /* requested range */
 	jobs_id op;                  /* producing op */
 	ovs_opstate state;           /* the op's outcome, kept past the op id's release */
-	ovs_group **groups;          /* produced groups (published by the op's completion) */
+	ovs_group **groups;          /* produced groups (published by the op's completion): groups_small
+	                              * or malloc'd */
 	size_t ngroups;              /* entries */
 	size_t capgroups;            /* capacity */
 	_Atomic size_t cursor;       /* next group to hand out */
+	ovs_op_wrap wrap;            /* the op's wrap (ovs_op_submit), embedded: no allocation per read */
+	ovx_token_t attrs_small[READ_SMALL_ATTRS]; /* attrs when there are this few (no allocation) */
+	ovs_group *groups_small[READ_SMALL_GROUPS]; /* groups while there are this few (no allocation) */
 } ovs_read;
 
 static void group_destroy(ovs_hobj *h)
@@ -85,19 +93,28 @@ static void read_destroy(ovs_hobj *h)
 	for (size_t i = 0; i < r->ngroups; i++)
 		if (r->groups[i])
 			group_destroy(&r->groups[i]->h); /* never fetched */
-	free(r->groups);
-	free(r->attrs);
+	if (r->groups != r->groups_small)
+		free(r->groups);
+	if (r->attrs != r->attrs_small)
+		free(r->attrs);
 	ovs_query_put(r->q);
 	free(r);
 }
 
 static bool add_group(ovs_read *r, ovs_group *g)
 {
+	if (!r->groups) { /* the first: the read's own room */
+		r->groups = r->groups_small;
+		r->capgroups = READ_SMALL_GROUPS;
+	}
 	if (r->ngroups == r->capgroups) {
-		size_t cap = r->capgroups ? r->capgroups * 2 : 4;
-		ovs_group **ng = realloc(r->groups, cap * sizeof *ng);
+		size_t cap = r->capgroups * 2;
+		bool small = r->groups == r->groups_small;
+		ovs_group **ng = realloc(small ? NULL : r->groups, cap * sizeof *ng);
 		if (!ng)
 			return false;
+		if (small)
+			memcpy(ng, r->groups_small, r->ngroups * sizeof *ng);
 		r->groups = ng;
 		r->capgroups = cap;
 	}
@@ -821,6 +838,17 @@ typedef enum derived_kind { D_PATH, D_PARENT, D_CHILDREN } derived_kind;
 
 static bool derived_kind_of(ovs_stage *st, ovx_token_t t, derived_kind *k)
 {
+	/* The stage interned the three names at creation (st->derived, in D_* order) and a token names
+	 * one string, so comparing tokens decides without looking the name up; by name only if one of
+	 * them could not be interned (0). */
+	if (st->derived[0] && st->derived[1] && st->derived[2]) {
+		for (int i = 0; i < 3; i++)
+			if (t == st->derived[i]) {
+				*k = (derived_kind)i;
+				return true;
+			}
+		return false;
+	}
 	const char *n = ovs_attr_name(st, t);
 	if (!strcmp(n, "usd-path"))
 		*k = D_PATH;
@@ -1093,7 +1121,7 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	}
 	ovs_read *r = calloc(1, sizeof *r);
 	if (r && attr_count)
-		r->attrs = malloc(attr_count * sizeof *r->attrs);
+		r->attrs = attr_count <= READ_SMALL_ATTRS ? r->attrs_small : malloc(attr_count * sizeof *r->attrs);
 	if (!r || (attr_count && !r->attrs)) {
 		free(r);
 		ovs_query_put(q);
@@ -1117,7 +1145,7 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	bool small = !after && ((attr_count ? attr_count : 8) * q->count <= READ_INLINE_MAX_ELEMS ||
 				read_identity_at_call(st, q, attrs, attr_count, &range));
 	ovs_op_desc d = { .fn = read_job, .arg = r, .cleanup = read_put, .after = after ? &after : NULL,
-			   .after_count = after ? 1 : 0, .run_inline = small };
+			   .after_count = after ? 1 : 0, .run_inline = small, .wrap = &r->wrap };
 	ovstage_enqueue_result_t res = ovs_op_submit(st, &d);
 	if (res.status != OVSTAGE_OK) {
 		ovs_hobj_unref(&r->h);

@@ -352,6 +352,56 @@ START_TEST(test_receipt_tag)
 }
 END_TEST
 
+/* Tagged wait and release act only on a receipt of that tag, and pin it once: a wrong tag leaves
+ * the receipt as it was. */
+START_TEST(test_wait_release_tagged)
+{
+	jobs_sched *s = jt_sched(worker_counts[_i]);
+	struct rec r = {0};
+	jobs_job_desc d = {.fn = rec_body, .arg = &r, .tag = 42, .fences = 1};
+	jobs_id id;
+	jt_assert_status(jobs_submit(s, &d, &id), JOBS_OK, "submit tagged 42");
+	jt_assert_status(jobs_wait_tagged(s, id, 42, 0), JOBS_PENDING, "tagged poll of a fenced job");
+	jt_assert_status(jobs_wait_tagged(s, id, 41, 0), JOBS_INVALID, "wait with tag 41");
+	jt_assert_status(jobs_release_tagged(s, id, 41), JOBS_INVALID, "release with tag 41");
+	jt_assert_status(jobs_fence_resolve(s, id), JOBS_OK, "resolve");
+	jt_assert_status(jobs_wait_tagged(s, id, 42, JT_WAIT_NS), JOBS_OK, "tagged wait");
+	ck_assert_int_eq(atomic_load(&r.body), 1);
+	jt_assert_status(jobs_release_tagged(s, id, 42), JOBS_OK, "tagged release");
+	jt_assert_status(jobs_release_tagged(s, id, 42), JOBS_INVALID, "second tagged release");
+	jt_assert_status(jobs_wait_tagged(s, id, 42, 0), JOBS_INVALID, "tagged wait after release");
+	jt_assert_status(jobs_release(s, id), JOBS_INVALID, "plain release after the tagged one");
+	jobs_sched_destroy(s);
+}
+END_TEST
+
+/* A receipt complete at submission: done, tagged, a dependency that holds nothing back, released once. */
+START_TEST(test_submit_done)
+{
+	jobs_sched *s = jt_sched(worker_counts[_i]);
+	for (int k = 0; k < 10000; k++) { /* laps of the receipt table: every slot recycled many times */
+		jobs_id id = 0;
+		jt_assert_status(jobs_submit_done(s, 7, &id), JOBS_OK, "submit_done");
+		ck_assert_msg(id != JOBS_INVALID_ID, "submit_done gave id 0");
+		jt_assert_status(jobs_poll(s, id), JOBS_OK, "poll of a done receipt");
+		uint64_t tag = 0;
+		jt_assert_status(jobs_receipt_tag(s, id, &tag), JOBS_OK, "tag");
+		ck_assert_msg(tag == 7, "tag %llu, expected 7", (unsigned long long)tag);
+		if (k % 1000 == 0) { /* a dependent of it runs */
+			struct rec r = {0};
+			jobs_id dep = submit_rec(s, &r, &id, 1, 0, 0);
+			wait_ok(s, dep, JOBS_OK);
+			ck_assert_int_eq(atomic_load(&r.body), 1);
+			jt_assert_status(jobs_release(s, dep), JOBS_OK, "release the dependent");
+		}
+		jt_assert_status(jobs_release_tagged(s, id, 7), JOBS_OK, "release");
+		jt_assert_status(jobs_poll(s, id), JOBS_INVALID, "poll after release");
+	}
+	jt_assert_status(jobs_submit_done(s, 7, NULL), JOBS_INVALID, "submit_done without out_id");
+	jobs_sched_destroy(s);
+}
+END_TEST
+
 /* The first jobs_job_fail wins. */
 static void fail_twice(jobs_worker *w, void *arg, jobs_run *run)
 {
@@ -789,6 +839,8 @@ static Suite *receipts_suite(void)
 	tcase_add_loop_test(tc, test_job_fail_result, 0, 3);
 	tcase_add_test(tc, test_job_fail_first_wins);
 	tcase_add_loop_test(tc, test_receipt_tag, 0, 3);
+	tcase_add_loop_test(tc, test_wait_release_tagged, 0, 3);
+	tcase_add_loop_test(tc, test_submit_done, 0, 3);
 	tcase_add_loop_test(tc, test_dependency_failure_held, 0, 3);
 	tcase_add_loop_test(tc, test_dependency_failure_done, 0, 3);
 	suite_add_tcase(su, tc);
