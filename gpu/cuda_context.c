@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -324,8 +325,40 @@ bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
 	return false;
 }
 
-ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *what, char *err, size_t errlen)
+/* The driver's cuMemGetAddressRange (the runtime has no equivalent), through the runtime's entry
+ * point query so that libcuda is never linked; NULL where it cannot be had (then nothing is cached). */
+typedef int (*address_range_fn)(unsigned long long *base, size_t *size, unsigned long long ptr);
+static address_range_fn g_address_range;
+static pthread_once_t g_address_range_once = PTHREAD_ONCE_INIT;
+
+static void address_range_init(void)
 {
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+	    q == cudaDriverEntryPointSuccess)
+		memcpy(&g_address_range, &fn, sizeof fn); /* POSIX: object and function pointers convert */
+	else
+		(void)cudaGetLastError();
+}
+
+/* Remembers the allocation of p, memory device dev can read, in c (if it can be found). */
+static void cache_allocation(ovs_gpu_ptr_cache *c, const void *p, int dev)
+{
+	pthread_once(&g_address_range_once, address_range_init);
+	unsigned long long base = 0;
+	size_t size = 0;
+	if (!c || !g_address_range || g_address_range(&base, &size, (unsigned long long)(uintptr_t)p) != 0 || !size)
+		return;
+	*c = (ovs_gpu_ptr_cache){ (uintptr_t)base, (uintptr_t)base + size, dev };
+}
+
+ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, ovs_gpu_ptr_cache *cache, const char *what,
+					   char *err, size_t errlen)
+{
+	uintptr_t u = (uintptr_t)p;
+	if (cache && cache->end && cache->dev == dev && u >= cache->base && u < cache->end)
+		return OVSTAGE_OK; /* inside an allocation already accepted for dev: the same answer */
 	struct cudaPointerAttributes a;
 	cudaError_t r = cudaPointerGetAttributes(&a, p);
 	if (r != cudaSuccess) {
@@ -333,8 +366,10 @@ ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *w
 		ovs_err_format(err, errlen, "%s = %p is not CUDA memory (%s)", what, p, cudaGetErrorName(r));
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	}
-	if (a.type == cudaMemoryTypeManaged)
+	if (a.type == cudaMemoryTypeManaged) {
+		cache_allocation(cache, p, dev);
 		return OVSTAGE_OK;
+	}
 	if (a.type != cudaMemoryTypeDevice) {
 		ovs_err_format(err, errlen, "%s = %p is %s memory, not memory of CUDA device %d", what, p,
 			       a.type == cudaMemoryTypeHost ? "pinned host" : "unregistered host", dev);
@@ -345,6 +380,7 @@ ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *w
 			       p, a.device, dev);
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	}
+	cache_allocation(cache, p, dev);
 	return OVSTAGE_OK;
 }
 

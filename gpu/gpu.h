@@ -102,9 +102,18 @@ bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen);
 
 /* ---- checks and host staging ---------------------------------------------------------------------- */
 
+/* The allocation the last pointer checked by ovs_gpu_check_pointer lay in: a later pointer inside it
+ * costs no driver call (an array write's 4096 per-row tensors in one buffer were 4096 queries). */
+typedef struct ovs_gpu_ptr_cache {
+	uintptr_t base, end; /* [base, end): an allocation found to be readable by device `dev` */
+	int dev;             /* that device (end == 0: nothing cached) */
+} ovs_gpu_ptr_cache;
+
 /* Whether p is memory CUDA device `dev` can read as a kernel argument (device or managed memory of
- * that device), checked at the call. INVALID_ARGUMENT with a message naming p and the device. */
-ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *what, char *err, size_t errlen);
+ * that device), checked at the call. INVALID_ARGUMENT with a message naming p and the device.
+ * `cache` (zeroed before the first check; may be NULL) remembers the allocation of an accepted p. */
+ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, ovs_gpu_ptr_cache *cache, const char *what,
+					   char *err, size_t errlen);
 /* Copies n device bytes to host memory after the work issued on x (the producer fence included) and
  * waits for it: the one place a worker blocks on the GPU (a CUDA tensor written into a CPU column). */
 bool ovs_gpu_copy_to_host(struct ovs_exec *x, void *dst, const void *src, size_t n, char *err, size_t errlen);

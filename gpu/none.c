@@ -167,8 +167,10 @@ bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
 	return fence == NULL;
 }
 
-ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, const char *what, char *err, size_t errlen)
+ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, ovs_gpu_ptr_cache *cache, const char *what,
+					   char *err, size_t errlen)
 {
+	(void)cache;
 	(void)p;
 	ovs_err_format(err, errlen, "%s: CUDA device %d cannot be used: %s", what, dev, ovs_gpu_reason());
 	return OVSTAGE_ERROR_NOT_SUPPORTED;

@@ -1479,6 +1479,7 @@ static ovstage_api_status_t check_managed_batch(const ovstage_attribute_write_t 
  * would otherwise fault a kernel and poison the device context for everyone). */
 static ovstage_api_status_t check_device_tensors(const ovstage_write_data_t *wd, char *err, size_t errlen)
 {
+	ovs_gpu_ptr_cache cache = { 0, 0, -1 }; /* rows of one buffer: one driver query */
 	for (uint32_t i = 0; i < wd->tensor_count; i++) {
 		const DLTensor *t = wd->managed_tensors ? (wd->managed_tensors[i] ? &wd->managed_tensors[i]->dl_tensor : NULL)
 						       : wd->tensors ? &wd->tensors[i] : NULL; /* NULL: the layout refuses it */
@@ -1486,7 +1487,7 @@ static ovstage_api_status_t check_device_tensors(const ovstage_write_data_t *wd,
 			continue;
 		char what[48];
 		snprintf(what, sizeof what, "tensors[%u].data", i);
-		ovstage_api_status_t s = ovs_gpu_check_pointer(t->data, (int)t->device.device_id, what, err, errlen);
+		ovstage_api_status_t s = ovs_gpu_check_pointer(t->data, (int)t->device.device_id, &cache, what, err, errlen);
 		if (s != OVSTAGE_OK)
 			return s;
 	}

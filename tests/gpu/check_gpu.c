@@ -387,6 +387,9 @@ END_TEST
 
 /* ---- bad input ------------------------------------------------------------------------------- */
 
+static void rows_over(DLTensor *t, int64_t *shape, float *base, const int64_t *len, uint32_t n, DLDeviceType type);
+static ovstage_write_data_t rows_wdata(const DLTensor *rows, uint32_t n);
+
 START_TEST(test_bad_device_input_refused_at_call)
 {
 	fixture f;
@@ -405,6 +408,25 @@ START_TEST(test_bad_device_input_refused_at_call)
 	e = write1(&f, a, 1, w);
 	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(tst_last_error(), "ordinal 63"), "%s", tst_last_error());
+	/* array rows: rows inside one device buffer are checked through one query of its allocation;
+	 * a later row in host memory, or inside that buffer but naming another device, is still refused */
+	ovx_token_t arr = tst_tok(f.pd, "bad_rows");
+	DLTensor rows[16];
+	int64_t len[16], shape[16];
+	for (uint32_t i = 0; i < 16; i++)
+		len[i] = 1;
+	for (int k = 0; k < 2; k++) {
+		rows_over(rows, shape, d, len, 16, kDLCUDA);
+		if (k == 0)
+			rows[9].data = host; /* host memory after nine rows of the device buffer */
+		else
+			rows[9].device.device_id = 1; /* in the buffer, naming another device */
+		e = write1(&f, arr, 1, rows_wdata(rows, 16));
+		ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+		const char *m = tst_last_error();
+		ck_assert_msg(k == 0 ? strstr(m, "tensors[9].data") && strstr(m, "not memory of CUDA device 0")
+			             : strstr(m, "ordinal 1") || strstr(m, "tensor says device 1"), "%s", m);
+	}
 	/* nothing was written: the column has no sealed value */
 	seal(&f, 1);
 	float vals[16];
