@@ -65,6 +65,9 @@ typedef struct write_op {
 	ovs_exec gx;                 /* the device context the op issued GPU work on last (gx.gpu NULL: none);
 	                              * the op completes when that work has finished */
 	bool touches_gpu;            /* an entry may issue CUDA work (inline: the caller's device is kept) */
+	ovs_gpu_ptr_cache ptrs;      /* the allocation of the last CUDA tensor checked at the call: the
+	                              * entries of a step whose tensors are slices of one buffer cost one
+	                              * pointer query between them (zeroed: nothing cached) */
 	ovs_copy_batch batch;        /* gx's small device copies not yet launched (gx.batch points here):
 	                              * the values of the op's device sources, one launch per step */
 } write_op;
@@ -1476,10 +1479,12 @@ static ovstage_api_status_t check_managed_batch(const ovstage_attribute_write_t 
 }
 
 /* CUDA tensors' data must be memory of the device they name (checked at the call: a wrong pointer
- * would otherwise fault a kernel and poison the device context for everyone). */
-static ovstage_api_status_t check_device_tensors(const ovstage_write_data_t *wd, char *err, size_t errlen)
+ * would otherwise fault a kernel and poison the device context for everyone). One driver query per
+ * allocation met (cache: the op's), not per tensor: a step's columns or an array write's rows are
+ * usually slices of one buffer. */
+static ovstage_api_status_t check_device_tensors(const ovstage_write_data_t *wd, ovs_gpu_ptr_cache *cache,
+						 char *err, size_t errlen)
 {
-	ovs_gpu_ptr_cache cache = { 0, 0, -1 }; /* rows of one buffer: one driver query */
 	for (uint32_t i = 0; i < wd->tensor_count; i++) {
 		const DLTensor *t = wd->managed_tensors ? (wd->managed_tensors[i] ? &wd->managed_tensors[i]->dl_tensor : NULL)
 						       : wd->tensors ? &wd->tensors[i] : NULL; /* NULL: the layout refuses it */
@@ -1487,7 +1492,7 @@ static ovstage_api_status_t check_device_tensors(const ovstage_write_data_t *wd,
 			continue;
 		char what[48];
 		snprintf(what, sizeof what, "tensors[%u].data", i);
-		ovstage_api_status_t s = ovs_gpu_check_pointer(t->data, (int)t->device.device_id, &cache, what, err, errlen);
+		ovstage_api_status_t s = ovs_gpu_check_pointer(t->data, (int)t->device.device_id, cache, what, err, errlen);
 		if (s != OVSTAGE_OK)
 			return s;
 	}
@@ -1539,7 +1544,7 @@ static ovstage_api_status_t prepare_entry(ovs_stage *st, write_op *op, const ovs
 	e->semantic = e->data.semantic;
 	s = ovs_layout_check_host(&e->data, err, sizeof err); /* known without the query's prims */
 	if (s == OVSTAGE_OK)
-		s = check_device_tensors(&e->data, err, sizeof err);
+		s = check_device_tensors(&e->data, &op->ptrs, err, sizeof err);
 	/* The producer's work, snapshotted here: handles 1 and 2 mean the caller's streams. */
 	if (s == OVSTAGE_OK)
 		s = ovs_gpu_fence_capture(e->data.cuda_sync, &e->fence, err, sizeof err);
