@@ -427,6 +427,14 @@ START_TEST(test_bad_device_input_refused_at_call)
 		ck_assert_msg(k == 0 ? strstr(m, "tensors[9].data") && strstr(m, "not memory of CUDA device 0")
 			             : strstr(m, "ordinal 1") || strstr(m, "tensor says device 1"), "%s", m);
 	}
+	/* two entries: the first's buffer is cached, the second's host pointer is still refused */
+	tst_tensor t0, t1;
+	ovstage_attribute_write_t two[2] = { { tst_attr(a), wdata_dev(&t0, d, 16, kDLCUDA) },
+					     { tst_attr(arr), wdata_dev(&t1, host, 16, kDLCUDA) } };
+	e = ovstage_write_attributes(f.st, f.q, two, 2, 1, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(tst_last_error(), "writes[1]") && strstr(tst_last_error(), "not memory of CUDA device 0"),
+		      "%s", tst_last_error());
 	/* nothing was written: the column has no sealed value */
 	seal(&f, 1);
 	float vals[16];
