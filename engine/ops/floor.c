@@ -6,6 +6,7 @@
 
 #include "api.h"
 #include "errors.h"
+#include "gpu.h"
 #include "ops.h"
 #include "query.h"
 #include "sequencer.h"
@@ -33,7 +34,11 @@ static void seal_job(jobs_worker *w, void *arg, jobs_run *run)
 	seal_op *s = arg;
 	char err[256];
 	ovs_exec x = ovs_exec_cpu(w);
+	/* Sealing device columns sets the thread's CUDA device: put it back (inline, this is the
+	 * caller's thread, whose current device is the caller's business). */
+	int dev = ovs_gpu_available() ? ovs_gpu_thread_device() : -1;
 	ovstage_api_status_t r = ovs_store_seal(&s->st->store, &x, s->cols, s->ncols, s->n, s->all, err, sizeof err);
+	ovs_gpu_thread_restore(dev);
 	if (r != OVSTAGE_OK)
 		ovs_op_fail(run, r, "advance_write_floor(%llu): %s", (unsigned long long)s->n, err);
 }

@@ -444,7 +444,6 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 	return v;
 }
 
-
 /* One event per device for every version a seal built there: recorded after all of their work (the
  * columns are built one after another on the device's engine stream), so one event covers them all.
  * If it cannot be recorded, the stream is drained instead and the versions are ready as they are. */
@@ -455,7 +454,8 @@ void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_column **cols, siz
 	for (size_t i = 0; i < ncols; i++) {
 		ovs_column *c = cols[i];
 		DLDevice dev = c->schema.device;
-		/* the newest versions first: the ones this seal built are at the head of the chain */
+		/* the newest versions first: the ones this seal built are at the head of the chain (relaxed:
+		 * the chain is the sealer's own) */
 		for (ovs_version *v = c->latest; v && v->ready_due; v = atomic_load_explicit(&v->older, memory_order_relaxed)) {
 			int d = (int)dev.device_id; /* a device column: build_payload's exec accepted the ordinal */
 			if (!done[d]) {
@@ -465,7 +465,7 @@ void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_column **cols, siz
 				if (ovs_store_exec(st, dev, x->w, &dx, err, sizeof err) && !(ev[d] = ovs_gpu_record(&dx)))
 					ovs_gpu_sync(&dx);
 			}
-			v->ready = ev[d] ? ovs_gpu_event_ref(ev[d]) : NULL; /* relaxed chain walk: sealer-owned */
+			v->ready = ev[d] ? ovs_gpu_event_ref(ev[d]) : NULL; /* published with the version */
 			v->ready_due = false;
 		}
 	}
