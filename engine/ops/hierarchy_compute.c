@@ -310,9 +310,11 @@ static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulis
 	size_t n = 0;
 	const uint32_t *wrow = f->row[OVS_HF_WORLD];
 	if (all) {
-		for (uint32_t i = 0; i < f->n; i++)
-			if (wrow[i] != OVS_HF_NONE)
-				pairs[n++] = (uint64_t)wrow[i] << 32 | i;
+		/* in row order through the reverse map (each row's node, or none): sorted as made */
+		const uint32_t *node_of = f->node_of[OVS_HF_WORLD];
+		for (uint32_t r = 0; r < f->nrows[OVS_HF_WORLD]; r++)
+			if (node_of[r] != OVS_HF_NONE)
+				pairs[n++] = (uint64_t)r << 32 | node_of[r];
 	} else {
 		for (size_t k = 0; k < pre->n; k++)
 			if (wrow[pre->v[k]] != OVS_HF_NONE)
@@ -324,7 +326,7 @@ static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulis
 	}
 	ovs_delta *d = calloc(1, sizeof *d);
 	uint32_t *rows = malloc((n + 1) * sizeof *rows);
-	if (n > 1)
+	if (!all && n > 1)
 		qsort(pairs, n, sizeof *pairs, cmp_u64); /* rows ascending: a sorted sparse delta */
 	if (!d || !rows || !output_values(h, o, pairs, n, d)) {
 		free(pairs);
