@@ -149,6 +149,7 @@ static void make_changes(forest *f, uint64_t *s)
 	free(dirty);
 }
 
+/* The forest, its inputs and its changes, from a fixed seed. */
 static bool forest_make(forest *f, size_t n, size_t trees)
 {
 	memset(f, 0, sizeof *f);
@@ -201,6 +202,7 @@ typedef struct hstage {
 	ovx_token_t xform, reset, world; /* omni:xform, omni:resetXformStack, omni:fabric:worldMatrix */
 } hstage;
 
+/* true on success; else the error on stderr, released. */
 static bool pd_ok(stg *s, ovx_api_result_t r, const char *what)
 {
 	if (r.status == OVX_API_SUCCESS)
@@ -261,6 +263,7 @@ static bool make_paths(stg *s, const forest *f, ovx_primpath_t *out)
 	return good;
 }
 
+/* Releases the query and the list, destroys the instance. */
 static void hstage_close(hstage *h)
 {
 	if (h->q != OVSTAGE_INVALID_QUERY_HANDLE || h->list)
@@ -269,6 +272,7 @@ static void hstage_close(hstage *h)
 	memset(h, 0, sizeof *h);
 }
 
+/* A fresh instance with the forest's paths and one query over them. */
 static bool hstage_open(hstage *h, const forest *f)
 {
 	memset(h, 0, sizeof *h);
@@ -448,6 +452,7 @@ static uint64_t steady_ns(const hrep *r)
 	return b;
 }
 
+/* The engine's worker count as the bench sees it: OVSTAGE_WORKERS, else the online cpus. */
 static int engine_workers(void)
 {
 	const char *w = getenv("OVSTAGE_WORKERS");
@@ -456,6 +461,7 @@ static int engine_workers(void)
 	return n > 0 ? n : 1;
 }
 
+/* A figure in ms ("n/a" when not measured). */
 static const char *ms(uint64_t ns)
 {
 	return ns ? fmt("%.1f ms", (double)ns / 1e6) : "n/a";
@@ -471,12 +477,14 @@ typedef struct hsum {
 	uint64_t forest_ns;   /* generating the forest (once) */
 } hsum;
 
+/* Keeps the smaller non-zero figure (0: not measured). */
 static void keep_min(uint64_t *best, uint64_t v)
 {
 	if (v && (!*best || v < *best))
 		*best = v;
 }
 
+/* The rows: full against the serial loop, the first incremental round and the later ones against full. */
 static void hier_rows(const forest *f, const hsum *m)
 {
 	int cores = engine_workers();
@@ -489,15 +497,16 @@ static void hier_rows(const forest *f, const hsum *m)
 		      f->n, f->trees),
 		  ms(b->full_ns), "serial C loop, 1 thread, parent order given", ms(m->serial_ns),
 		  kf ? fmt("%.2f× serial", speedup) : "n/a", fmt("≥ 0.8 × cores = %.1f× (%d workers)", 0.8 * cores, cores),
-		  met(kf && !b->bad_full, speedup >= 0.8 * cores));
+		  met(kf, !b->bad_full && speedup >= 0.8 * cores));
 	table_row(fmt("hierarchy incremental, 1 %% of locals changed (%zu prims; %zu nodes under them), first round",
 		      f->nchanged, f->dirty),
 		  ms(b->inc_ns[0]), "our full compute, same run", ms(b->full_ns), ki ? fmt("%.1f %% of full", pct) : "n/a",
-		  "≤ 5 % of full", met(ki && !b->bad_inc, pct <= 5.0));
+		  "≤ 5 % of full", met(ki, !b->bad_inc && pct <= 5.0));
 	table_row(fmt("hierarchy incremental, the same 1 %% changed again, rounds 2–%d (best)", ROUNDS), ms(m->steady_ns),
 		  "our full compute, same run", ms(b->full_ns), ks ? fmt("%.1f %% of full", spct) : "n/a", "— (info)", "—");
 }
 
+/* What the rows need to be read: the forest, the repetitions, the comparison, the dirty set. */
 static void hier_notes(const forest *f, const hsum *m)
 {
 	const hrep *b = &m->best;
