@@ -496,7 +496,7 @@ static void hier_rows(const forest *f, const hsum *m)
 	table_row(fmt("hierarchy full compute (cpu-incremental, a fresh stage's first compute), %zu prims / %zu trees",
 		      f->n, f->trees),
 		  ms(b->full_ns), "serial C loop, 1 thread, parent order given", ms(m->serial_ns),
-		  kf ? fmt("%.2f× serial", speedup) : "n/a", fmt("≥ 0.8 × cores = %.1f× (%d workers)", 0.8 * cores, cores),
+		  kf ? fmt("%.2f× serial", speedup) : "n/a", fmt("≥ 0.8 × cores = %.1f× (%d worker%s)", 0.8 * cores, cores, cores == 1 ? "" : "s"),
 		  met(kf, !b->bad_full && speedup >= 0.8 * cores));
 	table_row(fmt("hierarchy incremental, 1 %% of locals changed (%zu prims; %zu nodes under them), first round",
 		      f->nchanged, f->dirty),
@@ -511,7 +511,7 @@ static void hier_notes(const forest *f, const hsum *m)
 {
 	const hrep *b = &m->best;
 	note("hierarchy: %zu prims in %zu trees (random parents among earlier nodes of the tree; every %d-th tree "
-	     "starts with a chain of %d), max depth %d, ~1 %% resets; %d engine workers (OVSTAGE_WORKERS, else online "
+	     "starts with a chain of %d), max depth %d, ~1 %% resets; engine workers: %d (OVSTAGE_WORKERS, else online "
 	     "cpus)", f->n, f->trees, CHAIN_EVERY, CHAIN, f->max_depth, engine_workers());
 	note("hierarchy: each repetition is a fresh stage, whose first compute is the full one (it builds the engine's "
 	     "forest from the paths); best repetition shown; the first one (with the process's first-use costs): "
