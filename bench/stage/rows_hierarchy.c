@@ -14,8 +14,11 @@
  *    omni:resetXformStack = true, and a zero omni:fabric:worldMatrix row per prim, written at
  *    ordinal 1 and sealed. Then the full compute(1, 1) is timed. Then new locals for 1 % of the
  *    prims (random ones: a masked write of the whole local array) at ordinal 2, sealed, and the
- *    incremental compute(2, 2) is timed. Each compute is timed from the call to the return of
- *    ovstage_wait_op on its op (its receipt complete); the seals before it are not timed.
+ *    incremental compute(2, 2) is timed (the first round: the row with the target). Rounds 2..ROUNDS
+ *    (ordinals 3..5) write the same prims' old and new locals alternately; their best is an
+ *    information row (the first round's seal copies the world column into memory never touched
+ *    before; later ones reuse its spare chunks). Each compute is timed from the call to the return
+ *    of ovstage_wait_op on its op (its receipt complete); the seals before it are not timed.
  *  - Each repetition builds a fresh stage (a fresh instance), so every full compute is the first
  *    compute of its stage: it includes building the engine's forest from the paths (which every
  *    full compute of cpu-incremental does, hierarchy_compute.c) and first touches of its memory.
@@ -25,8 +28,9 @@
  *    over the nodes in index order (parents come first by construction, so the order is not computed:
  *    the parent array is the input), the product written exactly as engine/ops/xform.h's
  *    ovs_xform_mul (same terms, same order, no contraction under -std=c11), so the engine's results
- *    are compared for exact equality. Both computes' rows are read back (latest reads) and compared;
- *    a row is met only when nothing mismatches.
+ *    are compared for exact equality. Every compute's rows are read back (latest reads) and compared;
+ *    a row is met only when nothing mismatches. The peer writes into warm memory; its run into
+ *    memory never touched before is in the notes.
  */
 #include <math.h>
 #include <stdio.h>
