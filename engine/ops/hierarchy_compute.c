@@ -296,6 +296,30 @@ static bool output_values(const ovs_hier *h, hc_op *o, const uint64_t *pairs, si
 	return d->values != NULL;
 }
 
+/* The (row, node) pairs of the items' subtrees and the pre nodes, already in row order: the nodes
+ * marked in a bitmap, then the reverse map walked by row (each row's node, or none). For many
+ * nodes, where sorting their pairs costs more than one pass over the rows. SIZE_MAX: out of memory. */
+static size_t pairs_by_rows(const ovs_hforest *f, const ulist *items, const ulist *pre, uint64_t *pairs)
+{
+	uint64_t *mark = calloc(((size_t)f->n + 63) / 64 + 1, sizeof *mark);
+	if (!mark)
+		return SIZE_MAX;
+	for (size_t k = 0; k < pre->n; k++)
+		mark[pre->v[k] / 64] |= 1ull << (pre->v[k] % 64);
+	for (size_t k = 0; k < items->n; k++)
+		for (uint32_t i = items->v[k]; i < items->v[k] + f->size[items->v[k]]; i++)
+			mark[i / 64] |= 1ull << (i % 64);
+	const uint32_t *node_of = f->node_of[OVS_HF_WORLD];
+	size_t n = 0;
+	for (uint32_t r = 0; r < f->nrows[OVS_HF_WORLD]; r++) {
+		uint32_t i = node_of[r];
+		if (i != OVS_HF_NONE && (mark[i / 64] >> (i % 64) & 1))
+			pairs[n++] = (uint64_t)r << 32 | i;
+	}
+	free(mark);
+	return n;
+}
+
 /* The world rows to publish (items' subtrees and pre nodes, or every node): a sparse delta. */
 static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulist *pre, bool all, hc_op *o)
 {
@@ -308,11 +332,21 @@ static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulis
 	if (!pairs)
 		return NULL;
 	size_t n = 0;
+	bool sorted = all; /* the pairs come in row order (else they are sorted below) */
 	const uint32_t *wrow = f->row[OVS_HF_WORLD];
 	if (all) {
-		for (uint32_t i = 0; i < f->n; i++)
-			if (wrow[i] != OVS_HF_NONE)
-				pairs[n++] = (uint64_t)wrow[i] << 32 | i;
+		/* in row order through the reverse map (each row's node, or none): sorted as made */
+		const uint32_t *node_of = f->node_of[OVS_HF_WORLD];
+		for (uint32_t r = 0; r < f->nrows[OVS_HF_WORLD]; r++)
+			if (node_of[r] != OVS_HF_NONE)
+				pairs[n++] = (uint64_t)r << 32 | node_of[r];
+	} else if (cap * 32 >= f->nrows[OVS_HF_WORLD]) {
+		n = pairs_by_rows(f, items, pre, pairs);
+		if (n == SIZE_MAX) {
+			free(pairs);
+			return NULL;
+		}
+		sorted = true;
 	} else {
 		for (size_t k = 0; k < pre->n; k++)
 			if (wrow[pre->v[k]] != OVS_HF_NONE)
@@ -324,7 +358,7 @@ static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulis
 	}
 	ovs_delta *d = calloc(1, sizeof *d);
 	uint32_t *rows = malloc((n + 1) * sizeof *rows);
-	if (n > 1)
+	if (!sorted && n > 1)
 		qsort(pairs, n, sizeof *pairs, cmp_u64); /* rows ascending: a sorted sparse delta */
 	if (!d || !rows || !output_values(h, o, pairs, n, d)) {
 		free(pairs);
