@@ -3,6 +3,7 @@
 # (memcheck with leak check, racecheck) on it, and bench/gpu; every log goes to $OUT (or ./device-out).
 # Usage: bash scripts/device-gpu.sh [build|test|sanitize|bench|python|demo|stage-ab|jobs-ab|jobs-lace|fuzz]...
 #        (default: build test sanitize bench)
+# .debs must hold the benchmark peers too (docs/gpu.md, "Recipe": EXTRA_DEBS for oneTBB and LMDB).
 set -uo pipefail
 out=${OUT:-device-out}; mkdir -p "$out"
 eval "$(bash .debs/device-prefix.sh .debs)"
