@@ -14,6 +14,7 @@
  *
  * OVSTAGE_BENCH_CONSUMER=wait makes our consumer sleep in ovstage_ext_wait_write_floor (woken by
  * the seal that publishes the next step) instead of polling, to tell the polls' cost from the rest.
+ * OVSTAGE_BENCH_STEPLOOP=PRIMS:PRODUCERS runs one configuration alone (for a profiler).
  *
  * Figures per configuration (4096 and 262,144 prims — --quick: 65,536 — with 1 and 4 producers):
  * steps/s of both, per-step overhead (our step time minus the bare one), write op and floor advance
@@ -335,6 +336,14 @@ void rows_steploop(const bench_opts *o)
 {
 	const size_t sizes[2] = { 4096, o->quick ? 65536 : 262144 };
 	const int producers[2] = { 1, 4 };
+	/* OVSTAGE_BENCH_STEPLOOP=PRIMS:PRODUCERS runs that configuration alone (profiling) */
+	const char *only = getenv("OVSTAGE_BENCH_STEPLOOP");
+	size_t op = 0;
+	int ok = 0;
+	if (only && sscanf(only, "%zu:%d", &op, &ok) == 2 && op > 0 && ok >= 1 && ok <= MAX_PRODUCERS) {
+		steploop_config(o, op, ok, op <= 4096 ? (o->quick ? 2000 : 10000) : 500);
+		return;
+	}
 	for (int si = 0; si < 2; si++)
 		for (int pi = 0; pi < 2; pi++)
 			steploop_config(o, sizes[si], producers[pi], sizes[si] <= 4096 ? (o->quick ? 2000 : 10000) : 500);
