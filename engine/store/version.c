@@ -7,6 +7,7 @@
 #include "bitmap.h"
 #include "store.h"
 #include "version.h"
+#include "rows_sort.h"
 #include "device.h"
 #include "gpu.h"
 #include "delta.h"
@@ -97,42 +98,6 @@ static void version_free(ovs_version *v)
 void ovs_version_unref(ovs_version *v)
 {
 	version_free(v);
-}
-
-/* Sorts v[0, n) ascending: an insertion sort for a few rows, else an LSD radix sort, four 8-bit
- * passes through tmp (n entries; counts on the stack). O(n): the change set of an ordinal written by
- * several producers is merged on the seal's path, where a comparison sort of 64 K rows took ~5 ms.
- * Without tmp, a shell sort in place (slower, never wrong). */
-static void sort_u32(uint32_t *v, uint32_t *tmp, size_t n)
-{
-	if (n < 64 || !tmp) {
-		for (size_t gap = n < 64 ? 1 : n / 2; gap; gap /= 2)
-			for (size_t i = gap; i < n; i++)
-				for (size_t j = i; j >= gap && v[j - gap] > v[j]; j -= gap) {
-					uint32_t t = v[j];
-					v[j] = v[j - gap];
-					v[j - gap] = t;
-				}
-		return;
-	}
-	uint32_t *src = v, *dst = tmp;
-	for (int shift = 0; shift < 32; shift += 8) {
-		size_t cnt[256] = { 0 };
-		for (size_t i = 0; i < n; i++)
-			cnt[(src[i] >> shift) & 255]++;
-		size_t sum = 0;
-		for (int d = 0; d < 256; d++) {
-			size_t c = cnt[d];
-			cnt[d] = sum;
-			sum += c;
-		}
-		for (size_t i = 0; i < n; i++)
-			dst[cnt[(src[i] >> shift) & 255]++] = src[i];
-		uint32_t *t = src;
-		src = dst;
-		dst = t;
-	}
-	/* four passes: the result is back in v */
 }
 
 /* The first row a delta changes (rows are sorted when this is asked). */
@@ -240,6 +205,15 @@ static void chset_borrow(ovs_chset *cs, ovs_delta *d)
 	d->rows_lent = true;
 }
 
+/* Whether every delta's rows are sorted (a FULL delta's are 0..n-1). */
+static bool deltas_sorted(const ovs_delta *ds)
+{
+	for (const ovs_delta *d = ds; d; d = d->next)
+		if (d->nrows && d->kind != OVS_DELTA_FULL && !d->sorted)
+			return false;
+	return true;
+}
+
 /* Appends a delta's rows to chg at k; returns the new k. */
 static size_t append_rows(uint32_t *chg, size_t k, const ovs_delta *d)
 {
@@ -253,7 +227,7 @@ static size_t append_rows(uint32_t *chg, size_t k, const ovs_delta *d)
 
 /* The rows of several deltas (nd of them, n rows in all), sorted and unique, in storage of the
  * set's own. Sorted, disjoint deltas (producers each writing their own block of the column) are
- * concatenated in order; anything else is radix-sorted. */
+ * concatenated in order; sorted, interleaved ones merged; anything else is radix-sorted. */
 static bool chset_merge(ovs_chset *cs, ovs_delta *ds, size_t nd, size_t n)
 {
 	uint32_t *chg = malloc(n * sizeof *chg);
@@ -267,11 +241,31 @@ static bool chset_merge(ovs_chset *cs, ovs_delta *ds, size_t nd, size_t n)
 	if (deltas_disjoint_sorted(ds, ord, nd)) {
 		for (size_t i = 0; i < nd && ord[i]; i++)
 			k = append_rows(chg, k, ord[i]);
+	} else if (deltas_sorted(ds)) {
+		/* Sorted but interleaved (producers whose prims got rows in the order of their first
+		 * writes, which raced): merged run by run, two sequential passes for four producers. The
+		 * radix sort of 2 x 262,144 rows per ordinal was 31 % of a 4-producer step loop here. */
+		size_t *b = malloc((nd + 1) * sizeof *b), nb = 0;
+		uint32_t *tmp = malloc(n * sizeof *tmp);
+		for (ovs_delta *d = ds; d; d = d->next)
+			if (d->nrows) {
+				k = append_rows(chg, k, d);
+				if (b)
+					b[++nb] = k;
+			}
+		if (b && tmp) {
+			b[0] = 0;
+			ovs_rows_merge_runs(chg, tmp, b, nb);
+		} else {
+			ovs_rows_sort(chg, NULL, k); /* out of memory for the merge: in place, slower */
+		}
+		free(tmp);
+		free(b);
 	} else {
 		for (ovs_delta *d = ds; d; d = d->next)
 			k = append_rows(chg, k, d);
 		uint32_t *tmp = malloc(k * sizeof *tmp); /* the sort's scratch */
-		sort_u32(chg, tmp, k);
+		ovs_rows_sort(chg, tmp, k);
 		free(tmp);
 	}
 	free(ord);
