@@ -12,27 +12,10 @@ ref=${1:-main}
 runs=${2:-5}
 reads=${3:-20000}
 cases=${CASES:-262144:1 16777216:1 16777216:4}
-jobs=$(nproc 2>/dev/null || echo 2)
 work=$root/build/read-ab
-mkdir -p "$work"
-cfg=(-DCMAKE_BUILD_TYPE=Release -DOVSTAGE_CUDA=OFF -DOVSTAGE_BUILD_PYTHON=OFF -DOVSTAGE_BUILD_BENCH=OFF
-	-DOVSTAGE_BUILD_TESTS=OFF)
-# the other revision's source, from git (its work tree is not touched)
-rm -rf "$work/ref-src"
-mkdir -p "$work/ref-src"
-git archive "$ref" | tar -x -C "$work/ref-src"
-build() { # src dir, build dir
-	cmake -S "$1" -B "$2" "${cfg[@]}" >/dev/null
-	cmake --build "$2" -j"$jobs" --target ovstage >/dev/null
-}
-build "$work/ref-src" "$work/ref-build"
-build "$root" "$work/this-build"
-b=$root/bench
-for side in ref this; do
-	cc -O2 -std=c11 -D_GNU_SOURCE -I"$root/include" -I"$b/stage" -I"$b/common" \
-		"$b/stage/read_latest.c" "$b/stage/util.c" "$b/stage/stage_util.c" "$b/common/report.c" \
-		-L"$work/$side-build" -Wl,-rpath,"$work/$side-build" -lovstage -lpthread -lm -o "$work/read_$side"
-done
+. bench/tools/ab_lib.sh
+ab_build "$ref" "$work"
+ab_compile "$work" read read_latest.c
 for c in $cases; do
 	declare -A med=()
 	for i in $(seq "$runs"); do

@@ -10,27 +10,10 @@ root=$PWD
 ref=${1:-main}
 runs=${2:-5}
 args=("${3:-1048576}" "${4:-1000}" "${5:-200}")
-jobs=$(nproc 2>/dev/null || echo 2)
 work=$root/build/seal-ab
-mkdir -p "$work"
-cfg=(-DCMAKE_BUILD_TYPE=Release -DOVSTAGE_CUDA=OFF -DOVSTAGE_BUILD_PYTHON=OFF -DOVSTAGE_BUILD_BENCH=OFF
-	-DOVSTAGE_BUILD_TESTS=OFF)
-# the other revision's source, from git (its work tree is not touched)
-rm -rf "$work/ref-src"
-mkdir -p "$work/ref-src"
-git archive "$ref" | tar -x -C "$work/ref-src"
-build() { # src dir, build dir
-	cmake -S "$1" -B "$2" "${cfg[@]}" >/dev/null
-	cmake --build "$2" -j"$jobs" --target ovstage >/dev/null
-}
-build "$work/ref-src" "$work/ref-build"
-build "$root" "$work/this-build"
-b=$root/bench
-for side in ref this; do
-	cc -O2 -std=c11 -D_GNU_SOURCE -I"$root/include" -I"$b/stage" -I"$b/common" \
-		"$b/stage/seal_scatter.c" "$b/stage/util.c" "$b/stage/stage_util.c" "$b/common/report.c" \
-		-L"$work/$side-build" -Wl,-rpath,"$work/$side-build" -lovstage -lpthread -lm -o "$work/seal_$side"
-done
+. bench/tools/ab_lib.sh
+ab_build "$ref" "$work"
+ab_compile "$work" seal seal_scatter.c
 declare -A med
 for i in $(seq "$runs"); do
 	for side in ref this; do
