@@ -427,3 +427,14 @@ void ovs_gpu_thread_restore(int dev)
 	if (dev >= 0 && (cudaGetDevice(&cur) != cudaSuccess || cur != dev) && cudaSetDevice(dev) != cudaSuccess)
 		(void)cudaGetLastError();
 }
+
+bool ovs_gpu_thread_enter(int dev, int *prev)
+{
+	*prev = ovs_gpu_thread_device();
+	if (*prev == dev)
+		return true;
+	if (cudaSetDevice(dev) == cudaSuccess)
+		return true;
+	(void)cudaGetLastError();
+	return false;
+}

@@ -43,14 +43,10 @@ static ovs_gpu_event *event_create(int dev)
 	ovs_gpu_event *e = malloc(sizeof *e);
 	if (!e)
 		return NULL;
-	int cur = -1;
-	cudaError_t r = cudaGetDevice(&cur);
-	if (r == cudaSuccess && cur != dev)
-		r = cudaSetDevice(dev);
-	if (r == cudaSuccess)
-		r = cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming);
-	if (cur >= 0 && cur != dev)
-		(void)cudaSetDevice(cur);
+	int prev;
+	cudaError_t r = ovs_gpu_thread_enter(dev, &prev) ? cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming)
+							 : cudaErrorInvalidDevice;
+	ovs_gpu_thread_restore(prev);
 	if (r != cudaSuccess) {
 		(void)cudaGetLastError();
 		free(e);

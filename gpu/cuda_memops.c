@@ -83,17 +83,14 @@ void ovs_cuda_batch_flush(ovs_exec *x)
 	batch_table(b, &t);
 	/* A kernel goes to the current device's streams only: a flush before the op moves to another
 	 * device (entry_exec) may run with that device current already. */
-	int cur = -1;
-	bool other = cudaGetDevice(&cur) != cudaSuccess || cur != x->gpu->dev;
-	if (other)
-		(void)cudaSetDevice(x->gpu->dev);
+	int prev;
+	(void)ovs_gpu_thread_enter(x->gpu->dev, &prev); /* if not: the launch fails, the fallback copies */
 	cudaError_t r = (cudaError_t)ovs_cuda_copy_batch(x->stream, &t);
 	if (r != cudaSuccess) {
 		(void)cudaGetLastError(); /* not sticky if the copies below succeed */
 		batch_fallback(x, b);
 	}
-	if (other && cur >= 0)
-		(void)cudaSetDevice(cur);
+	ovs_gpu_thread_restore(prev);
 	b->n = 0;
 }
 

@@ -124,6 +124,9 @@ void ovs_gpu_sync(struct ovs_exec *x);
  * runs inline on the caller's thread leaves the caller's device as it found it. */
 int ovs_gpu_thread_device(void);
 void ovs_gpu_thread_restore(int dev);
+/* Makes dev the calling thread's current device for a while (*prev: the one to restore with
+ * ovs_gpu_thread_restore, -1 if none could be read); false if dev could not be made current. */
+bool ovs_gpu_thread_enter(int dev, int *prev);
 /* The name of a CUDA error code recorded in an ovs_exec (x->err). */
 const char *ovs_gpu_error_name(int code);
 

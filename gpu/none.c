@@ -138,6 +138,13 @@ void *ovs_gpu_event_ref(void *ev)
 	return ev;
 }
 
+bool ovs_gpu_thread_enter(int dev, int *prev)
+{
+	(void)dev;
+	*prev = -1;
+	return false;
+}
+
 uintptr_t ovs_gpu_event_handle(const void *ev)
 {
 	(void)ev;
