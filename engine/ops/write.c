@@ -68,8 +68,11 @@ typedef struct write_op {
 	ovs_gpu_ptr_cache ptrs;      /* the allocation of the last CUDA tensor checked at the call: the
 	                              * entries of a step whose tensors are slices of one buffer cost one
 	                              * pointer query between them (zeroed: nothing cached) */
+	/* The two copy lists come last: op_alloc zeroes the op up to them and only their counts. */
 	ovs_copy_batch batch;        /* gx's small device copies not yet launched (gx.batch points here):
 	                              * the values of the op's device sources, one launch per step */
+	ovs_copy_batch hcopy;        /* the host copies of its full deltas not yet run (copy.h): a write
+	                              * of several columns copies them in parallel, spread by bytes */
 } write_op;
 
 /* Op blocks (the op and its entries, ~800 bytes per entry) are recycled through a one-block cache
@@ -102,7 +105,9 @@ static write_op *op_alloc(size_t n)
 		op->cap = need;
 	}
 	size_t cap = op->cap;
-	memset(op, 0, sizeof *op);
+	memset(op, 0, offsetof(write_op, batch));
+	op->batch.n = 0;
+	op->hcopy.n = 0;
 	op->cap = cap;
 	op->e = (write_entry *)(void *)(op + 1);
 	for (size_t i = 0; i < need; i++)
@@ -485,6 +490,7 @@ static void gx_flush(write_op *op)
 static void delta_discard(write_op *op, ovs_delta *d)
 {
 	gx_flush(op);
+	ovs_copy_flush(NULL, &op->hcopy); /* the same for a host copy (rare: serial is fine) */
 	ovs_delta_free(d);
 }
 
@@ -769,8 +775,8 @@ static ovstage_api_status_t fill_array_delta(const ovs_layout *l, row_list *rl, 
 
 /* The payload as rows 0..k-1: adopted from the producer's managed tensor without a copy, or copied
  * into a fresh buffer. The row list is not needed (it is dropped). */
-static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, write_entry *e, row_list *rl,
-					    ovs_delta *d, char *err, size_t errlen)
+static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, ovs_copy_batch *hcopy, write_entry *e,
+					    row_list *rl, ovs_delta *d, char *err, size_t errlen)
 {
 	const ovs_layout *l = &e->layout;
 	size_t rb = l->elem_bytes; /* = the column's row_bytes, which publish_entry may install */
@@ -794,7 +800,7 @@ static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, wr
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
 	if (base && !l->index_map)
-		ovs_copy(w, d->full->data, base, bytes);
+		ovs_copy_defer(w, hcopy, d->full->data, base, bytes); /* run at the op's flush points */
 	else
 		for (uint32_t i = 0; i < d->nrows; i++)
 			ovs_layout_copy_row(l, ovs_layout_source_row(l, i), (char *)d->full->data + (size_t)i * rb);
@@ -1158,7 +1164,7 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 		break;
 	case ENTRY_FULL:
 		s = x->gpu ? fill_full_delta_dev(x, &op->st->store, e, rl, d, err, errlen)
-			   : fill_full_delta(w, &op->st->store, e, rl, d, err, errlen);
+			   : fill_full_delta(w, &op->st->store, &op->hcopy, e, rl, d, err, errlen);
 		break;
 	default:
 		s = x->gpu ? fill_sparse_delta_dev(x, &op->st->store, &e->layout, rl, d, err, errlen)
@@ -1372,6 +1378,7 @@ static void write_job_entries(jobs_worker *w, write_op *op, jobs_run *run)
 			/* Not a transaction (as in the anchor): earlier entries stay applied, so their
 			 * deferred copies are launched (they are published); then GPU work already issued
 			 * may still read the caller's tensors: finish it first. */
+			ovs_copy_flush(w, &op->hcopy);
 			if (op->gx.gpu) {
 				gx_flush(op);
 				ovs_gpu_sync(&op->gx);
@@ -1383,7 +1390,10 @@ static void write_job_entries(jobs_worker *w, write_op *op, jobs_run *run)
 	/* The deferred copies of every entry, in one launch (or one per OVS_COPY_BATCH_MAX); before the
 	 * completion is recorded, which is what a seal reading these deltas waits for (docs/gpu.md). A
 	 * launch that fails is retried copy by copy, so an error here is a fault of the device: the op
-	 * fails as it would for an asynchronous fault of its copies. */
+	 * fails as it would for an asynchronous fault of its copies. The host copies of the entries'
+	 * full deltas run here too, all at once: before the body returns, which is what a seal reading
+	 * these deltas waits for (the same argument as the device's, docs/store.md). */
+	ovs_copy_flush(w, &op->hcopy);
 	gx_flush(op);
 	if (op->gx.gpu && op->gx.err) {
 		ovs_gpu_sync(&op->gx);

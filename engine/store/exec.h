@@ -24,9 +24,9 @@
 #define OVS_COPY_BATCH_MAX 128 /* copies per launch: the kernel takes them by value (kernels.h) */
 
 typedef struct ovs_copy_seg {
-	void *dst;       /* device memory of the context's device */
-	const void *src; /* device memory the context's device can read */
-	size_t bytes;    /* > 0, below the backend's batching threshold */
+	void *dst;       /* device lists: memory of the context's device; host lists (copy.h): host memory */
+	const void *src; /* memory that device (or the host) can read */
+	size_t bytes;    /* > 0; device lists: below the backend's batching threshold */
 } ovs_copy_seg;
 
 typedef struct ovs_copy_batch {
