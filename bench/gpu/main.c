@@ -8,6 +8,7 @@
  * Prints one table; never asserts. Without a GPU it says so and exits 0. Linked against the static
  * library: the pool row calls the engine's allocator directly.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -563,6 +564,143 @@ static void row_step_loop(void)
 	stage_close(&s);
 }
 
+/* ---- two GPUs (issue 9) ------------------------------------------------------------------------
+ * (1) The aggregate step rate of two instances on two GPUs, one thread each, against one instance on
+ * one GPU: a step writes one 16 MiB column from a device tensor on the thread's GPU, seals it and reads
+ * it latest (the consumer stream waits on the groups' events). (2) A 64 MiB write from GPU 1 into a
+ * column on GPU 0 (a peer copy) until its receipt, against cudaMemcpyPeerAsync of the same bytes +
+ * sync. With one GPU both rows say they were not measured. */
+enum { TWO_GPU_STEPS = 40, TWO_GPU_ROWS = 1u << 20 }; /* rows of float32 x 4: 16 MiB */
+
+typedef struct gpu_steps {
+	int dev;        /* the thread's GPU */
+	double seconds; /* wall time of its TWO_GPU_STEPS steps */
+} gpu_steps;
+
+static void *gpu_steps_thread(void *p)
+{
+	gpu_steps *gs = p;
+	cudaSetDevice(gs->dev);
+	stage s;
+	stage_open(&s, TWO_GPU_ROWS);
+	ovx_token_t a = tok(&s, "pose");
+	void *src;
+	cudaMalloc(&src, (size_t)TWO_GPU_ROWS * 16);
+	cudaMemset(src, 1, (size_t)TWO_GPU_ROWS * 16);
+	cudaStream_t cs;
+	cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
+	cudaDeviceSynchronize();
+	DLTensor t;
+	int64_t shape;
+	double t0 = 0;
+	for (int r = -2; r < TWO_GPU_STEPS; r++) { /* two untimed steps first */
+		if (r == 0)
+			t0 = now_s();
+		ovstage_write_data_t w = wdata(&t, &shape, src, TWO_GPU_ROWS, kDLCUDA);
+		t.device.device_id = gs->dev;
+		wait_release(s.st, write_attr(&s, a, w));
+		seal_all(&s);
+		ovstage_read_handle_t rh;
+		ovstage_ordinal_range_t range = { 0, s.ord, false };
+		wait_release(s.st, ovstage_read_attributes(s.st, s.q, &a, 1, range, &rh));
+		consume_read(s.st, rh, cs);
+	}
+	cudaStreamSynchronize(cs);
+	gs->seconds = now_s() - t0;
+	cudaStreamDestroy(cs);
+	cudaFree(src);
+	stage_close(&s);
+	return NULL;
+}
+
+/* Steps per second of `ngpu` threads, thread k on GPU k, all running at once. */
+static double gpu_step_rate(int ngpu)
+{
+	pthread_t th[2];
+	gpu_steps gs[2];
+	for (int k = 0; k < ngpu; k++) {
+		gs[k] = (gpu_steps){ k, 0 };
+		pthread_create(&th[k], NULL, gpu_steps_thread, &gs[k]);
+	}
+	for (int k = 0; k < ngpu; k++)
+		pthread_join(th[k], NULL);
+	double slowest = 0;
+	for (int k = 0; k < ngpu; k++)
+		slowest = gs[k].seconds > slowest ? gs[k].seconds : slowest;
+	return ngpu * TWO_GPU_STEPS / slowest;
+}
+
+static void row_peer_copy_in(void)
+{
+	size_t bytes = (size_t)64 << 20;
+	uint32_t n = (uint32_t)(bytes / 1024);
+	g_lanes = 128;
+	g_bits = 64;
+	cudaSetDevice(0);
+	stage s;
+	stage_open(&s, n);
+	ovx_token_t a = tok(&s, "col");
+	void *first, *dst, *src;
+	cudaMalloc(&first, bytes);
+	cudaMalloc(&dst, bytes);
+	cudaSetDevice(1);
+	cudaMalloc(&src, bytes);
+	cudaMemset(src, 3, bytes);
+	cudaDeviceSynchronize();
+	cudaSetDevice(0);
+	cudaStream_t cs;
+	cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking);
+	DLTensor t;
+	int64_t shape;
+	wait_release(s.st, write_attr(&s, a, wdata(&t, &shape, first, n, kDLCUDA))); /* the column: GPU 0 */
+	seal_all(&s);
+	enum { REPS = 9 };
+	double ours[REPS], peer[REPS];
+	for (int r = 0; r < REPS; r++) {
+		ovstage_write_data_t w = wdata(&t, &shape, src, n, kDLCUDA);
+		t.device.device_id = 1;
+		double t0 = now_s();
+		wait_release(s.st, write_attr(&s, a, w));
+		ours[r] = now_s() - t0;
+		seal_all(&s);
+		t0 = now_s();
+		cudaMemcpyPeerAsync(dst, 0, src, 1, bytes, cs);
+		cudaStreamSynchronize(cs);
+		peer[r] = now_s() - t0;
+	}
+	double o = (double)bytes / median(ours, REPS) / 1e9, p = (double)bytes / median(peer, REPS) / 1e9;
+	table_row("peer write 64 MiB, GPU 1 into a column on GPU 0", fmt("%.1f GB/s", o), "cudaMemcpyPeerAsync + sync",
+		  fmt("%.1f GB/s", p), fmt("%.2fx", o / p), ">= 0.9x", met(true, o / p >= 0.9));
+	cudaStreamDestroy(cs);
+	cudaFree(first);
+	cudaFree(dst);
+	cudaSetDevice(1);
+	cudaFree(src);
+	cudaSetDevice(0);
+	stage_close(&s);
+	g_lanes = 1;
+	g_bits = 32;
+}
+
+static void row_two_gpu(int ndev)
+{
+	fprintf(stderr, "bench_gpu: %s\n", __func__);
+	if (ndev < 2) {
+		table_row("two GPUs: write + seal + read steps/s, 2 instances on 2 GPUs", "not measured",
+			  "1 instance on 1 GPU", "-", "-", ">= 1.8x", "-");
+		table_row("peer write 64 MiB, GPU 1 into a column on GPU 0", "not measured", "cudaMemcpyPeerAsync + sync",
+			  "-", "-", ">= 0.9x", "-");
+		note("two-GPU rows not measured: %d CUDA device(s) visible (they need two: nvidia-h200-x2)", ndev);
+		return;
+	}
+	g_lanes = 4;
+	double one = gpu_step_rate(1), two = gpu_step_rate(2);
+	g_lanes = 1;
+	table_row("two GPUs: write + seal + read steps/s, 2 instances on 2 GPUs", fmt("%.0f /s", two),
+		  "1 instance on 1 GPU", fmt("%.0f /s", one), fmt("%.2fx", two / one), ">= 1.8x", met(true, two / one >= 1.8));
+	row_peer_copy_in();
+}
+
 int main(int argc, char **argv)
 {
 	bool md = false;
@@ -582,7 +720,7 @@ int main(int argc, char **argv)
 	cpu_model(cpu, sizeof cpu);
 	printf("bench_gpu on %s (%s)\n", p.name, cpu);
 	table_set_peer_header("Peer (same run)");
-	/* --only copy|sparse|latency|pool|array|step runs one group of rows (profiling) */
+	/* --only copy|sparse|latency|pool|array|step|two runs one group of rows (profiling) */
 	const char *only = NULL;
 	for (int i = 1; i + 1 < argc; i++)
 		if (strcmp(argv[i], "--only") == 0)
@@ -604,6 +742,8 @@ int main(int argc, char **argv)
 		row_array();
 	if (!only || !strcmp(only, "step"))
 		row_step_loop();
+	if (!only || !strcmp(only, "two"))
+		row_two_gpu(n);
 	table_print(md);
 	notes_print();
 	return 0;
