@@ -155,12 +155,7 @@ static int read_col(fixture *f, ovx_token_t attr, uint64_t ord, int32_t *v)
 
 static uint64_t floor_of(fixture *f, ovx_token_t attr)
 {
-	ovstage_ordinal_query_handle_t h;
-	tst_wait_ok(f->st, ovstage_get_attribute_write_floor(f->st, tst_attr(attr), &h));
-	ovstage_ordinal_t o = 0;
-	ck_assert_int_eq(ovstage_fetch_ordinal(f->st, h, OVSTAGE_TIMEOUT_INFINITE, &o), OVSTAGE_OK);
-	tst_wait_ok(f->st, ovstage_release_ordinal_query(f->st, h));
-	return o;
+	return tst_floor_of(f->st, attr);
 }
 
 static void seal(fixture *f, uint64_t n)

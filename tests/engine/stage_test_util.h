@@ -102,6 +102,18 @@ static inline void tst_wait_ok(ovstage_instance_t *st, ovstage_enqueue_result_t 
 	ck_assert_msg(n == 0, "op failed: %s", msg);
 }
 
+/* The write floor of attribute a (the stage's floor while a does not exist yet). */
+static inline uint64_t tst_floor_of(ovstage_instance_t *st, ovx_token_t a)
+{
+	ovstage_ordinal_query_handle_t h;
+	ovx_string_or_token_t at = { a, { NULL, 0 } };
+	tst_wait_ok(st, ovstage_get_attribute_write_floor(st, at, &h));
+	ovstage_ordinal_t o = 0;
+	ck_assert_int_eq(ovstage_fetch_ordinal(st, h, OVSTAGE_TIMEOUT_INFINITE, &o), OVSTAGE_OK);
+	tst_wait_ok(st, ovstage_release_ordinal_query(st, h));
+	return o;
+}
+
 /* A 1-D tensor descriptor with room for its shape (the API borrows both until the op completes). */
 typedef struct tst_tensor {
 	DLTensor t;

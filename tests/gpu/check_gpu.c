@@ -21,7 +21,7 @@
 #include <ovstage/ovstage_ext.h>
 #include <ovx/path_dictionary/path_dictionary.h>
 
-#include "../engine/stage_test_util.h"
+#include "gpu_test_util.h"
 
 int tst_gpu_spin_fill(void *stream, float *dst, unsigned n, float base, long long spin_cycles);
 int tst_gpu_add(void *stream, float *dst, unsigned n, float delta);
@@ -60,15 +60,7 @@ static void fx_open(fixture *f, uint32_t n)
 	ck_assert_int_eq(ovstage_create_instance(NULL, &f->st), OVSTAGE_OK);
 	f->pd = ovstage_get_path_dictionary(f->st);
 	f->n = n;
-	char **paths = malloc(n * sizeof *paths);
-	for (uint32_t i = 0; i < n; i++) {
-		paths[i] = malloc(24);
-		snprintf(paths[i], 24, "/w/p%u", i);
-	}
-	f->q = tst_query_of(f->st, f->pd, (const char *const *)paths, n, NULL);
-	for (uint32_t i = 0; i < n; i++)
-		free(paths[i]);
-	free(paths);
+	f->q = gtu_query_n(f->st, f->pd, n, "/w/p");
 }
 
 static void fx_close(fixture *f)
@@ -460,26 +452,15 @@ END_TEST
 /* The process configuration with the active-GPU list `list`, for the instances created next: an
  * ovstage_initialize reference holds it (without one the next bootstrap would start from defaults);
  * cuda_devices_end clears the list and drops the reference. */
-static void config_cuda_devices(const char *list)
-{
-	ovstage_config_entry_t e;
-	memset(&e, 0, sizeof e);
-	e.key_type = OVSTAGE_CONFIG_KEY_TYPE_STRING;
-	e.key.string_key = OVSTAGE_CONFIG_EXT_CUDA_DEVICES;
-	e.value.string_value.ptr = list;
-	e.value.string_value.length = strlen(list);
-	ovstage_config_t cfg = { &e, 1 };
-	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
-}
 
 static void cuda_devices_begin(const char *list)
 {
-	config_cuda_devices(list);
+	gtu_config_cuda_devices(list);
 }
 
 static void cuda_devices_end(void)
 {
-	config_cuda_devices("");
+	gtu_config_cuda_devices("");
 	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
 	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
 }

@@ -22,7 +22,7 @@
 #include <ovstage/ovstage_ext.h>
 #include <ovx/path_dictionary/path_dictionary.h>
 
-#include "../engine/stage_test_util.h"
+#include "gpu_test_util.h"
 
 int tst_gpu_spin_fill(void *stream, float *dst, unsigned n, float base, long long spin_cycles);
 
@@ -42,15 +42,7 @@ static void s2_open(stage2 *s, uint32_t n)
 	ck_assert_int_eq(ovstage_create_instance(NULL, &s->st), OVSTAGE_OK);
 	s->pd = ovstage_get_path_dictionary(s->st);
 	s->n = n;
-	char **paths = malloc(n * sizeof *paths);
-	for (uint32_t i = 0; i < n; i++) {
-		paths[i] = malloc(24);
-		snprintf(paths[i], 24, "/g2/p%u", i);
-	}
-	s->q = tst_query_of(s->st, s->pd, (const char *const *)paths, n, NULL);
-	for (uint32_t i = 0; i < n; i++)
-		free(paths[i]);
-	free(paths);
+	s->q = gtu_query_n(s->st, s->pd, n, "/g2/p");
 }
 
 static void s2_close(stage2 *s)
@@ -152,17 +144,6 @@ static void expect_ramp(stage2 *s, ovx_token_t a, int dev, uint64_t o, float bas
 	free(v);
 }
 
-static void config_cuda_devices(const char *list)
-{
-	ovstage_config_entry_t e;
-	memset(&e, 0, sizeof e);
-	e.key_type = OVSTAGE_CONFIG_KEY_TYPE_STRING;
-	e.key.string_key = OVSTAGE_CONFIG_EXT_CUDA_DEVICES;
-	e.value.string_value.ptr = list;
-	e.value.string_value.length = strlen(list);
-	ovstage_config_t cfg = { &e, 1 };
-	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
-}
 
 /* ---- round-robin ------------------------------------------------------------------------------ */
 
@@ -170,7 +151,7 @@ static void config_cuda_devices(const char *list)
  * it on its instance's device, which a read then reports. */
 START_TEST(test_round_robin_over_two_devices)
 {
-	config_cuda_devices("0,1");
+	gtu_config_cuda_devices("0,1");
 	ovstage_instance_t *in[3];
 	int want[3] = { 0, 1, 0 };
 	for (int k = 0; k < 3; k++) {
@@ -181,7 +162,7 @@ START_TEST(test_round_robin_over_two_devices)
 	}
 	for (int k = 0; k < 3; k++)
 		ck_assert_int_eq(ovstage_destroy_instance(in[k]), OVSTAGE_OK);
-	config_cuda_devices("");
+	gtu_config_cuda_devices("");
 	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK); /* one per ovstage_initialize */
 	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
 }
@@ -306,17 +287,6 @@ typedef struct consumer_arg {
 	int reads;           /* complete reads checked */
 } consumer_arg;
 
-/* The write floor of column a (the stage's floor while a does not exist yet). */
-static uint64_t floor_of(stage2 *s, ovx_token_t a)
-{
-	ovstage_ordinal_query_handle_t h;
-	tst_wait_ok(s->st, ovstage_get_attribute_write_floor(s->st, tst_attr(a), &h));
-	ovstage_ordinal_t o = 0;
-	ck_assert_int_eq(ovstage_fetch_ordinal(s->st, h, OVSTAGE_TIMEOUT_INFINITE, &o), OVSTAGE_OK);
-	tst_wait_ok(s->st, ovstage_release_ordinal_query(s->st, h));
-	return o;
-}
-
 /* Reads both columns latest until both producers are done, checking that every value is the one its
  * producer wrote at the group's ordinal. */
 static void *consumer_thread(void *p)
@@ -329,7 +299,7 @@ static void *consumer_thread(void *p)
 			producer_arg *pa = &ca->p[k];
 			DLDevice dev = { 0, 0 };
 			uint64_t o = 0;
-			if (floor_of(pa->s, pa->col) == 0)
+			if (tst_floor_of(pa->s->st, pa->col) == 0)
 				continue; /* nothing sealed yet: a latest read would return no group */
 			s2_read(pa->s, pa->col, v, &dev, &o);
 			if (dev.device_type != kDLCUDA || dev.device_id != pa->dev)
