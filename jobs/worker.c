@@ -495,11 +495,12 @@ void *jobs_worker_main(void *arg)
 	/* Adaptive spin window (docs/jobs.md, "Sleeping and waking"): a search that ends in sleep
 	 * halves the next window; one that finds work while spinning, or a sleep that is woken
 	 * within spin_max_ns / 4, doubles it; between spin_max_ns (the configured spin_us) and
-	 * spin_max_ns / 32. Under a trickle of jobs farther
+	 * spin_max_ns / 128 (0.8 µs by default: at 1/32, 3 µs, the floor alone was more than half of
+	 * a worker's CPU per job under a 10 kHz trickle). Under a trickle of jobs farther
 	 * apart than the window every spin fails, so a woken worker spins briefly and sleeps again
 	 * instead of burning the full window after each job; back-to-back work keeps it at the top.
 	 * The clock (~30 ns) is read every 16th round while the backoff pauses (the first 64
-	 * rounds, which take about the bottom window, 3 µs) and on every round once it yields
+	 * rounds, ~3 µs; 16 of them take about the bottom window) and on every round once it yields
 	 * (each sched_yield ~1-1.4 µs here). Read every 16th round throughout, a window that ran
 	 * out just after round 63 was only noticed at round 79: the 3 µs window lasted 20-26 µs,
 	 * and under a trickle of jobs that overshoot was most of the pool's CPU. Read on every
@@ -507,7 +508,7 @@ void *jobs_worker_main(void *arg)
 	 * a worker sharing a core with the thread it waits for (2 loaded cores) handed the core
 	 * over later: round trips 15 % slower (docs/performance.md). */
 	const uint64_t spin_max_ns = (uint64_t)s->cfg.spin_us * 1000u;
-	const uint64_t spin_min_ns = spin_max_ns / 32u;
+	const uint64_t spin_min_ns = spin_max_ns / 128u;
 	const uint64_t spin_wake_ns = spin_max_ns / 4u; /* a sleep shorter than this was too short */
 	uint64_t spin_ns = spin_max_ns;
 	start_searching(w);
