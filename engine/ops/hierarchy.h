@@ -53,5 +53,7 @@ uint64_t ovs_hier_default_model(const ovs_hier *h);
 
 /* Nodes the last compute recomputed (statistics for tests; read when no compute runs). */
 uint64_t ovs_hier_last_recomputed(const ovs_hier *h);
+/* Forests built so far (statistics for tests: a kept forest is not rebuilt; read likewise). */
+uint64_t ovs_hier_forest_builds(const ovs_hier *h);
 
 #endif /* OVSTAGE_ENGINE_HIERARCHY_H */

@@ -48,9 +48,11 @@ struct ovs_hier {
 	double *dworld;           /* a GPU model's world matrix per node, in device memory */
 	size_t dworld_bytes;      /* what was allocated for it (its free gives the size back) */
 	ovstage_ordinal_t input;  /* its input ordinal */
-	uint64_t key[4];          /* what the forest was built from (rows per column, prim deletes) */
+	uint64_t key[5];          /* what the forest was built from (rows per column, prim deletes and
+	                           * creations) */
 	ovs_version *out;         /* the world-matrix version it published (a reference), or NULL */
 	uint64_t recomputed;      /* nodes the last compute recomputed (statistics, for tests) */
+	uint64_t builds;          /* forests built (statistics, for tests) */
 };
 
 ovs_hier *ovs_hier_create(uint64_t default_model)
@@ -97,6 +99,11 @@ uint64_t ovs_hier_default_model(const ovs_hier *h)
 uint64_t ovs_hier_last_recomputed(const ovs_hier *h)
 {
 	return h->recomputed;
+}
+
+uint64_t ovs_hier_forest_builds(const ovs_hier *h)
+{
+	return h->builds;
 }
 
 /* ---- one compute ------------------------------------------------------------------------------- */
@@ -322,13 +329,15 @@ static bool dirty_items(const ovs_hforest *f, ulist *changed, ulist *items)
 	return true;
 }
 
-static void cache_key(ovs_stage *st, ovs_column *const cols[OVS_HF_COLS], uint64_t key[4])
+static void cache_key(ovs_stage *st, ovs_column *const cols[OVS_HF_COLS], uint64_t key[5])
 {
 	for (int k = 0; k < OVS_HF_COLS; k++)
 		/* acquire: pairs with row creation's publication of nrows */
 		key[k] = cols[k] ? atomic_load_explicit(&cols[k]->nrows, memory_order_acquire) : 0;
 	/* acquire: pairs with ovs_prims_need_reassert's release */
 	key[3] = atomic_load_explicit(&st->store.prim_deletes, memory_order_acquire);
+	/* acquire: pairs with ovs_prim_set's release (a prim that came to exist, maybe on an old row) */
+	key[4] = atomic_load_explicit(&st->store.prim_creations, memory_order_acquire);
 }
 
 /* Schema check of a contract column (exists and has a schema); NULL message when it fits. */
@@ -509,7 +518,7 @@ static ovstage_api_status_t plan_and_compute_gpu(ovs_stage *st, ovs_exec *x, ovs
 						 bool *all, char *err, size_t errlen)
 {
 	ovs_hier *h = st->hier;
-	uint64_t key[4];
+	uint64_t key[5];
 	cache_key(st, cols, key);
 	bool full = !h->valid || memcmp(key, h->key, sizeof key) != 0 || o->input < h->input ||
 		    o->model == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL || h->gpu != o->gx->gpu || !h->world;
@@ -520,6 +529,7 @@ static ovstage_api_status_t plan_and_compute_gpu(ovs_stage *st, ovs_exec *x, ovs
 	full = r == 0;
 	if (full) {
 		cache_drop(h);
+		h->builds++;
 		if (!ovs_hforest_build(&h->f, st, x, cols))
 			goto oom;
 		h->world = malloc(((size_t)h->f.n + 1) * sizeof *h->world);
@@ -592,7 +602,7 @@ static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *con
 				     ulist *items, bool *all, char *err, size_t errlen)
 {
 	ovs_hier *h = st->hier;
-	uint64_t key[4];
+	uint64_t key[5];
 	cache_key(st, cols, key);
 	bool rebuild = !h->forest_ok || memcmp(key, h->key, sizeof key) != 0 || h->world || h->gpu;
 	*all = rebuild || !h->valid || o->input < h->input || cols[OVS_HF_WORLD]->latest != h->out;
@@ -603,6 +613,7 @@ static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *con
 	*all = r == 0;
 	if (rebuild) {
 		cache_drop(h);
+		h->builds++;
 		if (!ovs_hforest_build(&h->f, st, x, cols))
 			goto oom;
 		h->extra = malloc(((size_t)h->f.nx + 1) * sizeof *h->extra);
