@@ -639,8 +639,8 @@ oom:
 
 /* CPU model: the output delta, its values not yet written (*out: where they go), and h->slot set for
  * a sparse one. FULL when every node is recomputed and every world row is a node's. NULL: OOM. */
-static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ulist *items, const ulist *pre, bool all,
-			    const hc_op *o, unsigned char **out)
+static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, const ulist *items, const ulist *pre,
+			    bool all, const hc_op *o, unsigned char **out)
 {
 	const ovs_hforest *f = &h->f;
 	uint32_t nw = f->nrows[OVS_HF_WORLD];
@@ -652,7 +652,7 @@ static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ulist *items, c
 	if (all && nw && f->n - f->nx == nw) {
 		d->kind = OVS_DELTA_FULL;
 		d->nrows = nw;
-		d->full = ovs_buffer_new(store, (size_t)nw * XFORM_BYTES); /* pooled, else pre-faulted */
+		d->full = ovs_buffer_new_par(store, x, (size_t)nw * XFORM_BYTES); /* pooled, else faulted in parallel */
 		*out = d->full ? d->full->data : NULL;
 	} else {
 		uint64_t *pairs;
@@ -695,7 +695,7 @@ static ovstage_api_status_t compute_cpu(ovs_stage *st, ovs_exec *x, ovs_column *
 	ovs_delta *d = NULL;
 	unsigned char *out = NULL;
 	if (s == OVSTAGE_OK && (items.n || all) &&
-	    (!split_items(&h->f, &items, &pre, limit) || !(d = cpu_delta(h, &st->store, &items, &pre, all, o, &out)))) {
+	    (!split_items(&h->f, &items, &pre, limit) || !(d = cpu_delta(h, &st->store, x, &items, &pre, all, o, &out)))) {
 		ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
 		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}

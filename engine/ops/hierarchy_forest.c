@@ -226,17 +226,19 @@ static void clear_node_of(void *arg, size_t lo, size_t hi)
 			b->f->node_of[k][r] = OVS_HF_NONE;
 }
 
-/* Nodes [lo, hi): their rows in each column (lock-free lookups), and the reverse maps. */
+/* Prims [lo, hi) in collection order: their nodes' rows in each column (lock-free lookups), and
+ * the reverse maps. In path-id order, so the row maps' radix leaves are walked in order (in
+ * preorder the lookups missed the cache: 2-3x slower, measured). */
 static void lookup_rows(void *arg, size_t lo, size_t hi)
 {
 	hf_build *b = arg;
 	ovs_hforest *f = b->f;
 	for (int k = 0; k < OVS_HF_COLS; k++)
 		for (size_t i = lo; i < hi; i++) {
-			uint32_t r = b->cols[k] ? ovs_column_row(b->cols[k], f->path[i]) : UINT32_MAX;
-			f->row[k][i] = r < f->nrows[k] ? r : OVS_HF_NONE;
-			if (f->row[k][i] != OVS_HF_NONE)
-				f->node_of[k][r] = (uint32_t)i;
+			uint32_t r = b->cols[k] ? ovs_column_row(b->cols[k], b->prims[i]) : UINT32_MAX, v = b->pos[i];
+			f->row[k][v] = r < f->nrows[k] ? r : OVS_HF_NONE;
+			if (r < f->nrows[k])
+				f->node_of[k][r] = v;
 		}
 }
 
