@@ -73,9 +73,9 @@ static void count_blocks(void *arg, size_t lo, size_t hi)
 }
 
 /* Blocks [lo, hi): their prims from the index the block's prefix count gives (off[k]), at most as
- * many as count[k] found; filled[k]: whether it placed exactly that many. Writes at later ordinals run beside the
- * op and may create or delete prims between the two passes: then a block's second pass disagrees with
- * its first, and collect starts over serially. */
+ * many as count[k] found; filled[k]: whether it placed exactly that many. Writes at later ordinals
+ * run beside the op and may create or delete prims between the two passes: then a block's second
+ * pass disagrees with its first, and collect starts over serially. */
 static void fill_blocks(void *arg, size_t lo, size_t hi)
 {
 	hf_build *b = arg;
