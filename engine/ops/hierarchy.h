@@ -17,10 +17,13 @@
  *    nothing). The computed rows become a new sealed version at output_ordinal, so
  *    output_ordinal must be sealed already for that column (the freshness boundary: write at N,
  *    seal N, compute(N, N), read) and not below its latest sealed ordinal.
- *  - CPU_INCREMENTAL keeps, per stage, the forest and the world matrices of its last compute;
- *    a later compute recomputes only the subtrees under prims whose inputs changed in
- *    (last input ordinal, input ordinal] (read from the retained versions' change lists), and
- *    everything when the prim set, the rows or the retained history do not allow that.
+ *  - CPU_INCREMENTAL keeps, per stage, the forest (rebuilt only when the contract columns' rows or
+ *    the prim deletes changed since it was built) and a reference to the world-column version its
+ *    last compute published, which holds the world matrices (those of prims without a world row are
+ *    kept beside it); a later compute recomputes only the subtrees under prims whose inputs changed
+ *    in (last input ordinal, input ordinal] (read from the retained versions' change lists), and
+ *    every world — with the forest kept — when the retained history does not say what changed or
+ *    someone else wrote the world column since.
  *  - GPU_INCREMENTAL is the same planning with the world matrices cached in device memory and the
  *    recomputed subtrees run as kernels (hierarchy_gpu.h), GPU_GLOBAL recomputes everything as
  *    kernels on each compute; both give bitwise the CPU model's results, and are refused at the call
@@ -50,5 +53,7 @@ uint64_t ovs_hier_default_model(const ovs_hier *h);
 
 /* Nodes the last compute recomputed (statistics for tests; read when no compute runs). */
 uint64_t ovs_hier_last_recomputed(const ovs_hier *h);
+/* Forests built so far (statistics for tests: a kept forest is not rebuilt; read likewise). */
+uint64_t ovs_hier_forest_builds(const ovs_hier *h);
 
 #endif /* OVSTAGE_ENGINE_HIERARCHY_H */

@@ -5,8 +5,9 @@
  *
  * The op runs in the stage's seal chain (submitted like a floor advance, after the previous one,
  * and the next one after it), so it reads the columns' version chains and publishes the world
- * matrices as a seal does, with nothing else touching them. The per-stage cache (forest + last
- * world matrices) is touched only by these ops, which the chain serialises.
+ * matrices as a seal does, with nothing else touching them. The per-stage cache (the forest, the
+ * version last published, the worlds of prims without a world row) is touched only by these ops,
+ * which the chain serialises.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,17 +34,25 @@ static const char *const g_col_names[OVS_HF_COLS] = { "omni:xform", "omni:resetX
 struct ovs_hier {
 	uint64_t default_model;   /* RUNTIME_DEFAULT resolves to this (captured at stage creation) */
 	bool valid;               /* the cache below holds a compute's result */
+	bool forest_ok;           /* f was built from the prims and rows that key names (kept across
+	                           * computes, also when the worlds must all be recomputed) */
 	ovs_hforest f;            /* the forest of that compute */
-	double (*world)[16];      /* its world matrix per node (a GPU model's: a download, when the world
-	                           * column lives on the host) */
+	double (*world)[16];      /* GPU models: their world matrix per node (a download, when the world
+	                           * column lives on the host); NULL for the CPU model, whose worlds are
+	                           * the rows of `out` and, for nodes without a world row, `extra` */
+	double (*extra)[16];      /* CPU model: the worlds of the nodes without a world row (f.xslot) */
+	uint32_t *slot;           /* CPU model, during a compute: node -> its row's index in the sparse
+	                           * output delta (OVS_HF_NONE: not recomputed; reset after each compute) */
 	ovs_gpu *gpu;             /* a GPU model's cache: the device context dworld lives on (NULL: the
 	                           * CPU model's; the other kind of model then starts over) */
 	double *dworld;           /* a GPU model's world matrix per node, in device memory */
 	size_t dworld_bytes;      /* what was allocated for it (its free gives the size back) */
 	ovstage_ordinal_t input;  /* its input ordinal */
-	uint64_t key[4];          /* what the forest was built from (rows per column, prim deletes) */
+	uint64_t key[5];          /* what the forest was built from (rows per column, prim deletes and
+	                           * creations) */
 	ovs_version *out;         /* the world-matrix version it published (a reference), or NULL */
 	uint64_t recomputed;      /* nodes the last compute recomputed (statistics, for tests) */
+	uint64_t builds;          /* forests built (statistics, for tests) */
 };
 
 ovs_hier *ovs_hier_create(uint64_t default_model)
@@ -57,8 +66,13 @@ ovs_hier *ovs_hier_create(uint64_t default_model)
 static void cache_drop(ovs_hier *h)
 {
 	ovs_hforest_free(&h->f);
+	h->forest_ok = false;
 	free(h->world);
 	h->world = NULL;
+	free(h->extra);
+	h->extra = NULL;
+	free(h->slot);
+	h->slot = NULL;
 	if (h->dworld)
 		ovs_gpu_free(h->gpu, h->dworld, h->dworld_bytes); /* stream-ordered on the engine stream */
 	h->dworld = NULL;
@@ -87,6 +101,11 @@ uint64_t ovs_hier_last_recomputed(const ovs_hier *h)
 	return h->recomputed;
 }
 
+uint64_t ovs_hier_forest_builds(const ovs_hier *h)
+{
+	return h->builds;
+}
+
 /* ---- one compute ------------------------------------------------------------------------------- */
 
 typedef struct hc_op {
@@ -98,10 +117,16 @@ typedef struct hc_op {
 	bool dev[OVS_HF_COLS];    /* GPU models: which contract columns live on that device */
 } hc_op;
 
-/* What the parallel body reads. */
+/* What the parallel body reads. The CPU model computes each world straight into the output: the
+ * FULL delta's buffer by world row (slot NULL), or the sparse delta's values by slot; a node that
+ * is not recomputed has its world in prev (the version the last compute published), one without a
+ * world row in extra. */
 typedef struct hc_ctx {
 	const ovs_hforest *f;
-	double (*world)[16];
+	unsigned char *out;         /* the output delta's values (by world row, or by slot) */
+	const uint32_t *slot;       /* node -> index in out (OVS_HF_NONE: not recomputed); NULL: by row */
+	const ovs_version *prev;    /* the world column's version of the last compute (NULL: none) */
+	double (*extra)[16];        /* the worlds of nodes without a world row (f->xslot) */
 	const ovs_version *vx, *vr; /* inputs as of the input ordinal (NULL: column absent) */
 	const uint32_t *items;      /* subtree roots to recompute, each with its whole subtree */
 } hc_ctx;
@@ -119,6 +144,31 @@ static ovs_version *as_of(ovs_column *c, ovstage_ordinal_t o, bool *gone)
 	return v;
 }
 
+static const double g_identity[16] = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
+
+/* Where node i's world is written this compute (i is recomputed). */
+static double *world_dst(const hc_ctx *c, uint32_t i)
+{
+	const ovs_hforest *f = c->f;
+	uint32_t r = f->row[OVS_HF_WORLD][i];
+	if (r == OVS_HF_NONE)
+		return c->extra[f->xslot[i]];
+	return (double *)(void *)(c->out + (size_t)(c->slot ? c->slot[i] : r) * XFORM_BYTES);
+}
+
+/* Node p's world as a child reads it: this compute's, or (not recomputed) the last one's. */
+static const double *world_src(const hc_ctx *c, uint32_t p)
+{
+	const ovs_hforest *f = c->f;
+	uint32_t r = f->row[OVS_HF_WORLD][p];
+	if (r == OVS_HF_NONE || !c->slot || c->slot[p] != OVS_HF_NONE)
+		return world_dst(c, p);
+	/* the last compute published every node's row (else this one recomputes all): present */
+	if (!c->prev || r >= c->prev->rows || !ovs_version_present(c->prev, r))
+		return g_identity;
+	return ovs_version_row_ptr(c->prev, XFORM_BYTES, r);
+}
+
 static void node_world(const hc_ctx *c, uint32_t i)
 {
 	const ovs_hforest *f = c->f;
@@ -133,20 +183,57 @@ static void node_world(const hc_ctx *c, uint32_t i)
 	if (r != OVS_HF_NONE && c->vr && r < c->vr->rows && ovs_version_present(c->vr, r))
 		reset = *(const unsigned char *)ovs_version_row_ptr(c->vr, 1, r) != 0;
 	uint32_t p = f->parent[i];
+	double *w = world_dst(c, i);
 	if (reset || p == OVS_HF_NONE)
-		memcpy(c->world[i], local, sizeof local);
+		memcpy(w, local, sizeof local);
 	else
-		ovs_xform_mul(local, c->world[p], c->world[i]);
+		ovs_xform_mul(local, world_src(c, p), w);
 }
+
+/* Nodes computed ahead of whose inputs and output are prefetched: a subtree's nodes in preorder
+ * touch their rows in whatever order the rows were made, so without it nearly every local and
+ * every world row is a cache miss waited for in turn (72 % of the compute's time, measured). */
+enum { HC_AHEAD = 8 };
+
+/* Node i's local and world rows as prefetch addresses (NULL: none). The prefetches themselves are
+ * issued in the loop: GCC finds a function that only prefetches "pure" and drops its calls. */
+static void node_rows(const hc_ctx *c, uint32_t i, const char **local, const char **world)
+{
+	const ovs_hforest *f = c->f;
+	uint32_t r = f->row[OVS_HF_XFORM][i];
+	*local = r != OVS_HF_NONE && c->vx && r < c->vx->rows ? ovs_version_row_ptr(c->vx, XFORM_BYTES, r) : NULL;
+	r = f->row[OVS_HF_WORLD][i];
+	*world = r != OVS_HF_NONE && (!c->slot || c->slot[i] != OVS_HF_NONE) ? (const char *)world_dst(c, i) : NULL;
+}
+
+/* Asks for node i's local (two lines, to read) and world row (two lines, to write). */
+#define HC_PREFETCH(c, i)                                  \
+	do {                                               \
+		const char *l_, *w_;                       \
+		node_rows((c), (i), &l_, &w_);             \
+		if (l_) {                                  \
+			__builtin_prefetch(l_);            \
+			__builtin_prefetch(l_ + 64);       \
+		}                                          \
+		if (w_) {                                  \
+			__builtin_prefetch(w_, 1);         \
+			__builtin_prefetch(w_ + 64, 1);    \
+		}                                          \
+	} while (0)
 
 /* Items [lo, hi): each a subtree, computed in preorder (parents first). */
 static void subtree_range(void *arg, size_t lo, size_t hi)
 {
 	const hc_ctx *c = arg;
 	for (size_t k = lo; k < hi; k++) {
-		uint32_t r = c->items[k];
-		for (uint32_t i = r; i < r + c->f->size[r]; i++)
+		uint32_t r = c->items[k], end = r + c->f->size[r];
+		for (uint32_t i = r; i < end && i < r + HC_AHEAD; i++)
+			HC_PREFETCH(c, i);
+		for (uint32_t i = r; i < end; i++) {
+			if (i + HC_AHEAD < end)
+				HC_PREFETCH(c, i + HC_AHEAD);
 			node_world(c, i);
+		}
 	}
 }
 
@@ -242,13 +329,15 @@ static bool dirty_items(const ovs_hforest *f, ulist *changed, ulist *items)
 	return true;
 }
 
-static void cache_key(ovs_stage *st, ovs_column *const cols[OVS_HF_COLS], uint64_t key[4])
+static void cache_key(ovs_stage *st, ovs_column *const cols[OVS_HF_COLS], uint64_t key[5])
 {
 	for (int k = 0; k < OVS_HF_COLS; k++)
 		/* acquire: pairs with row creation's publication of nrows */
 		key[k] = cols[k] ? atomic_load_explicit(&cols[k]->nrows, memory_order_acquire) : 0;
 	/* acquire: pairs with ovs_prims_need_reassert's release */
 	key[3] = atomic_load_explicit(&st->store.prim_deletes, memory_order_acquire);
+	/* acquire: pairs with ovs_prim_set's release (a prim that came to exist, maybe on an old row) */
+	key[4] = atomic_load_explicit(&st->store.prim_creations, memory_order_acquire);
 }
 
 /* Schema check of a contract column (exists and has a schema); NULL message when it fits. */
@@ -320,19 +409,19 @@ static size_t pairs_by_rows(const ovs_hforest *f, const ulist *items, const ulis
 	return n;
 }
 
-/* The world rows to publish (items' subtrees and pre nodes, or every node): a sparse delta. */
-static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulist *pre, bool all, hc_op *o)
+/* The (row, node) pairs of the world rows to publish (items' subtrees and pre nodes, or every node),
+ * sorted by row, in *out (malloc'd). Their number, or SIZE_MAX when out of memory. */
+static size_t world_pairs(const ovs_hforest *f, const ulist *items, const ulist *pre, bool all, uint64_t **out)
 {
-	const ovs_hforest *f = &h->f;
 	size_t cap = all ? f->n : pre->n;
 	if (!all)
 		for (size_t k = 0; k < items->n; k++)
 			cap += f->size[items->v[k]];
 	uint64_t *pairs = malloc((cap + 1) * sizeof *pairs); /* row << 32 | node */
+	*out = pairs;
 	if (!pairs)
-		return NULL;
+		return SIZE_MAX;
 	size_t n = 0;
-	bool sorted = all; /* the pairs come in row order (else they are sorted below) */
 	const uint32_t *wrow = f->row[OVS_HF_WORLD];
 	if (all) {
 		/* in row order through the reverse map (each row's node, or none): sorted as made */
@@ -340,26 +429,29 @@ static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulis
 		for (uint32_t r = 0; r < f->nrows[OVS_HF_WORLD]; r++)
 			if (node_of[r] != OVS_HF_NONE)
 				pairs[n++] = (uint64_t)r << 32 | node_of[r];
-	} else if (cap * 32 >= f->nrows[OVS_HF_WORLD]) {
-		n = pairs_by_rows(f, items, pre, pairs);
-		if (n == SIZE_MAX) {
-			free(pairs);
-			return NULL;
-		}
-		sorted = true;
-	} else {
-		for (size_t k = 0; k < pre->n; k++)
-			if (wrow[pre->v[k]] != OVS_HF_NONE)
-				pairs[n++] = (uint64_t)wrow[pre->v[k]] << 32 | pre->v[k];
-		for (size_t k = 0; k < items->n; k++)
-			for (uint32_t i = items->v[k]; i < items->v[k] + f->size[items->v[k]]; i++)
-				if (wrow[i] != OVS_HF_NONE)
-					pairs[n++] = (uint64_t)wrow[i] << 32 | i;
+		return n;
 	}
-	ovs_delta *d = calloc(1, sizeof *d);
-	uint32_t *rows = malloc((n + 1) * sizeof *rows);
-	if (!sorted && n > 1)
+	if (cap * 32 >= f->nrows[OVS_HF_WORLD])
+		return pairs_by_rows(f, items, pre, pairs);
+	for (size_t k = 0; k < pre->n; k++)
+		if (wrow[pre->v[k]] != OVS_HF_NONE)
+			pairs[n++] = (uint64_t)wrow[pre->v[k]] << 32 | pre->v[k];
+	for (size_t k = 0; k < items->n; k++)
+		for (uint32_t i = items->v[k]; i < items->v[k] + f->size[items->v[k]]; i++)
+			if (wrow[i] != OVS_HF_NONE)
+				pairs[n++] = (uint64_t)wrow[i] << 32 | i;
+	if (n > 1)
 		qsort(pairs, n, sizeof *pairs, cmp_u64); /* rows ascending: a sorted sparse delta */
+	return n;
+}
+
+/* GPU models: the world rows to publish as a sparse delta, from their world matrices per node. */
+static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulist *pre, bool all, hc_op *o)
+{
+	uint64_t *pairs;
+	size_t n = world_pairs(&h->f, items, pre, all, &pairs);
+	ovs_delta *d = n == SIZE_MAX ? NULL : calloc(1, sizeof *d);
+	uint32_t *rows = d ? malloc((n + 1) * sizeof *rows) : NULL;
 	if (!d || !rows || !output_values(h, o, pairs, n, d)) {
 		free(pairs);
 		free(rows);
@@ -377,91 +469,89 @@ static ovs_delta *output_delta(const ovs_hier *h, const ulist *items, const ulis
 	return d;
 }
 
-/* Recomputes the items' subtrees (and, CPU model, the split roots it puts in pre) with the op's
- * model: on the job system, or as kernels on the op's device (then the world matrices are downloaded
- * when the world column lives on the host, which also waits for the kernels and reports their
- * errors). 0 OK, else a status with err set. */
-static ovstage_api_status_t recompute(ovs_hier *h, ovs_exec *x, const ovs_version *vx, const ovs_version *vr,
-				      hc_op *o, ulist *items, ulist *pre, char *err, size_t errlen)
+/* GPU models: recomputes the items' subtrees as kernels on the op's device; then the world matrices
+ * are downloaded when the world column lives on the host, which also waits for the kernels and
+ * reports their errors. 0 OK, else a status with err set. */
+static ovstage_api_status_t recompute_gpu(ovs_hier *h, const ovs_version *vx, const ovs_version *vr, hc_op *o,
+					  ulist *items, char *err, size_t errlen)
 {
-	if (o->gx) {
-		if (!ovs_hier_gpu_run(o->gx, &h->f, vx, o->dev[OVS_HF_XFORM], vr, o->dev[OVS_HF_RESET], items->v, items->n,
-				      h->dworld, err, errlen))
-			return OVSTAGE_ERROR_OUT_OF_MEMORY;
-		if (o->gx->err) {
-			ovs_err_format(err, errlen, "compute_hierarchy: the hierarchy kernels on CUDA device %d failed (%s)",
-				       ovs_gpu_device(o->gx->gpu), ovs_gpu_error_name(o->gx->err));
-			return OVSTAGE_ERROR_OP_FAILED;
-		}
-		if (!o->dev[OVS_HF_WORLD] && h->f.n &&
-		    !ovs_gpu_copy_to_host(o->gx, h->world, h->dworld, (size_t)h->f.n * XFORM_BYTES, err, errlen))
-			return OVSTAGE_ERROR_OP_FAILED;
-		return OVSTAGE_OK;
-	}
-	uint32_t limit = h->f.n / 64 > 1024 ? h->f.n / 64 : 1024;
-	if (!split_items(&h->f, items, pre, limit)) {
-		ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+	if (!ovs_hier_gpu_run(o->gx, &h->f, vx, o->dev[OVS_HF_XFORM], vr, o->dev[OVS_HF_RESET], items->v, items->n,
+			      h->dworld, err, errlen))
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	if (o->gx->err) {
+		ovs_err_format(err, errlen, "compute_hierarchy: the hierarchy kernels on CUDA device %d failed (%s)",
+			       ovs_gpu_device(o->gx->gpu), ovs_gpu_error_name(o->gx->err));
+		return OVSTAGE_ERROR_OP_FAILED;
 	}
-	hc_ctx c = { &h->f, h->world, vx, vr, pre->v };
-	/* the split roots first, serially (each a single node here), then the subtrees in parallel */
-	for (size_t k = 0; k < pre->n; k++)
-		node_world(&c, pre->v[k]);
-	c.items = items->v;
-	ovs_parallel_for(x, items->n, 1, 1, subtree_range, &c);
+	if (!o->dev[OVS_HF_WORLD] && h->f.n &&
+	    !ovs_gpu_copy_to_host(o->gx, h->world, h->dworld, (size_t)h->f.n * XFORM_BYTES, err, errlen))
+		return OVSTAGE_ERROR_OP_FAILED;
 	return OVSTAGE_OK;
 }
 
-/* Chooses full or incremental, computes, and returns what to recompute (items/pre) and whether
- * every world row must be published. GPU_GLOBAL is always full; a cache of the other kind of model
- * (host / device) is never reused. 0 OK, else a status with err set. */
-static ovstage_api_status_t plan_and_compute(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS],
-					     const ovs_version *vx, const ovs_version *vr, hc_op *o, ulist *items,
-					     ulist *pre, bool *all, char *err, size_t errlen)
+/* What changed in the inputs since the cache's compute, as nodes: 1 listed in changed, 0 the history
+ * does not say (recompute all), -1 out of memory. */
+static int input_changes(ovs_hier *h, ovs_column *const cols[OVS_HF_COLS], ovstage_ordinal_t input, ulist *changed)
+{
+	for (int k = OVS_HF_XFORM; k <= OVS_HF_RESET && input > h->input; k++) {
+		int r = collect_changes(cols[k], &h->f, k, h->input, input, changed);
+		if (r <= 0)
+			return r;
+	}
+	return 1;
+}
+
+/* The roots of every tree, as items (a full recompute). */
+static bool all_roots(const ovs_hforest *f, ulist *items)
+{
+	for (uint32_t i = 0; i < f->n; i++)
+		if (f->parent[i] == OVS_HF_NONE && !ulist_push(items, i))
+			return false;
+	return true;
+}
+
+/* GPU models: chooses full or incremental, computes, and returns what to recompute (items) and
+ * whether every world row must be published. GPU_GLOBAL is always full; a cache of the other kind of
+ * model (host / device) is never reused. 0 OK, else a status with err set. */
+static ovstage_api_status_t plan_and_compute_gpu(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS],
+						 const ovs_version *vx, const ovs_version *vr, hc_op *o, ulist *items,
+						 bool *all, char *err, size_t errlen)
 {
 	ovs_hier *h = st->hier;
-	uint64_t key[4];
+	uint64_t key[5];
 	cache_key(st, cols, key);
 	bool full = !h->valid || memcmp(key, h->key, sizeof key) != 0 || o->input < h->input ||
-		    o->model == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL || h->gpu != (o->gx ? o->gx->gpu : NULL);
+		    o->model == OVSTAGE_HIERARCHY_COMPUTATION_MODEL_GPU_GLOBAL || h->gpu != o->gx->gpu || !h->world;
 	ulist changed = { 0 };
-	if (!full && o->input > h->input) {
-		for (int k = OVS_HF_XFORM; k <= OVS_HF_RESET && !full; k++) {
-			int r = collect_changes(cols[k], &h->f, k, h->input, o->input, &changed);
-			if (r < 0)
-				goto oom;
-			full = r == 0;
-		}
-	}
+	int r = full ? 0 : input_changes(h, cols, o->input, &changed);
+	if (r < 0)
+		goto oom;
+	full = r == 0;
 	if (full) {
 		cache_drop(h);
-		if (!ovs_hforest_build(&h->f, st, cols))
+		h->builds++;
+		if (!ovs_hforest_build(&h->f, st, x, cols))
 			goto oom;
 		h->world = malloc(((size_t)h->f.n + 1) * sizeof *h->world);
 		if (!h->world)
 			goto oom;
-		if (o->gx) {
-			h->gpu = o->gx->gpu;
-			h->dworld_bytes = ((size_t)h->f.n + 1) * XFORM_BYTES;
-			h->dworld = ovs_gpu_alloc(h->gpu, h->dworld_bytes);
-			if (!h->dworld)
-				goto oom;
-		}
-		for (uint32_t i = 0; i < h->f.n; i++)
-			if (h->f.parent[i] == OVS_HF_NONE && !ulist_push(items, i))
-				goto oom;
+		h->gpu = o->gx->gpu;
+		h->dworld_bytes = ((size_t)h->f.n + 1) * XFORM_BYTES;
+		h->dworld = ovs_gpu_alloc(h->gpu, h->dworld_bytes);
+		if (!h->dworld || !all_roots(&h->f, items))
+			goto oom;
 		memcpy(h->key, key, sizeof key);
 	} else if (!dirty_items(&h->f, &changed, items)) {
 		goto oom;
 	}
 	free(changed.v);
 	changed.v = NULL;
-	ovstage_api_status_t s = recompute(h, x, vx, vr, o, items, pre, err, errlen);
+	ovstage_api_status_t s = recompute_gpu(h, vx, vr, o, items, err, errlen);
 	if (s != OVSTAGE_OK) {
 		cache_drop(h);
 		return s;
 	}
-	h->recomputed = pre->n;
+	h->recomputed = 0;
 	for (size_t k = 0; k < items->n; k++)
 		h->recomputed += h->f.size[items->v[k]];
 	h->input = o->input;
@@ -482,9 +572,9 @@ static ovstage_api_status_t publish_world(ovs_stage *st, ovs_exec *x, ovs_column
 {
 	ovs_hier *h = st->hier;
 	d->shape_known = true;
-	d->sorted = true;
-	d->contig = true;
-	for (uint32_t j = 1; j < d->nrows; j++)
+	d->sorted = d->kind == OVS_DELTA_SPARSE;
+	d->contig = d->sorted;
+	for (uint32_t j = 1; d->sorted && j < d->nrows; j++)
 		d->contig = d->contig && d->rows[j] == d->rows[j - 1] + 1;
 	ovs_column_push_delta(&st->store, wc, d);
 	ovs_column *one[1] = { wc };
@@ -496,6 +586,143 @@ static ovstage_api_status_t publish_world(ovs_stage *st, ovs_exec *x, ovs_column
 	h->out = wc->latest; /* what we published: the next compute may then publish changed rows only */
 	ovs_version_ref(h->out);
 	return OVSTAGE_OK;
+}
+
+/* ---- the CPU model ------------------------------------------------------------------------------
+ * The worlds are computed once, straight into the output delta, and the seal adopts it: a FULL delta
+ * (every world row, in row order, in a pooled buffer that becomes the new version's chunks without a
+ * copy) when every node is recomputed and every world row belongs to a node, else a sparse delta whose
+ * values are written by slot (the row's index in the delta's sorted rows). A node that is not
+ * recomputed is read from the version the last compute published (still the column's latest: else
+ * everything is recomputed), one without a world row from h->extra. No world matrix per node is kept. */
+
+/* CPU model: the forest (kept while the prims and rows it was built from stay) and what to
+ * recompute: every tree (*all) or the subtrees under changed inputs. 0 OK, else a status with err. */
+static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS], hc_op *o,
+				     ulist *items, bool *all, char *err, size_t errlen)
+{
+	ovs_hier *h = st->hier;
+	uint64_t key[5];
+	cache_key(st, cols, key);
+	bool rebuild = !h->forest_ok || memcmp(key, h->key, sizeof key) != 0 || h->world || h->gpu;
+	*all = rebuild || !h->valid || o->input < h->input || cols[OVS_HF_WORLD]->latest != h->out;
+	ulist changed = { 0 };
+	int r = *all ? 0 : input_changes(h, cols, o->input, &changed);
+	if (r < 0)
+		goto oom;
+	*all = r == 0;
+	if (rebuild) {
+		cache_drop(h);
+		h->builds++;
+		if (!ovs_hforest_build(&h->f, st, x, cols))
+			goto oom;
+		h->extra = malloc(((size_t)h->f.nx + 1) * sizeof *h->extra);
+		h->slot = malloc(((size_t)h->f.n + 1) * sizeof *h->slot);
+		if (!h->extra || !h->slot)
+			goto oom;
+		for (uint32_t i = 0; i < h->f.n; i++)
+			h->slot[i] = OVS_HF_NONE;
+		memcpy(h->key, key, sizeof key);
+		h->forest_ok = true;
+	}
+	bool ok = *all ? all_roots(&h->f, items) : dirty_items(&h->f, &changed, items);
+	free(changed.v);
+	if (ok)
+		return OVSTAGE_OK;
+	changed.v = NULL;
+oom:
+	free(changed.v);
+	cache_drop(h);
+	ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+	return OVSTAGE_ERROR_OUT_OF_MEMORY;
+}
+
+/* CPU model: the output delta, its values not yet written (*out: where they go), and h->slot set for
+ * a sparse one. FULL when every node is recomputed and every world row is a node's. NULL: OOM. */
+static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, const ulist *items, const ulist *pre,
+			    bool all, const hc_op *o, unsigned char **out)
+{
+	const ovs_hforest *f = &h->f;
+	uint32_t nw = f->nrows[OVS_HF_WORLD];
+	ovs_delta *d = calloc(1, sizeof *d);
+	if (!d)
+		return NULL;
+	d->ordinal = o->output;
+	d->seq = o->seq;
+	if (all && nw && f->n - f->nx == nw) {
+		d->kind = OVS_DELTA_FULL;
+		d->nrows = nw;
+		d->full = ovs_buffer_new_par(store, x, (size_t)nw * XFORM_BYTES); /* pooled, else faulted in parallel */
+		*out = d->full ? d->full->data : NULL;
+	} else {
+		uint64_t *pairs;
+		size_t n = world_pairs(f, items, pre, all, &pairs);
+		d->kind = OVS_DELTA_SPARSE;
+		d->nrows = n == SIZE_MAX ? 0 : (uint32_t)n;
+		d->rows = n == SIZE_MAX ? NULL : ovs_delta_array(store, (n + 1) * sizeof *d->rows, &d->rows_buf);
+		d->values = d->rows ? ovs_delta_array(store, (n + 1) * XFORM_BYTES, &d->values_buf) : NULL;
+		for (size_t j = 0; d->values && j < n; j++) {
+			d->rows[j] = (uint32_t)(pairs[j] >> 32);
+			h->slot[(uint32_t)pairs[j]] = (uint32_t)j;
+		}
+		free(pairs);
+		*out = d->values;
+	}
+	if (*out)
+		return d;
+	d->nrows = 0; /* no slots were set */
+	ovs_delta_free(d);
+	return NULL;
+}
+
+/* CPU model: the slots a sparse delta set go back to none. */
+static void cpu_slots_reset(ovs_hier *h, const ovs_delta *d)
+{
+	for (uint32_t j = 0; d->kind == OVS_DELTA_SPARSE && j < d->nrows; j++)
+		h->slot[h->f.node_of[OVS_HF_WORLD][d->rows[j]]] = OVS_HF_NONE;
+}
+
+/* CPU model: plans, computes into the output delta (split roots serially, then the subtrees in
+ * parallel) and publishes it. 0 OK, else a status with err set. */
+static ovstage_api_status_t compute_cpu(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS],
+					const ovs_version *vx, const ovs_version *vr, hc_op *o, char *err, size_t errlen)
+{
+	ovs_hier *h = st->hier;
+	ulist items = { 0 }, pre = { 0 };
+	bool all = false;
+	ovstage_api_status_t s = plan_cpu(st, x, cols, o, &items, &all, err, errlen);
+	uint32_t limit = h->f.n / 64 > 1024 ? h->f.n / 64 : 1024;
+	ovs_delta *d = NULL;
+	unsigned char *out = NULL;
+	if (s == OVSTAGE_OK && (items.n || all) &&
+	    (!split_items(&h->f, &items, &pre, limit) || !(d = cpu_delta(h, &st->store, x, &items, &pre, all, o, &out)))) {
+		ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	if (s == OVSTAGE_OK && d) {
+		hc_ctx c = { &h->f, out, d->kind == OVS_DELTA_FULL ? NULL : h->slot, all ? NULL : h->out, h->extra,
+			     vx, vr, items.v };
+		for (size_t k = 0; k < pre.n; k++) /* the split roots first, serially (each a single node) */
+			node_world(&c, pre.v[k]);
+		ovs_parallel_for(x, items.n, 1, 1, subtree_range, &c);
+		cpu_slots_reset(h, d);
+		h->recomputed = pre.n;
+		for (size_t k = 0; k < items.n; k++)
+			h->recomputed += h->f.size[items.v[k]];
+		if (d->nrows)
+			s = publish_world(st, x, cols[OVS_HF_WORLD], d, err, errlen);
+		else
+			ovs_delta_free(d);
+	} else if (s == OVSTAGE_OK) {
+		h->recomputed = 0;
+	}
+	if (s == OVSTAGE_OK) {
+		h->input = o->input;
+		h->valid = true;
+	}
+	free(items.v);
+	free(pre.v);
+	return s;
 }
 
 /* Where the contract columns live: CPU_INCREMENTAL needs them on the host; a GPU model runs on the
@@ -587,15 +814,22 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 			return OVSTAGE_ERROR_NOT_SUPPORTED;
 		o->gx = &gx; /* this frame's: cleared before it returns */
 	}
-	ulist items = { 0 }, pre = { 0 };
+	if (!o->gx) {
+		s = compute_cpu(st, x, cols, vx, vr, o, err, errlen);
+		if (s != OVSTAGE_OK)
+			cache_drop(st->hier); /* a failed op leaves no half-updated cache behind */
+		return s;
+	}
+	ulist items = { 0 };
 	bool all = false;
-	s = plan_and_compute(st, x, cols, vx, vr, o, &items, &pre, &all, err, errlen);
-	if (s == OVSTAGE_OK && (all || items.n || pre.n)) {
-		ovs_delta *d = output_delta(st->hier, &items, &pre, all, o);
+	s = plan_and_compute_gpu(st, x, cols, vx, vr, o, &items, &all, err, errlen);
+	if (s == OVSTAGE_OK && (all || items.n)) {
+		ulist none = { 0 };
+		ovs_delta *d = output_delta(st->hier, &items, &none, all, o);
 		if (!d) {
 			ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
 			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
-		} else if (o->gx && o->gx->err) { /* the device delta's gather */
+		} else if (o->gx->err) { /* the device delta's gather */
 			ovs_delta_free(d);
 			ovs_err_format(err, errlen, "compute_hierarchy: gathering the world rows on CUDA device %d failed (%s)",
 				       ovs_gpu_device(o->gx->gpu), ovs_gpu_error_name(o->gx->err));
@@ -606,12 +840,11 @@ static ovstage_api_status_t compute(hc_op *o, ovs_exec *x, char *err, size_t err
 			s = publish_world(st, x, cols[OVS_HF_WORLD], d, err, errlen);
 		}
 	}
-	if (s != OVSTAGE_OK && o->gx)
+	if (s != OVSTAGE_OK) {
 		ovs_gpu_sync(o->gx); /* nothing of a failed op still runs on the device behind it */
-	if (s != OVSTAGE_OK)
 		cache_drop(st->hier); /* a failed op leaves no half-updated cache behind */
+	}
 	free(items.v);
-	free(pre.v);
 	o->gx = NULL;
 	return s;
 }

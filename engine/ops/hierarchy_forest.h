@@ -6,7 +6,8 @@
  * the subtree of node i is the interval [i, i + size[i]). Each node carries its row in the three
  * columns of the transform contract (UINT32_MAX: none), and each column's row maps back to its node.
  *
- * Built by one thread (the compute op), read-only afterwards; not thread-safe while building.
+ * Built by the compute op (its parts spread over the op's workers with ovs_parallel_for: the
+ * existence, parent and row lookups are lock-free reads), read-only afterwards.
  */
 #ifndef OVSTAGE_ENGINE_HIERARCHY_FOREST_H
 #define OVSTAGE_ENGINE_HIERARCHY_FOREST_H
@@ -25,11 +26,15 @@ typedef struct ovs_hforest {
 	uint32_t *row[OVS_HF_COLS];    /* node -> row in xform / reset / world column (OVS_HF_NONE: none) */
 	uint32_t *node_of[OVS_HF_COLS];/* row -> node (OVS_HF_NONE: the row's prim is not a node) */
 	uint32_t nrows[OVS_HF_COLS];   /* entries of node_of */
+	uint32_t *xslot;               /* node -> its index among the nodes without a world row (their
+	                                * worlds are kept apart: hierarchy_compute.c), or OVS_HF_NONE */
+	uint32_t nx;                   /* nodes without a world row */
 } ovs_hforest;
 
-/* Builds the forest of the store's existing prims; cols[k] may be NULL (no such column). false
- * when out of memory (f is then empty). */
-bool ovs_hforest_build(ovs_hforest *f, ovs_stage *st, ovs_column *const cols[OVS_HF_COLS]);
+/* Builds the forest of the store's existing prims; cols[k] may be NULL (no such column). x: where
+ * the parallel parts run (its worker's pool; serial without one). false when out of memory (f is
+ * then empty). */
+bool ovs_hforest_build(ovs_hforest *f, ovs_stage *st, const ovs_exec *x, ovs_column *const cols[OVS_HF_COLS]);
 void ovs_hforest_free(ovs_hforest *f);
 
 #endif /* OVSTAGE_ENGINE_HIERARCHY_FOREST_H */

@@ -254,6 +254,39 @@ ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes)
 	return buffer_init(b, st, p, cap, cls, NULL, (DLDevice){ kDLCPU, 0 }, &ovs_memops_cpu);
 }
 
+/* Fresh buffers at least this large are faulted by x's workers (ovs_buffer_new_par). */
+#define OVS_PAR_FAULT_MIN ((size_t)16 << 20)
+#define OVS_PAGE ((size_t)4096)
+
+/* Pages [lo, hi) of a fresh mapping: one store each faults it in (zero-filled by the kernel). */
+static void fault_pages(void *ctx, size_t lo, size_t hi)
+{
+	char *p = ctx;
+	for (size_t k = lo; k < hi; k++)
+		p[k * OVS_PAGE] = 0;
+}
+
+ovs_buffer *ovs_buffer_new_par(ovs_store *st, const ovs_exec *x, size_t bytes)
+{
+	if (!x || !x->w || x->gpu || bytes < OVS_PAR_FAULT_MIN)
+		return ovs_buffer_new_in(st, x, bytes);
+	uint32_t cls = ovs_size_class(bytes);
+	ovs_buffer *pooled = pool_take(st, cls);
+	if (pooled)
+		return pooled; /* already counted live, already faulted */
+	size_t cap = ovs_size_class_bytes(cls);
+	ovs_buffer *b = malloc(sizeof *b);
+	void *p = b ? mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+	if (p == MAP_FAILED) {
+		free(b);
+		return NULL;
+	}
+	/* 256 pages (1 MiB) per range: the kernel's page faults run on every worker instead of one
+	 * MAP_POPULATE; the join orders the faults before the buffer is used */
+	ovs_parallel_for(x, (cap + OVS_PAGE - 1) / OVS_PAGE, 256, 1, fault_pages, p);
+	return buffer_init(b, st, p, cap, cls, NULL, (DLDevice){ kDLCPU, 0 }, &ovs_memops_cpu);
+}
+
 ovs_buffer *ovs_buffer_new_in(ovs_store *st, const ovs_exec *x, size_t bytes)
 {
 	if (!x || !x->gpu)

@@ -129,6 +129,10 @@ ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes);
  * on its engine stream; not pooled here — the device's memory pool is the pool), or the host's as
  * ovs_buffer_new when x is a CPU context. NULL when out of memory. */
 ovs_buffer *ovs_buffer_new_in(ovs_store *st, const ovs_exec *x, size_t bytes);
+/* As ovs_buffer_new_in, but a fresh host buffer of 16 MiB or more is faulted in by x's workers in
+ * parallel (its pages touched across them) rather than by MAP_POPULATE on one thread: for the large
+ * buffers that an op or a seal fills at once. NULL when out of memory. */
+ovs_buffer *ovs_buffer_new_par(ovs_store *st, const ovs_exec *x, size_t bytes);
 /* A buffer viewing a producer's tensor (zero-copy); its deleter runs when the last holder lets go —
  * for a device tensor (x a device context), after the GPU work issued on x's stream until then. */
 ovs_buffer *ovs_buffer_adopt(ovs_store *st, const ovs_exec *x, DLManagedTensorVersioned *mt, void *data,

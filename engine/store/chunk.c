@@ -420,7 +420,7 @@ static bool copy_chunks(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_ve
 		while (last_cap < need)
 			last_cap <<= 1;
 	}
-	ovs_buffer *b = ovs_buffer_new_in(st, x, ((size_t)(ncopy - 1) * g->cr + last_cap) * g->rb);
+	ovs_buffer *b = ovs_buffer_new_par(st, x, ((size_t)(ncopy - 1) * g->cr + last_cap) * g->rb);
 	if (!b)
 		return false;
 	uint32_t s = 0;

@@ -26,6 +26,7 @@ void ovs_store_init(ovs_store *s, uint32_t retention, size_t chunk_bytes, int64_
 	ovs_radix_init(&s->col_index);
 	atomic_init(&s->col_index_ok, true);
 	atomic_init(&s->prim_deletes, 0);
+	atomic_init(&s->prim_creations, 0);
 	ovs_pool_init(&s->pool);
 	atomic_init(&s->mem.buffer_bytes, 0);
 	atomic_init(&s->mem.buffers, 0);
@@ -248,8 +249,14 @@ bool ovs_prim_set(ovs_store *st, ovx_primpath_t path, uint32_t state)
 	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, true);
 	if (!slot)
 		return false;
+	/* relaxed: an existing prim stays as it is (the store that made it exist published it) */
+	if (state == 1 && atomic_load_explicit(slot, memory_order_relaxed) == 1)
+		return true;
 	/* release: a reader that sees the state sees the writes that created the prim. */
-	atomic_store_explicit(slot, state, memory_order_release);
+	uint32_t was = atomic_exchange_explicit(slot, state, memory_order_release);
+	if (state == 1 && was != 1)
+		/* release: whoever sees the count (the hierarchy's forest key) sees the prim exist */
+		atomic_fetch_add_explicit(&st->prim_creations, 1, memory_order_release);
 	return true;
 }
 

@@ -28,7 +28,8 @@ uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
  * are numbered densely in first-write order. UINT32_MAX on OOM. */
 uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created);
 
-/* Prim existence (latest state). */
+/* Prim existence (latest state). Setting a prim's state to 1 (exists) from another counts it in
+ * st->prim_creations. */
 bool ovs_prim_exists(ovs_store *st, ovx_primpath_t path);
 bool ovs_prim_set(ovs_store *st, ovx_primpath_t path, uint32_t state);
 

@@ -40,6 +40,8 @@ struct ovs_store {
 	ovs_radix prims;
 	_Atomic uint64_t prim_deletes;  /* whole-prim deletes executed, and failed ops that left rows of
 	                                 * prims that do not exist (writes re-assert existence if any) */
+	_Atomic uint64_t prim_creations; /* prims that came to exist (a state set to 1 from another):
+	                                 * with the deletes, what a kept transform forest depends on */
 
 	/* --- column memory (buffer.h) --- */
 	ovs_pool pool;                  /* free, already-faulted buffers by size class */

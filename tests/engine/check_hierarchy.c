@@ -558,6 +558,244 @@ START_TEST(test_random_forest_full_and_partial)
 }
 END_TEST
 
+/* ---- state kept across computes (the forest, the published version, rowless worlds) ------------- */
+
+enum { KMAX = 16 };
+
+/* A small scene of one stage, mirrored here: which prims exist, their locals, their world rows. */
+typedef struct kscene {
+	ovstage_instance_t *st;
+	path_dictionary_instance_t *pd;
+	const char *path[KMAX];
+	int n;
+	bool exists[KMAX];
+	bool has_xform[KMAX];  /* a local was written (else the identity) */
+	bool has_world[KMAX];  /* a world row was written (and not deleted) */
+	double local[KMAX][16];
+	double ref[KMAX][16];
+} kscene;
+
+/* Index of a path in the scene, or -1. */
+static int kfind(const kscene *k, const char *p, size_t len)
+{
+	for (int i = 0; i < k->n; i++)
+		if (strlen(k->path[i]) == len && strncmp(k->path[i], p, len) == 0)
+			return i;
+	return -1;
+}
+
+/* The nearest existing ancestor of prim i, or -1. */
+static int kparent(const kscene *k, int i)
+{
+	const char *p = k->path[i];
+	for (size_t len = strlen(p); len > 0;) {
+		while (len > 0 && p[len - 1] != '/')
+			len--;
+		if (len <= 1)
+			return -1;
+		len--; /* drop the '/' */
+		int a = kfind(k, p, len);
+		if (a >= 0 && k->exists[a])
+			return a;
+	}
+	return -1;
+}
+
+/* The reference worlds (no resets here), by recursion through the nearest existing ancestors. */
+static void kworld(kscene *k, int i, bool *done)
+{
+	if (done[i])
+		return;
+	double id[16];
+	translation(id, 0, 0, 0);
+	const double *l = k->has_xform[i] ? k->local[i] : id;
+	int p = kparent(k, i);
+	if (p < 0) {
+		memcpy(k->ref[i], l, sizeof k->ref[i]);
+	} else {
+		kworld(k, p, done);
+		mul(l, k->ref[p], k->ref[i]);
+	}
+	done[i] = true;
+}
+
+/* Computes (o, o) and compares every existing prim's world row with the reference. */
+static void kcheck(kscene *k, uint64_t o, const char *when)
+{
+	tst_wait_ok(k->st, compute(k->st, OVSTAGE_HIERARCHY_COMPUTATION_MODEL_CPU_INCREMENTAL, o, o));
+	bool done[KMAX] = { false };
+	const char *q[KMAX];
+	int idx[KMAX], m = 0;
+	for (int i = 0; i < k->n; i++)
+		if (k->exists[i]) {
+			kworld(k, i, done);
+			if (k->has_world[i]) {
+				idx[m] = i;
+				q[m++] = k->path[i];
+			}
+		}
+	ovstage_query_handle_t qh = query_paths(k->st, k->pd, q, (size_t)m);
+	double got[KMAX][16];
+	read_world(k->st, k->pd, qh, (size_t)m, o, &got[0][0]);
+	for (int j = 0; j < m; j++)
+		for (int e = 0; e < 16; e++) {
+			double want = k->ref[idx[j]][e];
+			ck_assert_msg(fabs(got[j][e] - want) <= 1e-12 * (1 + fabs(want)), "%s: %s element %d: %.17g, want %.17g",
+				      when, k->path[idx[j]], e, got[j][e], want);
+		}
+	tst_wait_ok(k->st, ovstage_release_query(k->st, qh));
+}
+
+/* Writes the locals of the listed prims at o (they come to exist). */
+static void kwrite_locals(kscene *k, const int *which, int m, uint64_t o)
+{
+	const char *q[KMAX];
+	double v[KMAX][16];
+	for (int j = 0; j < m; j++) {
+		int i = which[j];
+		q[j] = k->path[i];
+		translation(k->local[i], unit() * 10, unit() * 10, unit() * 10);
+		k->local[i][1] = unit() * 0.1; /* not only a translation: the order of products matters */
+		memcpy(v[j], k->local[i], sizeof v[j]);
+		k->exists[i] = k->has_xform[i] = true;
+	}
+	ovstage_query_handle_t qh = query_paths(k->st, k->pd, q, (size_t)m);
+	write_rows(k->st, qh, "omni:xform", v, (size_t)m, true, o);
+	tst_wait_ok(k->st, ovstage_release_query(k->st, qh));
+}
+
+/* Writes zero world rows for the listed prims at o. */
+static void kwrite_worlds(kscene *k, const int *which, int m, uint64_t o)
+{
+	const char *q[KMAX];
+	static const double zeros[KMAX][16];
+	for (int j = 0; j < m; j++) {
+		q[j] = k->path[which[j]];
+		k->has_world[which[j]] = true;
+	}
+	ovstage_query_handle_t qh = query_paths(k->st, k->pd, q, (size_t)m);
+	write_rows(k->st, qh, "omni:fabric:worldMatrix", zeros, (size_t)m, true, o);
+	tst_wait_ok(k->st, ovstage_release_query(k->st, qh));
+}
+
+static uint64_t kbuilds(const kscene *k)
+{
+	return ovs_hier_forest_builds(((ovs_stage *)(void *)k->st->context)->hier);
+}
+
+static const char *const k_kept_paths[] = { "/R", "/R/a", "/R/a/b", "/R/a/b/c", "/R/d", "/S", "/S/e",
+					    "/R/a/b/c/x", "/R/d/y", "/R/d/z", "/R/d/y/w" };
+enum { K_BASE = 7, K_ALL = 11 };
+
+/* Opens a stage with the first K_BASE prims, every one with a local, and world rows on all of them
+ * or (rowless) on all but /R/a, whose world the stage keeps beside the published version. */
+static void kopen(kscene *k, bool rowless)
+{
+	memset(k, 0, sizeof *k);
+	ovstage_instance_desc_t d = { rowless ? "kept-rowless" : "kept-full" };
+	ck_assert_int_eq(ovstage_create_instance(&d, &k->st), OVSTAGE_OK);
+	k->pd = ovstage_get_path_dictionary(k->st);
+	k->n = K_ALL;
+	for (int i = 0; i < K_ALL; i++)
+		k->path[i] = k_kept_paths[i];
+	int all[K_BASE], w[K_BASE], nw = 0;
+	for (int i = 0; i < K_BASE; i++) {
+		all[i] = i;
+		if (!rowless || i != 1)
+			w[nw++] = i;
+	}
+	kwrite_locals(k, all, K_BASE, 1);
+	kwrite_worlds(k, w, nw, 1);
+	seal(k->st, 1);
+}
+
+/* Two stages side by side (their states must not mix): the first compute builds each one's forest;
+ * rewriting every local keeps it; a changed rowless prim updates its subtree; prims created after
+ * the first compute, a prim that exists only through another attribute, a deleted prim, the same
+ * prim created again (on its old rows), and a world column written by someone else each give the
+ * reference worlds, with the forest rebuilt exactly when the prims or rows changed. */
+START_TEST(test_state_kept_across_computes)
+{
+	kscene ks[2];
+	kopen(&ks[0], false);
+	kopen(&ks[1], true);
+	for (int s = 0; s < 2; s++) {
+		kcheck(&ks[s], 1, "first compute");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 1);
+	}
+	int base[K_BASE] = { 0, 1, 2, 3, 4, 5, 6 };
+	for (int s = 0; s < 2; s++) { /* every local rewritten: the forest stays, every world recomputed */
+		kwrite_locals(&ks[s], base, K_BASE, 2);
+		seal(ks[s].st, 2);
+	}
+	for (int s = 0; s < 2; s++) {
+		kcheck(&ks[s], 2, "every local rewritten");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 1);
+		ck_assert_uint_eq(recomputed(ks[s].st), K_BASE);
+	}
+	int a[1] = { 1 }; /* /R/a: rowless in the second stage */
+	for (int s = 0; s < 2; s++) {
+		kwrite_locals(&ks[s], a, 1, 3);
+		seal(ks[s].st, 3);
+		kcheck(&ks[s], 3, "/R/a changed");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 1);
+		ck_assert_uint_eq(recomputed(ks[s].st), 3); /* /R/a, /R/a/b, /R/a/b/c */
+	}
+	int born[3] = { 7, 8, 10 }, bw[2] = { 7, 10 }; /* /R/d/y has a local only */
+	for (int s = 0; s < 2; s++) {
+		kwrite_locals(&ks[s], born, 3, 4);
+		kwrite_worlds(&ks[s], bw, 2, 4);
+		seal(ks[s].st, 4);
+		kcheck(&ks[s], 4, "prims created after the first compute");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 2);
+	}
+	for (int s = 0; s < 2; s++) { /* /R/d/z exists through another attribute only: an identity */
+		const char *z = ks[s].path[9];
+		ovstage_query_handle_t qz = query_paths(ks[s].st, ks[s].pd, &z, 1);
+		float v = 1;
+		tst_tensor tt;
+		ovstage_write_data_t w = tst_wdata(&tt, &v, 1, kDLFloat, 32, 1);
+		ovx_string_or_token_t at = { 0, { "velocity", 8 } };
+		tst_wait_ok(ks[s].st, ovstage_write_attribute(ks[s].st, qz, at, 5, w, OVSTAGE_PRIM_MODE_UPSERT));
+		tst_wait_ok(ks[s].st, ovstage_release_query(ks[s].st, qz));
+		ks[s].exists[9] = true;
+		seal(ks[s].st, 5);
+		kcheck(&ks[s], 5, "a prim without transform columns");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 3);
+	}
+	for (int s = 0; s < 2; s++) { /* /R/a/b deleted: /R/a/b/c now hangs under /R/a */
+		const char *b = ks[s].path[2];
+		ovstage_query_handle_t qb = query_paths(ks[s].st, ks[s].pd, &b, 1);
+		tst_wait_ok(ks[s].st, ovstage_delete_attributes(ks[s].st, qb, NULL, 0, 6));
+		tst_wait_ok(ks[s].st, ovstage_release_query(ks[s].st, qb));
+		ks[s].exists[2] = ks[s].has_world[2] = false;
+		seal(ks[s].st, 6);
+		kcheck(&ks[s], 6, "a deleted prim");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 4);
+	}
+	int b[1] = { 2 };
+	for (int s = 0; s < 2; s++) { /* /R/a/b again, on its old rows (no new row anywhere) */
+		kwrite_locals(&ks[s], b, 1, 7);
+		seal(ks[s].st, 7);
+		kcheck(&ks[s], 7, "a prim created again");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 5);
+	}
+	int c[1] = { 3 };
+	for (int s = 0; s < 2; s++) { /* someone else writes a world row: every world again, forest kept */
+		kwrite_worlds(&ks[s], c, 1, 8);
+		seal(ks[s].st, 8);
+		kcheck(&ks[s], 8, "a world row written by someone else");
+		ck_assert_uint_eq(kbuilds(&ks[s]), 5);
+	}
+	for (int s = 0; s < 2; s++) /* nothing changed: nothing recomputed */
+		kcheck(&ks[s], 8, "unchanged");
+	for (int s = 0; s < 2; s++) {
+		ck_assert_uint_eq(recomputed(ks[s].st), 0);
+		ck_assert_int_eq(ovstage_destroy_instance(ks[s].st), OVSTAGE_OK);
+	}
+}
+END_TEST
+
 /* ---- concurrency ------------------------------------------------------------------------------- */
 
 /* One thread writes a root's translation (k, 0, 0) at ordinal k, seals k and computes (k, k); many
@@ -707,6 +945,7 @@ int main(void)
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_get_hierarchy);
 	tcase_add_test(tc, test_random_forest_full_and_partial);
+	tcase_add_test(tc, test_state_kept_across_computes);
 	tcase_add_test(tc, test_concurrent_compute_and_reads);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
