@@ -180,7 +180,7 @@ typedef struct ovs_column {
 	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
-	ovs_lcfold lcfold;                /* last changes of the change sets that left retention (written
+	_Alignas(OVS_COLUMN_LINE) ovs_lcfold lcfold; /* last changes of the change sets that left retention (written
 	                                   * by the fold flag's holder, read by range reads: lastchange.h) */
 
 	/* --- moved by every commit (admission, completion, seal) and read by reads: a line of their
