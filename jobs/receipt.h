@@ -86,6 +86,9 @@ enum {
 typedef struct jobs_edge jobs_edge;
 typedef struct jobs_slot jobs_slot;
 
+/* A slot's alignment: two cache lines, its size rounded up (jobs_slot below). */
+#define JOBS_SLOT_ALIGN 128
+
 /* A dependency edge: when the slot holding it completes, `dependent` loses one pending count. */
 struct jobs_edge {
 	jobs_slot *dependent; /* the job waiting for us; cannot be recycled before it is DONE */
@@ -95,8 +98,11 @@ struct jobs_edge {
 /* Sentinel for jobs_slot.succ once the slot completed: later edges must not be added. */
 #define JOBS_EDGES_CLOSED ((jobs_edge *)(uintptr_t)1)
 
+/* Line-aligned (104 bytes would straddle lines): consecutive ids go to consecutive slots, so two
+ * threads submitting in turn (a producer and a reader, say) would share the lines between their
+ * slots and take them from each other on every submit, poll and release (session 12). */
 struct jobs_slot {
-	_Atomic uint64_t id;          /* the receipt held here; 0 while free or recycling */
+	_Alignas(JOBS_SLOT_ALIGN) _Atomic uint64_t id; /* the receipt held here; 0 while free or recycling */
 	_Atomic uint32_t state;       /* JOBS_ST_* flags | pins << 8 */
 	_Atomic int32_t pending;      /* unresolved dependencies + fences (+1 while being submitted) */
 	_Atomic uint32_t fences_left; /* fences not yet resolved (guards over-resolution) */

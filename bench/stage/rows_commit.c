@@ -488,6 +488,12 @@ static void scaling_case(const bench_opts *o)
 void rows_commit(const bench_opts *o)
 {
 	fprintf(stderr, "per-ordinal commits vs LMDB:\n");
+	/* OVSTAGE_BENCH_COMMIT=b runs row (b) alone (profiling, A/B runs) */
+	const char *only = getenv("OVSTAGE_BENCH_COMMIT");
+	if (only && strcmp(only, "b") == 0) {
+		lmdb_case(o, 'b', 4096, false, true, 2.0);
+		return;
+	}
 	lmdb_case(o, 'a', MIB, false, false, 1.3);
 	lmdb_case(o, 'b', 4096, false, true, 2.0);
 	lmdb_case(o, 'c', MIB, true, false, 10.0);

@@ -133,9 +133,12 @@ bool ovs_dtype_supported(DLDataType t)
 static void view_build(ovs_layout_view *v, const uint8_t *base, size_t eb, int32_t ndim, const int64_t *shape,
 		       const int64_t *strides)
 {
-	memset(v, 0, sizeof *v);
+	/* The scalars only: shape and stride are read below ndim alone (view_offset, view_copy), and
+	 * zeroing their 2 x 32 entries twice per column was 4-6 % of a small commit (perf, session 12). */
 	v->base = base;
 	v->elem_bytes = eb;
+	v->ndim = 0;
+	v->dense = false;
 	uint64_t elems = 1;
 	for (int32_t k = 0; k < ndim; k++)
 		elems *= (uint64_t)shape[k];

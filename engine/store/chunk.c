@@ -553,12 +553,27 @@ void ovs_chunks_drop_spares(ovs_column *c)
 	c->spare_ordinal = 0;
 }
 
+/* Whether a retained version of c holds a full delta. Spares harvested now could be caught up only
+ * while the oldest retained version (the one built on them) stays, and the versions retained with
+ * it leave no earlier than it does: such a delta makes them unusable for their whole life
+ * (spares_usable), so a stream of full writes harvests nothing. */
+static bool retained_full(const ovs_column *c)
+{
+	/* relaxed: the chain is seal-owned; we are the sealer. */
+	for (const ovs_version *u = c->latest; u; u = atomic_load_explicit(&u->older, memory_order_relaxed))
+		for (const ovs_delta *d = u->deltas; d; d = d->next)
+			if (d->kind == OVS_DELTA_FULL)
+				return true;
+	return false;
+}
+
 void ovs_chunks_harvest(ovs_column *c, ovs_version *v)
 {
 	/* Older spares can no longer be caught up: the deltas of v are about to go. */
 	ovs_chunks_drop_spares(c);
 	/* acquire: pairs with the release decrements of read groups that held v; their reads are done. */
-	if (!v->chunks || !v->nchunks || atomic_load_explicit(&v->refs, memory_order_acquire) != 1)
+	if (!v->chunks || !v->nchunks || atomic_load_explicit(&v->refs, memory_order_acquire) != 1 ||
+	    retained_full(c))
 		return;
 	ovs_chunk **sp = calloc(v->nchunks, sizeof *sp);
 	if (!sp)

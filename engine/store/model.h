@@ -177,19 +177,22 @@ typedef struct ovs_column {
 	_Atomic bool has_schema;          /* schema valid (release-published) */
 	ovs_schema schema;                /* immutable once has_schema */
 	size_t row_bytes;                 /* fixed: bytes per row */
-	_Atomic uint64_t floor;           /* sealed through this ordinal */
-	_Atomic uint64_t floor_requested; /* highest floor any accepted advance asked for */
-	_Atomic uint64_t max_written;     /* highest ordinal any accepted write targets, less those that
-	                                   * failed (see ovs_inflight_done) */
-	_Atomic uint64_t max_applied;     /* highest ordinal a write completed at (zero from calloc) */
-	_Atomic uint64_t dropped_through; /* highest ordinal whose version left retention (0 = none) */
 	_Atomic uint32_t nrows;           /* rows allocated so far (monotone) */
 	_Atomic uint64_t generation;      /* layout generation counter */
 	ovs_radix rows;                   /* prim (path id) -> row + 1 (0 = no row) */
-	ovs_lcfold lcfold;                /* last changes of the change sets that left retention (written
+	_Alignas(OVS_COLUMN_LINE) ovs_lcfold lcfold; /* last changes of the change sets that left retention (written
 	                                   * by the fold flag's holder, read by range reads: lastchange.h) */
 
-	/* --- written by every write (a push), taken by the seal --- */
+	/* --- moved by every commit (admission, completion, seal) and read by reads: a line of their
+	 * own, so that these stores do not take the read-mostly fields above from the readers' caches
+	 * (a reader thread beside a writer made ovs_sequencer_applied 4x dearer: perf, session 12) --- */
+	_Alignas(OVS_COLUMN_LINE) _Atomic uint64_t floor; /* sealed through this ordinal */
+	_Atomic uint64_t floor_requested; /* highest floor any accepted advance asked for */
+	_Atomic uint64_t max_written;     /* highest ordinal any accepted write targets, less those that
+	                                   * failed (see ovs_inflight_done) */
+	_Atomic uint64_t dropped_through; /* highest ordinal whose version left retention (0 = none) */
+
+	/* --- written by every write (a push, its completion), taken by the seal --- */
 	_Alignas(OVS_COLUMN_LINE) _Atomic(ovs_delta *) inbox; /* deltas waiting for a seal (Treiber push,
 	                                   * take-all) */
 	_Atomic uint64_t min_unsealed;    /* lowest ordinal of unsealed deltas (UINT64_MAX: none); a hint
@@ -197,6 +200,8 @@ typedef struct ovs_column {
 	_Atomic uint64_t seal_cost;       /* bytes the unsealed deltas may make a seal copy (estimate:
 	                                   * added at push, subtracted when sealed; floor.c runs small
 	                                   * seals in the call) */
+	_Atomic uint64_t max_applied;     /* highest ordinal a write completed at (zero from calloc); read
+	                                   * only by the sequencer, never by reads */
 
 	/* --- the sealer's alone (seals of a stage are chained) --- */
 	_Alignas(OVS_COLUMN_LINE) ovs_delta *pending; /* deltas above the floor, sorted */
@@ -218,6 +223,8 @@ static_assert(offsetof(ovs_column, inbox) % OVS_COLUMN_LINE == 0, "the writers' 
 static_assert(offsetof(ovs_column, pending) - offsetof(ovs_column, inbox) >= OVS_COLUMN_LINE,
 	      "the writers' fields fit their line");
 static_assert(offsetof(ovs_column, pending) % OVS_COLUMN_LINE == 0, "the sealer's fields start a line");
+static_assert(offsetof(ovs_column, inbox) - offsetof(ovs_column, floor) >= OVS_COLUMN_LINE,
+	      "the commit's fields fit their line");
 
 /* Immutable map of columns to their latest sealed versions, replaced by each seal. */
 typedef struct ovs_snapshot {

@@ -140,6 +140,41 @@ static void cut_folded(ovs_limbo *g, ovs_column *c, ovs_version *oldest)
 	c->lcq_n -= k;
 }
 
+/* Largest run the sealer folds itself: a run is folded chunk by chunk (2^12 rows each, one uniform
+ * store per whole chunk), so this bounds the seal's fold to 64 stores or so. */
+#define SEAL_FOLD_RUN_ROWS (64u << 12)
+
+/* Whether folding s costs O(1): every row (the column-wide entry) or a short run; a row list costs
+ * a store per row and is left to the fold job or a range read. */
+static bool cheap_fold(const ovs_chset *s)
+{
+	return s->all_changed || !s->n || (s->run && s->n <= SEAL_FOLD_RUN_ROWS);
+}
+
+/* Folds the oldest unfolded sets of c's ring while they are cheap, so that a stream of full or
+ * block writes never needs the fold job (waking a sleeping worker every OVS_LC_PENDING_SETS seals:
+ * a futex wake in the seal and the worker's run on a core the producer or a reader wanted, perf,
+ * session 12). The ring's sets are chained and the chain is seal-owned: no pin is needed. A fold
+ * that holds the flag (the job, a range read) makes us skip: it folds them. */
+static void fold_cheap(ovs_column *c)
+{
+	if (!c->lcq_n || !cheap_fold(lcq_at(c, c->lcq_n - 1)) || !ovs_lc_fold_trylock(&c->lcfold))
+		return;
+	/* relaxed: only holders of the flag store it, and the trylock acquired the last holder's */
+	uint64_t folded = atomic_load_explicit(&c->lcfold.folded, memory_order_relaxed);
+	for (uint32_t i = 0; i < c->lcq_n; i++) { /* oldest first, as every fold */
+		ovs_chset *s = lcq_at(c, i);
+		if (s->ordinal <= folded)
+			continue;
+		if (!cheap_fold(s) || !ovs_lc_fold_set(&c->lcfold, s))
+			break;
+		/* release: the set's entries before the ordinal that says they are there (readers'
+		 * acquire loads of `folded`, and cut_folded's at the next seal) */
+		atomic_store_explicit(&c->lcfold.folded, s->ordinal, memory_order_release);
+	}
+	ovs_lc_fold_unlock(&c->lcfold);
+}
+
 /* Whether c's unfolded change sets passed the bound at which the fold job runs (lastchange.h). */
 static bool fold_due(ovs_column *c)
 {
@@ -167,15 +202,15 @@ static void bury(ovs_limbo *g, ovs_column *c, ovs_version *v)
 	g->c[g->n++] = c;
 }
 
+static_assert(sizeof(ovs_snapshot) % sizeof(void *) == 0, "the arrays after a snapshot are aligned");
+
 static void free_snapshot(ovs_snapshot *snap)
 {
 	if (!snap)
 		return;
 	for (size_t i = 0; i < snap->ncols; i++)
 		ovs_version_unref(snap->versions[i]);
-	free(snap->cols);
-	free(snap->versions);
-	free(snap);
+	free(snap); /* its arrays are in the same block (publish) */
 }
 
 /* Frees what the limbo holds (its readers have left), harvesting spare buffers if asked. */
@@ -251,6 +286,7 @@ static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *
 		atomic_store_explicit(&v->older, c->latest, memory_order_relaxed);
 		c->latest = v;
 		bury(gy, c, trim_retention(c, v, st->retention));
+		fold_cheap(c);
 		*fold |= fold_due(c);
 		*copy |= v->cs->pooled; /* the fold job copies its rows while v is retained */
 		ovs_seal_hook_fn hook = atomic_load_explicit(&g_seal_hook, memory_order_acquire);
@@ -288,16 +324,15 @@ static ovstage_api_status_t publish(ovs_store *st, ovs_column **cols, size_t nco
 {
 	size_t total = atomic_load_explicit(&st->ncols, memory_order_acquire);
 	ovs_column **all = atomic_load_explicit(&st->cols, memory_order_acquire);
-	ovs_snapshot *snap = calloc(1, sizeof *snap);
-	ovs_column **sc = malloc((total ? total : 1) * sizeof *sc);
-	ovs_version **sv = malloc((total ? total : 1) * sizeof *sv);
-	if (!snap || !sc || !sv) {
-		free(snap);
-		free(sc);
-		free(sv);
+	/* One block: the snapshot, then its version and column arrays (pointers: aligned after it). */
+	size_t slots = total ? total : 1;
+	ovs_snapshot *snap = malloc(sizeof *snap + slots * (sizeof(ovs_version *) + sizeof(ovs_column *)));
+	if (!snap) {
 		ovs_err_format(err, errlen, "out of memory publishing a snapshot");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
+	ovs_version **sv = (ovs_version **)(void *)(snap + 1);
+	ovs_column **sc = (ovs_column **)(void *)(sv + slots);
 	size_t k = 0;
 	for (size_t i = 0; i < total; i++) {
 		if (!all[i]->latest)

@@ -800,6 +800,44 @@ static void pooled_race_run(void)
 	race_run("pooled_race", "P", PL_ROWS, PL_ORDS, pl_written, pl_last);
 }
 
+/* Change sets the sealer folds itself (seal.c, fold_cheap): at ordinal n every row (n == 1 or
+ * n % 5 == 0: the fold's column-wide entry) or one block of rows (a run of up to two chunks and a
+ * bit), and at every 17th ordinal a scattered tenth instead (a row list: the sealer stops there and
+ * leaves it, and what follows, to the fold job or a range read). The same two racing readers as
+ * fold_race check every range read against sf_last. */
+enum { SF_ROWS = 4 * 4096 + 300, SF_ORDS = 400, SF_CHUNKS = SF_ROWS / 4096 };
+
+static bool sf_written(uint32_t r, uint64_t n)
+{
+	if (n == 1 || n % 5 == 0)
+		return true;
+	if (n % 17 == 0)
+		return (7u * r + (uint32_t)n) % 10 == 0;
+	uint32_t s = (uint32_t)((n * 2654435761u) % (SF_CHUNKS - 1)) * 4096u + (uint32_t)(n % 7) * 37u;
+	uint32_t len = 4096u * (uint32_t)(1 + n % 2) + (uint32_t)(n % 3) * 100u;
+	return r >= s && r < s + len;
+}
+
+/* The last ordinal <= b that wrote row r (every row is written at least every 5 ordinals). */
+static uint64_t sf_last(uint32_t r, uint64_t b)
+{
+	for (uint64_t n = b; n >= 1 && n + 5 > b; n--)
+		if (sf_written(r, n))
+			return n;
+	return 0;
+}
+
+START_TEST(test_range_reads_race_seal_folds)
+{
+	race_run("cheap_race", "C", SF_ROWS, SF_ORDS, sf_written, sf_last);
+	ovstage_config_entry_t e = ovstage_config_entry_uint64(OVSTAGE_CONFIG_EXT_RETENTION, 1);
+	ovstage_config_t cfg = { &e, 1 };
+	ck_assert_int_eq(ovstage_initialize(&cfg), OVSTAGE_OK);
+	race_run("cheap_race1", "D", SF_ROWS, SF_ORDS, sf_written, sf_last);
+	ck_assert_int_eq(ovstage_shutdown(), OVSTAGE_OK);
+}
+END_TEST
+
 START_TEST(test_range_reads_race_pooled_lists)
 {
 	pooled_race_run();
@@ -1322,6 +1360,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_range_reads_race_folds_retention1);
 	tcase_add_test(tc, test_range_reads_while_seals_cut_the_chain);
 	tcase_add_test(tc, test_range_reads_race_pooled_lists);
+	tcase_add_test(tc, test_range_reads_race_seal_folds);
 	tcase_add_test(tc, test_fold_during_read_pins_again);
 	tcase_add_test(tc, test_unread_history_bounded);
 	tcase_add_test(tc, test_many_writes_one_ordinal_change_set);
