@@ -58,9 +58,9 @@ static void copy_range(void *p, size_t lo, size_t hi)
 	ovs_copy_stream(c->dst + lo, c->src + lo, hi - lo);
 }
 
-/* A list's copies laid end to end, each padded to a cache line: split points in this space are
- * line-aligned within every copy (whose dst is a line-aligned buffer start, or at least keeps the
- * split lines private to one worker). */
+/* A list's copies laid end to end, each padded to a cache line: split points in this space fall at
+ * multiples of 64 bytes from every copy's start, so with line-aligned destinations (the store's
+ * buffers are) no destination line is written by two workers. */
 typedef struct copy_list_ctx {
 	const ovs_copy_batch *b;               /* the copies */
 	size_t off[OVS_COPY_BATCH_MAX + 1];   /* off[i]: copy i's start in the padded space; off[n]: end */
