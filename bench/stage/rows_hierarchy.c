@@ -33,6 +33,7 @@
  *    memory never touched before is in the notes.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -510,6 +511,7 @@ typedef struct hsum {
 	uint64_t steady_ns;   /* the best incremental round after the first */
 	uint64_t re_ns;       /* the best full recompute with the forest kept */
 	uint64_t forest_ns;   /* generating the forest (once) */
+	uint64_t floor_ns;    /* the memory floor: the locals copied by one thread per engine worker, best */
 } hsum;
 
 /* Keeps the smaller non-zero figure (0: not measured). */
@@ -517,6 +519,56 @@ static void keep_min(uint64_t *best, uint64_t v)
 {
 	if (v && (!*best || v < *best))
 		*best = v;
+}
+
+/* The memory floor of any compute over these prims: `threads` threads each copy their slice of the
+ * locals into a warm array of the same size (every world is at least one local read and one world
+ * written). serial / floor is then the most any parallel compute can gain over the serial loop on
+ * this machine; if it is below the full rows' target (0.8 × cores), memory, not the engine, sets
+ * the limit. Best of three passes after a warm-up pass. */
+typedef struct floor_part {
+	const unsigned char *src; /* this thread's slice of the locals */
+	unsigned char *dst;       /* and of the destination */
+	size_t bytes;             /* its length */
+} floor_part;
+
+static void *floor_copy(void *p)
+{
+	floor_part *fp = p;
+	memcpy(fp->dst, fp->src, fp->bytes);
+	return NULL;
+}
+
+static uint64_t memory_floor_ns(const forest *f, double (*dst)[16], int threads)
+{
+	enum { MAX_THREADS = 256 };
+	threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+	pthread_t th[MAX_THREADS];
+	floor_part part[MAX_THREADS];
+	size_t total = f->n * MAT_BYTES, per = (total / (size_t)threads + 4095) & ~(size_t)4095;
+	uint64_t best = 0;
+	for (int pass = 0; pass < 4; pass++) { /* pass 0 warms the destination */
+		uint64_t t0 = now_ns();
+		int started = 0;
+		for (int k = 0; k < threads; k++) {
+			size_t lo = (size_t)k * per, hi = lo + per < total ? lo + per : total;
+			if (lo >= hi)
+				break;
+			part[k] = (floor_part){ (const unsigned char *)f->local0 + lo, (unsigned char *)dst + lo, hi - lo };
+			if (pthread_create(&th[k], NULL, floor_copy, &part[k]) != 0) {
+				floor_copy(&part[k]); /* no thread: copy it here */
+				continue;
+			}
+			started = k + 1;
+		}
+		for (int k = 0; k < started; k++)
+			if (part[k].bytes)
+				pthread_join(th[k], NULL);
+		uint64_t dt = now_ns() - t0;
+		if (pass > 0)
+			keep_min(&best, dt);
+	}
+	return best;
 }
 
 /* The rows: full against the serial loop, the first incremental round and the later ones against full. */
@@ -550,6 +602,13 @@ static void hier_rows(const forest *f, const hsum *m)
 		  "≤ 5 % of full", met(kri, !b->bad_inc && ripct <= 5.0));
 	table_row(fmt("hierarchy incremental, the same 1 %% changed again, rounds 2–%d (best)", ROUNDS), ms(m->steady_ns),
 		  "our full compute, same run", ms(b->full_ns), ks ? fmt("%.1f %% of full", spct) : "n/a", "— (info)", "—");
+	bool kfl = m->floor_ns && m->serial_ns;
+	table_row(fmt("memory floor: the locals (%zu MB) copied into a warm array by %d thread%s, best of 3", f->n * MAT_BYTES >> 20,
+		      cores, cores == 1 ? "" : "s"),
+		  ms(m->floor_ns), "serial C loop, 1 thread, parent order given", ms(m->serial_ns),
+		  kfl ? fmt("serial / floor = %.2f× (the most a parallel compute can gain here)",
+			    (double)m->serial_ns / (double)m->floor_ns) : "n/a",
+		  "— (info: ≥ 0.8 × cores needs it above that)", "—");
 }
 
 /* What the rows need to be read: the forest, the repetitions, the comparison, the dirty set. */
@@ -617,6 +676,7 @@ void rows_hierarchy(const bench_opts *o)
 		return;
 	}
 	m.forest_ns = now_ns() - t0;
+	m.floor_ns = memory_floor_ns(&f, got, engine_workers());
 	for (int k = 0; k < o->reps; k++) {
 		/* interleaved: the serial loop, then ours on a fresh stage */
 		uint64_t s0 = serial_world(&f, (const double (*)[16])f.local0, ref0);
