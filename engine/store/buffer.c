@@ -236,24 +236,6 @@ static ovs_buffer *buffer_init(ovs_buffer *b, ovs_store *st, void *data, size_t 
 	return b;
 }
 
-ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes)
-{
-	uint32_t cls = ovs_size_class(bytes);
-	/* A free buffer of the same class first: steady-state writes of a column reuse the buffers of the
-	 * versions that left retention (no allocator call, no page faults). */
-	ovs_buffer *pooled = pool_take(st, cls);
-	if (pooled)
-		return pooled; /* already counted live, already faulted */
-	size_t cap = ovs_size_class_bytes(cls);
-	ovs_buffer *b = malloc(sizeof *b);
-	void *p = b ? ovs_memops_cpu.alloc(NULL, cap) : NULL;
-	if (!p) {
-		free(b);
-		return NULL;
-	}
-	return buffer_init(b, st, p, cap, cls, NULL, (DLDevice){ kDLCPU, 0 }, &ovs_memops_cpu);
-}
-
 /* Fresh buffers at least this large are faulted by x's workers (ovs_buffer_new_par). */
 #define OVS_PAR_FAULT_MIN ((size_t)16 << 20)
 #define OVS_PAGE ((size_t)4096)
@@ -266,25 +248,47 @@ static void fault_pages(void *ctx, size_t lo, size_t hi)
 		p[k * OVS_PAGE] = 0;
 }
 
-ovs_buffer *ovs_buffer_new_par(ovs_store *st, const ovs_exec *x, size_t bytes)
+/* A fresh mapping of cap bytes (>= OVS_MMAP_THRESHOLD: cpu_free unmaps it) whose pages x's workers
+ * fault in, 256 pages (1 MiB) per range, instead of one thread's MAP_POPULATE; the join orders the
+ * faults before the buffer is used. NULL when out of memory. */
+static void *map_faulted_par(const ovs_exec *x, size_t cap)
 {
-	if (!x || !x->w || x->gpu || bytes < OVS_PAR_FAULT_MIN)
-		return ovs_buffer_new_in(st, x, bytes);
+	void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	ovs_parallel_for(x, (cap + OVS_PAGE - 1) / OVS_PAGE, 256, 1, fault_pages, p);
+	return p;
+}
+
+/* A host buffer of at least `bytes`: a free one of the same class first (steady-state writes of a
+ * column reuse the buffers of the versions that left retention: no allocator call, no page faults),
+ * else a fresh one, faulted by par's workers when par is given, else by cpu_alloc. */
+static ovs_buffer *host_buffer_new(ovs_store *st, size_t bytes, const ovs_exec *par)
+{
 	uint32_t cls = ovs_size_class(bytes);
 	ovs_buffer *pooled = pool_take(st, cls);
 	if (pooled)
 		return pooled; /* already counted live, already faulted */
 	size_t cap = ovs_size_class_bytes(cls);
 	ovs_buffer *b = malloc(sizeof *b);
-	void *p = b ? mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-	if (p == MAP_FAILED) {
+	void *p = !b ? NULL : par ? map_faulted_par(par, cap) : ovs_memops_cpu.alloc(NULL, cap);
+	if (!p) {
 		free(b);
 		return NULL;
 	}
-	/* 256 pages (1 MiB) per range: the kernel's page faults run on every worker instead of one
-	 * MAP_POPULATE; the join orders the faults before the buffer is used */
-	ovs_parallel_for(x, (cap + OVS_PAGE - 1) / OVS_PAGE, 256, 1, fault_pages, p);
 	return buffer_init(b, st, p, cap, cls, NULL, (DLDevice){ kDLCPU, 0 }, &ovs_memops_cpu);
+}
+
+ovs_buffer *ovs_buffer_new(ovs_store *st, size_t bytes)
+{
+	return host_buffer_new(st, bytes, NULL);
+}
+
+ovs_buffer *ovs_buffer_new_par(ovs_store *st, const ovs_exec *x, size_t bytes)
+{
+	if (!x || !x->w || x->gpu || bytes < OVS_PAR_FAULT_MIN)
+		return ovs_buffer_new_in(st, x, bytes);
+	return host_buffer_new(st, bytes, x);
 }
 
 ovs_buffer *ovs_buffer_new_in(ovs_store *st, const ovs_exec *x, size_t bytes)
