@@ -145,11 +145,17 @@ static inline uint32_t mix(uint32_t h)
 }
 
 /* Lane `lane` of column `col` of prim `prim` written at step `step`: a 24-bit integer scaled by
- * 2^-12, exact in float32, so values compare with ==. */
+ * 2^-12, exact in float32, so values compare with ==. The integer is the top 24 bits of a sum of odd
+ * multiples of the four coordinates modulo 2^32. A value of another step (fewer than 2^22 apart),
+ * prim (fewer than 2^21 apart), lane or column differs from the expected one: for those differences
+ * d, d times its multiplier is at least 256 away from 0 modulo 2^32 (checked exhaustively). It is
+ * linear, not a hash, on purpose: the compiler vectorises the fill, which at 65,536 prims costs a
+ * quarter of what two hashes per value did (1.3 ms of each producer's step here: the demo measured its
+ * own arithmetic, not the stage; docs/performance.md, session 13). */
 static inline float value_of(int col, uint32_t prim, uint32_t lane, uint64_t step)
 {
-	uint32_t h = mix((uint32_t)step * 0x9e3779b1U ^ mix(prim * 16u + lane * 2u + (uint32_t)col));
-	return (float)(h & 0xffffffU) * (1.0f / 4096.0f);
+	uint32_t h = prim * 0x9e3779b1U + lane * 0x85ebca77U + (uint32_t)col * 0xc2b2ae3dU + (uint32_t)step * 0x27d4eb2fU;
+	return (float)(h >> 8) * (1.0f / 4096.0f);
 }
 
 static inline bool is_sparse(const options *o, uint64_t step)
