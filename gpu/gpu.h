@@ -100,6 +100,13 @@ bool ovs_gpu_fence_pending(void *fence);
  * pinned or managed source). False (with a message) on a CUDA error. */
 bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen);
 
+/* Whether kernels and copies on CUDA device `dst` may read memory of device `src` directly (true for
+ * dst == src). Decided at the first call for the pair: when the topology allows it, peer access from
+ * dst to src is enabled for the process (cudaDeviceEnablePeerAccess with dst current; a pair the
+ * application enabled already counts), else the answer is false and cross-device writes are staged
+ * (write.c). Ordinals outside [0, 64): false. */
+bool ovs_gpu_peer_enable(int dst, int src);
+
 /* ---- checks and host staging ---------------------------------------------------------------------- */
 
 /* The allocation the last pointer checked by ovs_gpu_check_pointer lay in: a later pointer inside it

@@ -923,15 +923,34 @@ static uint32_t *selected_sources(const ovs_layout *l, uint32_t k)
 	return src;
 }
 
-/* NOT_SUPPORTED for a write the column's device would have to gather from another device's memory
- * (its kernels read local memory only); `what` names the kind of write. */
-static ovstage_api_status_t cross_device_refused(const ovs_exec *x, const ovs_layout *l, const char *what, char *err,
-						 size_t errlen)
+/* Whether x's device (the column's) can read l's CUDA memory directly: its own, or a peer's with peer
+ * access on (enabled at the first such write: gpu.h). False for host memory. */
+static bool device_reads_source(const ovs_exec *x, const ovs_layout *l)
 {
-	ovs_err_format(err, errlen, "%s from CUDA device %d into a column on CUDA device %d is not supported "
-		       "(write it whole, or from the column's device)", what, (int)l->device.device_id,
-		       ovs_gpu_device(x->gpu));
-	return OVSTAGE_ERROR_NOT_SUPPORTED;
+	return !l->host_accessible && l->device.device_type == kDLCUDA &&
+	       ovs_gpu_peer_enable(ovs_gpu_device(x->gpu), (int)l->device.device_id);
+}
+
+/* The source's rows 0..row_count-1 copied onto x's device (one cudaMemcpyAsync from the peer, which
+ * the driver stages through the host where the devices cannot reach each other), then gathered there:
+ * a masked or index-mapped write from a device the column's cannot read. The staging block goes back
+ * to the context's cache after the gather is issued (reused in stream order). */
+static ovstage_api_status_t gather_from_peer_staged(ovs_exec *x, const ovs_layout *l, const void *base,
+						    const uint32_t *rows, uint32_t k, void *dst, char *err,
+						    size_t errlen)
+{
+	const ovs_memops *ops = ovs_gpu_memops();
+	size_t bytes = (size_t)l->row_count * l->elem_bytes; /* the layout's span fits size_t (layout.h) */
+	void *tmp = ovs_gpu_alloc(x->gpu, bytes ? bytes : 1);
+	if (!tmp) {
+		ovs_err_format(err, errlen, "out of device memory staging %zu bytes from CUDA device %d on CUDA device %d",
+			       bytes, (int)l->device.device_id, ovs_gpu_device(x->gpu));
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	ops->copy(x, tmp, base, bytes);
+	ops->gather_rows(x, dst, tmp, rows, k, l->elem_bytes);
+	ovs_gpu_free(x->gpu, tmp, bytes ? bytes : 1);
+	return OVSTAGE_OK;
 }
 
 /* The k selected elements' bytes, in element order, into device memory dst. */
@@ -947,6 +966,8 @@ static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint
 		 * (pageable, pinned, managed) and a peer device's keep cudaMemcpyAsync. */
 		bool local = !l->host_accessible && l->device.device_type == kDLCUDA &&
 			     l->device.device_id == ovs_gpu_device(x->gpu);
+		if (!local)
+			(void)device_reads_source(x, l); /* a peer's: with peer access on, the copy is direct */
 		(local ? ops->copy_device : ops->copy)(x, dst, base, (size_t)k * rb);
 		return OVSTAGE_OK;
 	}
@@ -966,17 +987,20 @@ static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint
 			       "compact tensor)");
 		return OVSTAGE_ERROR_NOT_SUPPORTED;
 	}
-	if (l->device.device_id != ovs_gpu_device(x->gpu))
-		return cross_device_refused(x, l, "a masked or index-mapped write", err, errlen);
 	/* the source rows: the selected positions (the row list's own when it holds them) */
 	uint32_t *src = positions ? NULL : selected_sources(l, k);
 	if (!positions && !src) {
 		ovs_err_format(err, errlen, "out of memory listing %u source rows", k);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	ops->gather_rows(x, dst, base, positions ? positions : src, k, rb); /* uploaded before it returns */
+	const uint32_t *rows = positions ? positions : src;
+	ovstage_api_status_t s = OVSTAGE_OK;
+	if (device_reads_source(x, l)) /* the column's device, or a peer it reaches: gather in place */
+		ops->gather_rows(x, dst, base, rows, k, rb); /* uploaded before it returns */
+	else
+		s = gather_from_peer_staged(x, l, base, rows, k, dst, err, errlen);
 	free(src);
-	return OVSTAGE_OK;
+	return s;
 }
 
 /* ---- array rows on a device ------------------------------------------------------------------------
@@ -1045,8 +1069,7 @@ static ovstage_api_status_t array_rows_to_device(ovs_exec *x, const ovs_layout *
 		free(h);
 		return OVSTAGE_OK;
 	}
-	if (l->device.device_id != ovs_gpu_device(x->gpu))
-		return cross_device_refused(x, l, "an array write of row tensors, or a masked or index-mapped one,", err, errlen);
+	bool direct = device_reads_source(x, l); /* false: a peer the column's device cannot read */
 	const void **at = malloc(((size_t)p->k ? (size_t)p->k : 1) * sizeof *at);
 	if (!at) {
 		ovs_err_format(err, errlen, "out of memory listing %u array rows", p->k);
@@ -1062,7 +1085,11 @@ static ovstage_api_status_t array_rows_to_device(ovs_exec *x, const ovs_layout *
 			return OVSTAGE_ERROR_NOT_SUPPORTED;
 		}
 	}
-	ops->copy_segments(x, dst, at, p->off, p->k); /* the table is uploaded before it returns */
+	if (direct)
+		ops->copy_segments(x, dst, at, p->off, p->k); /* the table is uploaded before it returns */
+	else /* one copy per row, staged by the driver: slower, and only without peer access */
+		for (uint32_t j = 0; j < p->k; j++)
+			ops->copy(x, (unsigned char *)dst + p->off[j], at[j], (size_t)(p->off[j + 1] - p->off[j]));
 	free(at);
 	return OVSTAGE_OK;
 }

@@ -128,8 +128,8 @@ static void s2_read(stage2 *s, ovx_token_t a, float *vals, DLDevice *dev, uint64
 	tst_wait_ok(s->st, ovstage_release_read(s->st, rh));
 }
 
-/* The latest values of a are base + i, on device dev, written at ordinal o. */
-static void expect_ramp(stage2 *s, ovx_token_t a, int dev, uint64_t o, float base, const char *what)
+/* The latest values of a are want[i], on device dev, written at ordinal o. */
+static void expect_vals(stage2 *s, ovx_token_t a, int dev, uint64_t o, const float *want, const char *what)
 {
 	float *v = malloc(s->n * sizeof *v);
 	DLDevice d = { 0, 0 };
@@ -139,9 +139,18 @@ static void expect_ramp(stage2 *s, ovx_token_t a, int dev, uint64_t o, float bas
 		      what, (int)d.device_type, (int)d.device_id, dev);
 	ck_assert_msg(ord == o, "%s: ordinal %llu, expected %llu", what, (unsigned long long)ord, (unsigned long long)o);
 	for (uint32_t i = 0; i < s->n; i++)
-		ck_assert_msg(v[i] == base + (float)i, "%s: prim %u = %g, expected %g", what, i, (double)v[i],
-			      (double)(base + (float)i));
+		ck_assert_msg(v[i] == want[i], "%s: prim %u = %g, expected %g", what, i, (double)v[i], (double)want[i]);
 	free(v);
+}
+
+/* The latest values of a are base + i, on device dev, written at ordinal o. */
+static void expect_ramp(stage2 *s, ovx_token_t a, int dev, uint64_t o, float base, const char *what)
+{
+	float *want = malloc(s->n * sizeof *want);
+	for (uint32_t i = 0; i < s->n; i++)
+		want[i] = base + (float)i;
+	expect_vals(s, a, dev, o, want, what);
+	free(want);
 }
 
 
@@ -171,9 +180,10 @@ END_TEST
 /* ---- peer writes -------------------------------------------------------------------------------- */
 
 /* A column created on device `home` takes writes from the other device: a full write whose producer
- * kernel still runs there (fenced by its stream), and one with nothing outstanding; every value is
- * checked, and the column stays on `home`. A masked write from the other device is refused with a
- * message and changes nothing. */
+ * kernel still runs there (fenced by its stream), and one with nothing outstanding; then a masked
+ * write fenced on a running producer and an index-mapped one (gathered in place through peer access,
+ * or staged onto `home` first where the devices cannot reach each other). Every value is checked,
+ * and the column stays on `home`. */
 static void peer_writes_into(int home)
 {
 	int other = 1 - home;
@@ -201,23 +211,38 @@ static void peer_writes_into(int home)
 	s2_write(&s, a, 3, dev_wdata(&tt, peer2, s.n, other, 0));
 	s2_seal(&s, 3, NULL, 0);
 	expect_ramp(&s, a, home, 3, 9000.f, "peer write, nothing outstanding");
+	float *want = malloc(s.n * sizeof *want);
 	uint64_t *mask = calloc((s.n + 63) / 64, 8);
-	mask[0] = 0x5;
-	ovstage_write_data_t mw = dev_wdata(&tt, peer, s.n, other, 0);
+	float *peer3 = ramp_on(other, ps[other], s.n, 20000.f, SPIN); /* masked: every 7th row, fenced */
+	for (uint32_t i = 0; i < s.n; i++) {
+		bool sel = i % 7 == 3;
+		if (sel)
+			mask[i / 64] |= 1ull << (i % 64);
+		want[i] = sel ? 20000.f + (float)i : 9000.f + (float)i;
+	}
+	ovstage_write_data_t mw = dev_wdata(&tt, peer3, s.n, other, ps[other]);
 	mw.mask = mask;
 	mw.count = s.n;
-	char msg[600];
-	ck_assert_uint_eq(tst_wait_op(s.st, ovstage_write_attribute(s.st, s.q, tst_attr(a), 4, mw,
-								     OVSTAGE_PRIM_MODE_UPSERT),
-				      msg, sizeof msg),
-			  1);
-	ck_assert_msg(strstr(msg, "device"), "masked peer write: %s", msg);
+	s2_write(&s, a, 4, mw);
 	s2_seal(&s, 4, NULL, 0);
-	expect_ramp(&s, a, home, 3, 9000.f, "after the refused masked peer write");
+	expect_vals(&s, a, home, 4, want, "masked peer write fenced on a running producer");
+	uint32_t *map = malloc(s.n * sizeof *map); /* index-mapped: prim i takes source row n - 1 - i */
+	for (uint32_t i = 0; i < s.n; i++) {
+		map[i] = s.n - 1 - i;
+		want[i] = 9000.f + (float)map[i];
+	}
+	ovstage_write_data_t iw = dev_wdata(&tt, peer2, s.n, other, 0);
+	iw.index_map = map;
+	iw.count = s.n;
+	s2_write(&s, a, 5, iw);
+	s2_seal(&s, 5, NULL, 0);
+	expect_vals(&s, a, home, 5, want, "index-mapped peer write");
+	free(map);
 	free(mask);
-	int ids[3] = { home, other, other };
-	float *bufs[3] = { first, peer, peer2 };
-	for (int k = 0; k < 3; k++) {
+	free(want);
+	int ids[4] = { home, other, other, other };
+	float *bufs[4] = { first, peer, peer2, peer3 };
+	for (int k = 0; k < 4; k++) {
 		CU(cudaSetDevice(ids[k]));
 		CU(cudaFree(bufs[k]));
 	}
