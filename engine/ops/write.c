@@ -22,6 +22,7 @@
 #include "device.h"
 #include "exec.h"
 #include "gpu.h"
+#include "handoff.h"
 #include "query.h"
 #include "sequencer.h"
 
@@ -776,7 +777,7 @@ static ovstage_api_status_t fill_array_delta(const ovs_layout *l, row_list *rl, 
 /* The payload as rows 0..k-1: adopted from the producer's managed tensor without a copy, or copied
  * into a fresh buffer. The row list is not needed (it is dropped). */
 static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, ovs_copy_batch *hcopy, write_entry *e,
-					    row_list *rl, ovs_delta *d, char *err, size_t errlen)
+					    row_list *rl, ovs_delta *d, ovs_buffer **spare, char *err, size_t errlen)
 {
 	const ovs_layout *l = &e->layout;
 	size_t rb = l->elem_bytes; /* = the column's row_bytes, which publish_entry may install */
@@ -794,7 +795,12 @@ static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, ov
 			return OVSTAGE_OK;
 		}
 	}
-	d->full = ovs_buffer_new(store, bytes);
+	if (*spare && (*spare)->size_class == ovs_size_class(bytes)) { /* the column's last full write's */
+		d->full = *spare;
+		*spare = NULL;
+	} else {
+		d->full = ovs_buffer_new(store, bytes);
+	}
 	if (!d->full) {
 		ovs_err_format(err, errlen, "out of memory allocating %zu bytes", bytes);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -1148,8 +1154,16 @@ static ovstage_api_status_t fill_sparse_delta_dev(ovs_exec *x, ovs_store *store,
 static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op, write_entry *e, uint64_t seq,
 				       row_list *rl, ovs_delta **out, char *err, size_t errlen)
 {
-	ovs_delta *d = calloc(1, sizeof *d);
-	if (!d) {
+	/* The column's recycled full delta first (handoff.h): its struct, and its buffer for a full
+	 * write of the same size class; else a fresh delta. */
+	ovs_delta *d = ovs_handoff_take(&e->col->handoff);
+	ovs_buffer *spare = NULL;
+	if (d) {
+		spare = d->full;
+		d->full = NULL;
+	} else if ((d = malloc(sizeof *d))) { /* not calloc: glibc's calloc skips the thread cache */
+		memset(d, 0, sizeof *d);
+	} else {
 		row_list_release(rl);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -1164,13 +1178,14 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 		break;
 	case ENTRY_FULL:
 		s = x->gpu ? fill_full_delta_dev(x, &op->st->store, e, rl, d, err, errlen)
-			   : fill_full_delta(w, &op->st->store, &op->hcopy, e, rl, d, err, errlen);
+			   : fill_full_delta(w, &op->st->store, &op->hcopy, e, rl, d, &spare, err, errlen);
 		break;
 	default:
 		s = x->gpu ? fill_sparse_delta_dev(x, &op->st->store, &e->layout, rl, d, err, errlen)
 			   : fill_sparse_delta(&op->st->store, &e->layout, rl, d, err, errlen);
 		break;
 	}
+	ovs_buffer_unref(spare); /* not used: back to the pool */
 	if (s != OVSTAGE_OK) {
 		delta_discard(op, d); /* with the rows and values it took (none is a pending copy's dst
 		                       * today: device_values defers its copy last; flushed anyway) */

@@ -15,6 +15,11 @@ void ovs_chset_ref(ovs_chset *s)
 
 void ovs_chset_unref(ovs_chset *s)
 {
+	ovs_chset_release(s, NULL);
+}
+
+void ovs_chset_release(ovs_chset *s, ovs_recycle *rc)
+{
 	while (s) {
 		/* acq_rel: the last holder sees every reader's accesses before the free */
 		if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
@@ -27,7 +32,7 @@ void ovs_chset_unref(ovs_chset *s)
 		if (s->counter)
 			/* relaxed: a statistic */
 			atomic_fetch_sub_explicit(s->counter, (int64_t)s->bytes, memory_order_relaxed);
-		free(s);
+		ovs_recycle_put(rc ? &rc->chsets : NULL, s);
 		s = older; /* the reference this set held on the older one */
 	}
 }

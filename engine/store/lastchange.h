@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "recycle.h"
 
 #define OVS_LC_SHIFT 12u
 #define OVS_LC_ROWS (1u << OVS_LC_SHIFT)
@@ -94,6 +95,9 @@ bool ovs_chset_copy(ovs_chset *s);
 void ovs_chset_ref(ovs_chset *s);
 /* Drops a reference; the last frees the set and drops its reference on `older` (iteratively). */
 void ovs_chset_unref(ovs_chset *s);
+/* As ovs_chset_unref; the structs of the sets it frees go to rc (the sealer's cache, recycle.h), or
+ * are freed when rc is NULL. rc non-NULL: the sealer only. */
+void ovs_chset_release(ovs_chset *s, ovs_recycle *rc);
 /* Whether set s changed row r. */
 bool ovs_chset_has(const ovs_chset *s, uint32_t r);
 

@@ -204,28 +204,31 @@ static void bury(ovs_limbo *g, ovs_column *c, ovs_version *v)
 
 static_assert(sizeof(ovs_snapshot) % sizeof(void *) == 0, "the arrays after a snapshot are aligned");
 
-static void free_snapshot(ovs_snapshot *snap)
+/* The sealer's: what the last references free goes to the store's cache (ovs_version_release). */
+static void free_snapshot(ovs_store *st, ovs_snapshot *snap)
 {
 	if (!snap)
 		return;
 	for (size_t i = 0; i < snap->ncols; i++)
-		ovs_version_unref(snap->versions[i]);
+		ovs_version_release(st, snap->cols[i], snap->versions[i]);
 	free(snap); /* its arrays are in the same block (publish) */
 }
 
-/* Frees what the limbo holds (its readers have left), harvesting spare buffers if asked. */
-static void empty_limbo(ovs_limbo *g, bool harvest)
+/* Frees what the limbo holds (its readers have left), harvesting spare buffers if asked. The
+ * structs go to the store's cache and full deltas to their columns' handoff slots (sealer). */
+static void empty_limbo(ovs_store *st, bool harvest)
 {
+	ovs_limbo *g = &st->limbo;
 	for (size_t i = 0; i < g->n; i++) {
 		if (harvest)
 			ovs_chunks_harvest(g->c[i], g->v[i]);
-		ovs_version_unref(g->v[i]);
+		ovs_version_release(st, g->c[i], g->v[i]);
 	}
 	g->n = 0;
 	for (size_t i = 0; i < g->ncs; i++)
-		ovs_chset_unref(g->cs[i]);
+		ovs_chset_release(g->cs[i], &st->recycle);
 	g->ncs = 0;
-	free_snapshot(g->snap);
+	free_snapshot(st, g->snap);
 	g->snap = NULL;
 	g->used = false;
 }
@@ -237,7 +240,7 @@ static void reclaim_limbo(ovs_store *st)
 	if (!g->used)
 		return;
 	ovs_grace_wait(&st->grace, g->parity);
-	empty_limbo(g, true);
+	empty_limbo(st, true);
 }
 
 /* acquire/release: the hook and whatever the test prepared for it are published together. */
@@ -368,7 +371,7 @@ static ovstage_api_status_t publish(ovs_store *st, ovs_column **cols, size_t nco
 	/* Usually nobody is inside: free now; otherwise the next batch or seal waits for them (by then
 	 * they have left: a pin is a few dozen instructions). */
 	if (ovs_grace_quiet(&st->grace, gy->parity))
-		empty_limbo(gy, true);
+		empty_limbo(st, true);
 	return OVSTAGE_OK;
 }
 
@@ -400,7 +403,7 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 				 * period (rare path: wait for it here). */
 				ovs_version_ready_assign(st, x, cols, i + 1);
 				ovs_grace_wait(&st->grace, ovs_grace_flip(&st->grace));
-				empty_limbo(gy, false);
+				empty_limbo(st, false);
 				return s;
 			}
 		}
@@ -419,11 +422,11 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 
 void ovs_seal_fini(ovs_store *st)
 {
-	empty_limbo(&st->limbo, false); /* no readers are left at destroy */
+	empty_limbo(st, false); /* no readers are left at destroy */
 	free(st->limbo.v);
 	free(st->limbo.c);
 	free(st->limbo.cs);
-	free_snapshot(ovs_grace_snapshot_owner(&st->grace));
+	free_snapshot(st, ovs_grace_snapshot_owner(&st->grace));
 }
 
 void ovs_floor_notify(ovs_store *st)
