@@ -584,13 +584,17 @@ ovstage_api_status_t ovs_layout_from_write(const ovstage_write_data_t *wd, uint3
 
 	/* Every descriptor on its own, then dtype and device agreement with tensor 0. */
 	const bool managed = wd->managed_tensors != NULL;
-	char tn[64], t0n[64];
-	tensor_label(t0n, sizeof t0n, managed, 0);
+	/* tensor 0's label is a constant: a fixed-size write (one tensor) builds no label at all */
+	char tn_buf[64];
+	const char *t0n = managed ? "managed_tensors[0]->dl_tensor" : "tensors[0]", *tn = t0n;
 	const DLTensor *t0 = ovs_layout_tensor(l, 0);
 	tensor_info ti0 = {0, 0};
 	for (uint32_t i = 0; i < wd->tensor_count; i++) {
 		const DLTensor *t = ovs_layout_tensor(l, i);
-		tensor_label(tn, sizeof tn, managed, i);
+		if (i) {
+			tensor_label(tn_buf, sizeof tn_buf, managed, i);
+			tn = tn_buf;
+		}
 		tensor_info ti = {0, 0};
 		ovstage_api_status_t st = check_tensor(t, tn, &ti, err, err_size);
 		if (st != OVSTAGE_OK)

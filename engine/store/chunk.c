@@ -73,11 +73,13 @@ void ovs_chunk_unref(ovs_chunk *k)
 
 uint32_t ovs_chunk_shift(size_t chunk_bytes, size_t rb)
 {
+	/* the largest s <= 30 with 2^s rows <= per: floor(log2(per)) capped (a loop of ~20 rounds per
+	 * column per seal before) */
 	size_t per = rb ? chunk_bytes / rb : chunk_bytes;
-	uint32_t s = 0;
-	while (s < 30 && ((size_t)2 << s) <= per)
-		s++;
-	return s;
+	if (per < 2)
+		return 0;
+	uint32_t lg = 63u - (uint32_t)__builtin_clzll((unsigned long long)per);
+	return lg > 30 ? 30 : lg;
 }
 
 /* Rows of chunk j in a version of `rows` rows. */
@@ -241,6 +243,15 @@ static bool adjacent(const ovs_chunk *a, const ovs_chunk *b, uint32_t shift, siz
 static bool compute_runs(ovs_version *v, size_t rb, size_t *held)
 {
 	uint32_t shift = v->chunk_shift, n = 0;
+	if (v->nchunks == 1 && v->chunks[0]) { /* one chunk, one run (a small column) */
+		if (v->runs != &v->run1)
+			free(v->runs);
+		v->runs = &v->run1;
+		v->nruns = 1;
+		v->run1 = (ovs_run){ 0, rows_in(v->rows, shift, 0), chunk_data(v->chunks[0]) };
+		*held = v->chunks[0]->buf->capacity;
+		return true;
+	}
 	for (uint32_t j = 0; j < v->nchunks; j++)
 		n += j == 0 || !adjacent(v->chunks[j - 1], v->chunks[j], shift, rb);
 	if (v->runs != &v->run1)
