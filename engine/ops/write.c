@@ -66,6 +66,8 @@ typedef struct write_op {
 	ovs_exec gx;                 /* the device context the op issued GPU work on last (gx.gpu NULL: none);
 	                              * the op completes when that work has finished */
 	bool touches_gpu;            /* an entry may issue CUDA work (inline: the caller's device is kept) */
+	int64_t unsealed;            /* bytes of the deltas the op published, added to the store's unsealed
+	                              * count once when its body ends (write_job) */
 	ovs_gpu_ptr_cache ptrs;      /* the allocation of the last CUDA tensor checked at the call: the
 	                              * entries of a step whose tensors are slices of one buffer cost one
 	                              * pointer query between them (zeroed: nothing cached) */
@@ -534,7 +536,7 @@ static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, DLDevice
 		ovs_query_rowmap_install(op->q, new_map);
 	ovs_sequencer_applied(e->col, op->ordinal);
 	if (d)
-		ovs_column_push_delta(&st->store, e->col, d);
+		ovs_column_push_delta_acc(&st->store, e->col, d, &op->unsealed); /* counted by write_job */
 	return OVSTAGE_OK;
 }
 
@@ -1393,6 +1395,8 @@ static void write_job(jobs_worker *w, void *arg, jobs_run *run)
 	 * 0-worker pool, a waiting thread's). Two cudaGetDevice calls when nothing changed. */
 	int dev = op->touches_gpu ? ovs_gpu_thread_device() : -1;
 	write_job_entries(w, op, run);
+	/* the published deltas' bytes, once for the op (before it completes: ovs_column_push_delta_acc) */
+	ovs_unsealed_add(&op->st->store, op->unsealed);
 	ovs_gpu_thread_restore(dev);
 }
 

@@ -29,7 +29,7 @@ void ovs_chset_release(ovs_chset *s, ovs_recycle *rc)
 			ovs_rowmap_unref(s->map);
 		free(s->own);
 		free(atomic_load_explicit(&s->copy, memory_order_relaxed)); /* last holder */
-		if (s->counter)
+		if (s->counter && s->bytes)
 			/* relaxed: a statistic */
 			atomic_fetch_sub_explicit(s->counter, (int64_t)s->bytes, memory_order_relaxed);
 		ovs_recycle_put(rc ? &rc->chsets : NULL, s);

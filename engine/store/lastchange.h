@@ -75,7 +75,8 @@ typedef struct ovs_chset {
 	 * from the fold job, or from the seal that cuts the version if the job has not run yet */
 	bool pooled;
 	uint32_t *_Atomic copy;       /* that copy (NULL: none yet); once set, list's rows for good */
-	size_t bytes;                 /* counted in the store's history_bytes while the set lives */
+	size_t bytes;                 /* its row lists (own, copy), counted in the store's history_bytes
+	                               * while the set lives (0 for a run or every row: not counted) */
 	_Atomic int64_t *counter;     /* that count */
 	struct ovs_chset *_Atomic older; /* the previous version's set (owned reference); cut by the
 	                                  * sealer once folded, so readers follow it only inside the

@@ -254,7 +254,7 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
 /* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
  * retention. The inbox was taken by the caller. */
 static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *c, ovstage_ordinal_t n,
-					ovs_limbo *gy, bool *fold, bool *copy, char *err, size_t errlen)
+					ovs_limbo *gy, bool *fold, bool *copy, int64_t *sealed, char *err, size_t errlen)
 {
 	if (c->latest) { /* the change sets folded since the last seal leave the chain */
 		ovs_version *oldest = c->latest;
@@ -282,7 +282,7 @@ static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *
 			c->pending = ds;
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
-		atomic_fetch_sub_explicit(&st->unsealed_bytes, sealed_bytes, memory_order_relaxed);
+		*sealed += sealed_bytes; /* subtracted once per batch (ovs_store_seal) */
 		atomic_fetch_sub_explicit(&c->seal_cost, sealed_cost, memory_order_relaxed); /* an estimate */
 		/* relaxed: published to readers by the snapshot's release store. The chain's reference
 		 * moves to the new version. */
@@ -395,9 +395,11 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 	bool fold = false, copy = false; /* unfolded change sets passed the bound; a set to copy */
 	for (;;) {
 		ovstage_ordinal_t m = batch_end(cols, ncols, done, n, batch);
+		int64_t sealed = 0; /* the batch's sealed bytes: one locked subtraction, not one per column */
 		for (size_t i = 0; i < ncols; i++) {
-			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, err, errlen);
+			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, &sealed, err, errlen);
 			if (s != OVSTAGE_OK) {
+				ovs_unsealed_add(st, -sealed);
 				/* Versions built so far stay chained (the next seal publishes them, so they get
 				 * their ready events now); the ones cut from retention are dropped after a grace
 				 * period (rare path: wait for it here). */
@@ -407,6 +409,7 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 				return s;
 			}
 		}
+		ovs_unsealed_add(st, -sealed);
 		for (size_t i = 0; i < ncols; i++)
 			ovs_column_min_unsealed_reset(cols[i]);
 		ovs_version_ready_assign(st, x, cols, ncols); /* one event per device for the batch */

@@ -350,10 +350,10 @@ static bool build_changed(ovs_store *st, ovs_version *v, const ovs_version *prev
 		ovs_recycle_put(&st->recycle.chsets, cs);
 		return false;
 	}
-	cs->bytes += sizeof *cs;
 	cs->counter = &st->history_bytes;
-	/* relaxed: a statistic */
-	atomic_fetch_add_explicit(cs->counter, (int64_t)cs->bytes, memory_order_relaxed);
+	if (cs->bytes) /* its row list (a run or every row lists none: no locked add on the store's line) */
+		/* relaxed: a statistic */
+		atomic_fetch_add_explicit(cs->counter, (int64_t)cs->bytes, memory_order_relaxed);
 	if (prev) {
 		ovs_chset_ref(prev->cs);
 		/* relaxed: published to readers with the version, by the snapshot's release store */
