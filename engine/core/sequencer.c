@@ -111,12 +111,23 @@ static ovstage_enqueue_result_t reject(ovs_inflight *f, ovx_token_t *cols, const
 	return ovs_rejected(s);
 }
 
+/* The column of cols[i] as ovs_column_find answers it: the op's own slot when that holds a
+ * published column (its identity never changes once published: no lookup, two of them per column of
+ * every write before), else a lookup (a prepared column may have been published meanwhile by another
+ * call under its name). slots: NULL, or parallel to cols (ovs_sequencer_submit_mutation). */
+static ovs_column *column_of(ovs_stage *st, const ovx_token_t *cols, ovs_column **const *slots, size_t i)
+{
+	ovs_column *c = slots ? *slots[i] : NULL; /* prepared: owned by this call, constant once published */
+	return c && !c->prepared ? c : ovs_column_find(&st->store, cols[i]);
+}
+
 /* The requested floor a mutation at `ordinal` on cols (NULL = every column) is not above: true,
  * with the floor and the column's name (NULL for the stage's ALL floor). A column not created yet
  * is checked against new_floor, the floor it is created with (ovs_column_publish). Caller holds
  * seq_lock. */
 static bool at_or_below_floor_locked(ovs_stage *st, ovstage_ordinal_t ordinal, const ovx_token_t *cols,
-				     size_t ncols, uint64_t new_floor, uint64_t *fl, const char **name)
+				     ovs_column **const *slots, size_t ncols, uint64_t new_floor, uint64_t *fl,
+				     const char **name)
 {
 	*name = NULL;
 	*fl = st->all_floor_requested;
@@ -125,7 +136,7 @@ static bool at_or_below_floor_locked(ovs_stage *st, ovstage_ordinal_t ordinal, c
 	size_t nc = cols ? ncols : atomic_load_explicit(&st->store.ncols, memory_order_acquire);
 	ovs_column **all = cols ? NULL : atomic_load_explicit(&st->store.cols, memory_order_acquire);
 	for (size_t i = 0; i < nc; i++) {
-		ovs_column *c = cols ? ovs_column_find(&st->store, cols[i]) : all[i];
+		ovs_column *c = cols ? column_of(st, cols, slots, i) : all[i];
 		/* relaxed: floor_requested is stored under seq_lock, which we hold. */
 		*fl = c ? atomic_load_explicit(&c->floor_requested, memory_order_relaxed) : new_floor;
 		if (ordinal <= *fl) {
@@ -190,7 +201,7 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation_if(ovs_stage *st, ovstage
 	 * stage floor meanwhile (a column created by an earlier call would not have moved either: that
 	 * seal's column list was taken before) */
 	uint64_t new_floor = atomic_load_explicit(&st->store.all_floor, memory_order_acquire);
-	if (at_or_below_floor_locked(st, ordinal, cols, ncols, new_floor, &fl, &name)) {
+	if (at_or_below_floor_locked(st, ordinal, cols, slots, ncols, new_floor, &fl, &name)) {
 		pthread_mutex_unlock(&st->seq_lock);
 		if (name)
 			ovs_err_set(OVSTAGE_ERROR_WRITE_FLOOR_VIOLATION,
@@ -227,7 +238,9 @@ ovstage_enqueue_result_t ovs_sequencer_submit_mutation_if(ovs_stage *st, ovstage
 		*slots[i] = ovs_column_publish(&st->store, *slots[i], new_floor);
 	f->op = r.op_index;
 	for (size_t i = 0; cols && i < ncols; i++) {
-		ovs_column *c = ovs_column_find(&st->store, cols[i]);
+		/* The slots only while our private fence holds the op (published above): once runnable it
+		 * may finish on a worker and free them with its state (fuzz_api found that, ASan). */
+		ovs_column *c = held ? column_of(st, cols, slots, i) : ovs_column_find(&st->store, cols[i]);
 		if (c) {
 			/* relaxed: stored under seq_lock only (here and in ovs_inflight_done). */
 			uint64_t m = atomic_load_explicit(&c->max_written, memory_order_relaxed);

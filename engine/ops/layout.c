@@ -532,7 +532,11 @@ ovstage_api_status_t ovs_layout_from_write(const ovstage_write_data_t *wd, uint3
 {
 	if (wd == NULL || out == NULL)
 		return fail(err, err_size, OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", wd == NULL ? "wd" : "out");
-	memset(out, 0, sizeof *out);
+	/* Zero but the view's shape and stride arrays (2 x 32 entries, read only below its ndim, which
+	 * is zeroed: view_build): ~80 instructions of zeroing per column of every write. */
+	memset(out, 0, offsetof(ovs_layout, view) + offsetof(ovs_layout_view, shape));
+	out->view.dense = false;
+	memset(&out->src_row_elems, 0, sizeof *out - offsetof(ovs_layout, src_row_elems));
 	ovs_layout *l = out;
 	l->is_array = wd->is_array;
 	l->semantic = wd->semantic;
@@ -584,13 +588,17 @@ ovstage_api_status_t ovs_layout_from_write(const ovstage_write_data_t *wd, uint3
 
 	/* Every descriptor on its own, then dtype and device agreement with tensor 0. */
 	const bool managed = wd->managed_tensors != NULL;
-	char tn[64], t0n[64];
-	tensor_label(t0n, sizeof t0n, managed, 0);
+	/* tensor 0's label is a constant: a fixed-size write (one tensor) builds no label at all */
+	char tn_buf[64];
+	const char *t0n = managed ? "managed_tensors[0]->dl_tensor" : "tensors[0]", *tn = t0n;
 	const DLTensor *t0 = ovs_layout_tensor(l, 0);
 	tensor_info ti0 = {0, 0};
 	for (uint32_t i = 0; i < wd->tensor_count; i++) {
 		const DLTensor *t = ovs_layout_tensor(l, i);
-		tensor_label(tn, sizeof tn, managed, i);
+		if (i) {
+			tensor_label(tn_buf, sizeof tn_buf, managed, i);
+			tn = tn_buf;
+		}
 		tensor_info ti = {0, 0};
 		ovstage_api_status_t st = check_tensor(t, tn, &ti, err, err_size);
 		if (st != OVSTAGE_OK)

@@ -22,6 +22,7 @@
 #include "device.h"
 #include "exec.h"
 #include "gpu.h"
+#include "handoff.h"
 #include "query.h"
 #include "sequencer.h"
 
@@ -65,6 +66,8 @@ typedef struct write_op {
 	ovs_exec gx;                 /* the device context the op issued GPU work on last (gx.gpu NULL: none);
 	                              * the op completes when that work has finished */
 	bool touches_gpu;            /* an entry may issue CUDA work (inline: the caller's device is kept) */
+	int64_t unsealed;            /* bytes of the deltas the op published, added to the store's unsealed
+	                              * count once when its body ends (write_job) */
 	ovs_gpu_ptr_cache ptrs;      /* the allocation of the last CUDA tensor checked at the call: the
 	                              * entries of a step whose tensors are slices of one buffer cost one
 	                              * pointer query between them (zeroed: nothing cached) */
@@ -161,6 +164,21 @@ static void write_op_free(void *arg, bool ran)
 	op_release(op);
 }
 
+/* ovs_layout_check_schema against column c's schema with the column's name resolved only for a
+ * failure's message: the check is a pure function of its arguments, so it runs once more with the
+ * name when it fails. A token's string is a path-dictionary lookup, and every entry of every write
+ * passed this check twice (at the call and in the op): ~650 instructions of an 8-column commit. */
+static ovstage_api_status_t schema_matches(ovs_stage *st, const ovs_column *c, const ovs_layout *l,
+					   ovstage_attribute_semantic_t sem, ovx_token_t name, char *err, size_t errlen)
+{
+	ovstage_api_status_t s = ovs_layout_check_schema(l, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
+							 "", err, errlen);
+	if (s != OVSTAGE_OK)
+		s = ovs_layout_check_schema(l, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
+					    ovs_attr_name(st, name), err, errlen);
+	return s;
+}
+
 /* Checks the entry against the column's schema, if it has one (installing waits for publish). */
 static ovstage_api_status_t check_schema(ovs_stage *st, const write_entry *e, char *err, size_t errlen)
 {
@@ -169,8 +187,7 @@ static ovstage_api_status_t check_schema(ovs_stage *st, const write_entry *e, ch
 	if (!atomic_load_explicit(&c->has_schema, memory_order_acquire))
 		return OVSTAGE_OK;
 	ovstage_attribute_semantic_t sem = e->semantic == OVSTAGE_SEMANTIC_NONE ? c->schema.semantic : e->semantic;
-	return ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
-				       ovs_attr_name(st, c->name), err, errlen);
+	return schema_matches(st, c, &e->layout, sem, c->name, err, errlen);
 }
 
 /* Installs the column's schema on first use, or checks the entry against it. */
@@ -519,7 +536,7 @@ static ovstage_api_status_t publish_entry(write_op *op, write_entry *e, DLDevice
 		ovs_query_rowmap_install(op->q, new_map);
 	ovs_sequencer_applied(e->col, op->ordinal);
 	if (d)
-		ovs_column_push_delta(&st->store, e->col, d);
+		ovs_column_push_delta_acc(&st->store, e->col, d, &op->unsealed); /* counted by write_job */
 	return OVSTAGE_OK;
 }
 
@@ -776,7 +793,7 @@ static ovstage_api_status_t fill_array_delta(const ovs_layout *l, row_list *rl, 
 /* The payload as rows 0..k-1: adopted from the producer's managed tensor without a copy, or copied
  * into a fresh buffer. The row list is not needed (it is dropped). */
 static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, ovs_copy_batch *hcopy, write_entry *e,
-					    row_list *rl, ovs_delta *d, char *err, size_t errlen)
+					    row_list *rl, ovs_delta *d, ovs_buffer **spare, char *err, size_t errlen)
 {
 	const ovs_layout *l = &e->layout;
 	size_t rb = l->elem_bytes; /* = the column's row_bytes, which publish_entry may install */
@@ -794,7 +811,12 @@ static ovstage_api_status_t fill_full_delta(jobs_worker *w, ovs_store *store, ov
 			return OVSTAGE_OK;
 		}
 	}
-	d->full = ovs_buffer_new(store, bytes);
+	if (*spare && (*spare)->size_class == ovs_size_class(bytes)) { /* the column's last full write's */
+		d->full = *spare;
+		*spare = NULL;
+	} else {
+		d->full = ovs_buffer_new(store, bytes);
+	}
 	if (!d->full) {
 		ovs_err_format(err, errlen, "out of memory allocating %zu bytes", bytes);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -1175,8 +1197,16 @@ static ovstage_api_status_t fill_sparse_delta_dev(ovs_exec *x, ovs_store *store,
 static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op, write_entry *e, uint64_t seq,
 				       row_list *rl, ovs_delta **out, char *err, size_t errlen)
 {
-	ovs_delta *d = calloc(1, sizeof *d);
-	if (!d) {
+	/* The column's recycled full delta first (handoff.h): its struct, and its buffer for a full
+	 * write of the same size class; else a fresh delta. */
+	ovs_delta *d = ovs_handoff_take(&e->col->handoff);
+	ovs_buffer *spare = NULL;
+	if (d) {
+		spare = d->full;
+		d->full = NULL;
+	} else if ((d = malloc(sizeof *d))) { /* not calloc: glibc's calloc skips the thread cache */
+		memset(d, 0, sizeof *d);
+	} else {
 		row_list_release(rl);
 		ovs_err_format(err, errlen, "out of memory creating a delta");
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
@@ -1191,13 +1221,14 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 		break;
 	case ENTRY_FULL:
 		s = x->gpu ? fill_full_delta_dev(x, &op->st->store, e, rl, d, err, errlen)
-			   : fill_full_delta(w, &op->st->store, &op->hcopy, e, rl, d, err, errlen);
+			   : fill_full_delta(w, &op->st->store, &op->hcopy, e, rl, d, &spare, err, errlen);
 		break;
 	default:
 		s = x->gpu ? fill_sparse_delta_dev(x, &op->st->store, &e->layout, rl, d, err, errlen)
 			   : fill_sparse_delta(&op->st->store, &e->layout, rl, d, err, errlen);
 		break;
 	}
+	ovs_buffer_unref(spare); /* not used: back to the pool */
 	if (s != OVSTAGE_OK) {
 		delta_discard(op, d); /* with the rows and values it took (none is a pending copy's dst
 		                       * today: device_values defers its copy last; flushed anyway) */
@@ -1391,6 +1422,8 @@ static void write_job(jobs_worker *w, void *arg, jobs_run *run)
 	 * 0-worker pool, a waiting thread's). Two cudaGetDevice calls when nothing changed. */
 	int dev = op->touches_gpu ? ovs_gpu_thread_device() : -1;
 	write_job_entries(w, op, run);
+	/* the published deltas' bytes, once for the op (before it completes: ovs_column_push_delta_acc) */
+	ovs_unsealed_add(&op->st->store, op->unsealed);
 	ovs_gpu_thread_restore(dev);
 }
 
@@ -1607,8 +1640,7 @@ static ovstage_api_status_t prepare_entry(ovs_stage *st, write_op *op, const ovs
 											 : e->semantic;
 		if (e->semantic == OVSTAGE_SEMANTIC_NONE)
 			e->semantic = c->schema.semantic;
-		s = ovs_layout_check_schema(&e->layout, sem, c->schema.is_array, c->schema.dtype, c->schema.semantic,
-					    ovs_attr_name(st, t), err, sizeof err);
+		s = schema_matches(st, c, &e->layout, sem, t, err, sizeof err);
 	} else {
 		s = ovs_layout_check_reserved(e->layout.is_array, e->layout.dtype, e->semantic, ovs_attr_name(st, t),
 					      err, sizeof err);

@@ -37,9 +37,10 @@ void ovs_chunk_stats(ovs_chunk_stats_t *out)
 	out->replays_skipped = atomic_load_explicit(&g_replays_skipped, memory_order_relaxed);
 }
 
-ovs_chunk *ovs_chunk_new(ovs_buffer *buf, size_t off, uint32_t cap_rows)
+ovs_chunk *ovs_chunk_new(ovs_store *st, ovs_buffer *buf, size_t off, uint32_t cap_rows)
 {
-	ovs_chunk *k = malloc(sizeof *k);
+	static_assert(sizeof(ovs_chunk) >= sizeof(void *), "a cached chunk holds its list link");
+	ovs_chunk *k = ovs_recycle_get(&st->recycle.chunks, sizeof *k);
 	if (!k)
 		return NULL;
 	atomic_init(&k->refs, 1);
@@ -56,22 +57,29 @@ static void chunk_ref(ovs_chunk *k)
 	atomic_fetch_add_explicit(&k->refs, 1, memory_order_relaxed);
 }
 
-void ovs_chunk_unref(ovs_chunk *k)
+void ovs_chunk_release(ovs_chunk *k, ovs_recycle *rc)
 {
 	/* acq_rel: the last holder sees every reader's accesses before the memory is released. */
 	if (k && atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) == 1) {
 		ovs_buffer_unref(k->buf);
-		free(k);
+		ovs_recycle_put(rc ? &rc->chunks : NULL, k);
 	}
+}
+
+void ovs_chunk_unref(ovs_chunk *k)
+{
+	ovs_chunk_release(k, NULL);
 }
 
 uint32_t ovs_chunk_shift(size_t chunk_bytes, size_t rb)
 {
+	/* the largest s <= 30 with 2^s rows <= per: floor(log2(per)) capped (a loop of ~20 rounds per
+	 * column per seal before) */
 	size_t per = rb ? chunk_bytes / rb : chunk_bytes;
-	uint32_t s = 0;
-	while (s < 30 && ((size_t)2 << s) <= per)
-		s++;
-	return s;
+	if (per < 2)
+		return 0;
+	uint32_t lg = 63u - (uint32_t)__builtin_clzll((unsigned long long)per);
+	return lg > 30 ? 30 : lg;
 }
 
 /* Rows of chunk j in a version of `rows` rows. */
@@ -235,6 +243,15 @@ static bool adjacent(const ovs_chunk *a, const ovs_chunk *b, uint32_t shift, siz
 static bool compute_runs(ovs_version *v, size_t rb, size_t *held)
 {
 	uint32_t shift = v->chunk_shift, n = 0;
+	if (v->nchunks == 1 && v->chunks[0]) { /* one chunk, one run (a small column) */
+		if (v->runs != &v->run1)
+			free(v->runs);
+		v->runs = &v->run1;
+		v->nruns = 1;
+		v->run1 = (ovs_run){ 0, rows_in(v->rows, shift, 0), chunk_data(v->chunks[0]) };
+		*held = v->chunks[0]->buf->capacity;
+		return true;
+	}
 	for (uint32_t j = 0; j < v->nchunks; j++)
 		n += j == 0 || !adjacent(v->chunks[j - 1], v->chunks[j], shift, rb);
 	if (v->runs != &v->run1)
@@ -279,7 +296,7 @@ static void compact(ovs_store *st, ovs_exec *x, ovs_version *v, size_t rb)
 	size_t cap = b->capacity / rb;
 	for (uint32_t j = 0; j < v->nchunks; j++) {
 		uint64_t r0 = (uint64_t)j << shift;
-		t[j] = ovs_chunk_new(b, (size_t)r0 * rb, (uint32_t)(cap - r0 < ((uint64_t)1 << shift) ? cap - r0 : (1u << shift)));
+		t[j] = ovs_chunk_new(st, b, (size_t)r0 * rb, (uint32_t)(cap - r0 < ((uint64_t)1 << shift) ? cap - r0 : (1u << shift)));
 		if (!t[j]) {
 			for (uint32_t i = 0; i < j; i++)
 				ovs_chunk_unref(t[i]);
@@ -348,13 +365,13 @@ typedef struct chunk_geo {
 
 /* A full write covering every row: its buffer becomes the version's chunks, no copy. What came
  * before it at this ordinal is overwritten; what came after applies on top. */
-static bool adopt_full(ovs_exec *x, ovs_version *v, const ovs_delta *last_full, const chunk_geo *g)
+static bool adopt_full(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_delta *last_full, const chunk_geo *g)
 {
 	ovs_buffer *b = last_full->full;
 	uint64_t cap = b->capacity / g->rb;
 	for (uint32_t j = 0; j < g->nch; j++) {
 		uint64_t r0 = (uint64_t)j << g->shift;
-		v->chunks[j] = ovs_chunk_new(b, (size_t)r0 * g->rb, (uint32_t)(cap - r0 < g->cr ? cap - r0 : g->cr));
+		v->chunks[j] = ovs_chunk_new(st, b, (size_t)r0 * g->rb, (uint32_t)(cap - r0 < g->cr ? cap - r0 : g->cr));
 		if (!v->chunks[j])
 			return false;
 	}
@@ -426,7 +443,7 @@ static bool copy_chunks(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_ve
 	uint32_t s = 0;
 	for (uint32_t j = 0; j < g->nch; j++)
 		if (how[j] == 1) {
-			v->chunks[j] = ovs_chunk_new(b, (size_t)s++ * g->cr * g->rb, j == g->nch - 1 ? last_cap : g->cr);
+			v->chunks[j] = ovs_chunk_new(st, b, (size_t)s++ * g->cr * g->rb, j == g->nch - 1 ? last_cap : g->cr);
 			if (!v->chunks[j]) {
 				ovs_buffer_unref(b);
 				return false;
@@ -469,9 +486,13 @@ static void share_rest(ovs_version *v, ovs_version *prev, const uint8_t *how, ui
 			nshared++;
 		}
 	}
-	atomic_fetch_add_explicit(&g_shared, nshared, memory_order_relaxed);
-	atomic_fetch_add_explicit(&g_copied, ncopy, memory_order_relaxed);
-	atomic_fetch_add_explicit(&g_replayed, nreplayed, memory_order_relaxed);
+	/* only what moved: three locked adds of zero per column per seal took process-wide lines */
+	if (nshared)
+		atomic_fetch_add_explicit(&g_shared, nshared, memory_order_relaxed);
+	if (ncopy)
+		atomic_fetch_add_explicit(&g_copied, ncopy, memory_order_relaxed);
+	if (nreplayed)
+		atomic_fetch_add_explicit(&g_replayed, nreplayed, memory_order_relaxed);
 }
 
 /* Builds the chunk table of a version that a full write does not cover: marks, copies, catches up,
@@ -529,7 +550,7 @@ bool ovs_chunks_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v,
 		if (d->kind == OVS_DELTA_FULL)
 			last_full = d;
 	bool whole = last_full && last_full->nrows == g.rows && last_full->full->capacity >= (size_t)g.rows * g.rb;
-	bool ok = v->chunks && (whole ? adopt_full(x, v, last_full, &g) : build_cow(st, x, c, v, prev, ds, &g));
+	bool ok = v->chunks && (whole ? adopt_full(st, x, v, last_full, &g) : build_cow(st, x, c, v, prev, ds, &g));
 	size_t held;
 	ok = ok && compute_runs(v, g.rb, &held);
 	if (ok && (v->nruns > OVS_MAX_RUNS || held > OVS_MAX_HELD_FACTOR * ((size_t)g.rows * g.rb) + st->chunk_bytes)) {
@@ -601,9 +622,14 @@ void ovs_chunks_harvest(ovs_column *c, ovs_version *v)
 
 void ovs_version_chunks_free(ovs_version *v)
 {
+	ovs_version_chunks_release(v, NULL);
+}
+
+void ovs_version_chunks_release(ovs_version *v, ovs_recycle *rc)
+{
 	if (v->chunks)
 		for (uint32_t j = 0; j < v->nchunks; j++)
-			ovs_chunk_unref(v->chunks[j]);
+			ovs_chunk_release(v->chunks[j], rc);
 	if (v->chunks != &v->chunk1)
 		free(v->chunks);
 	if (v->runs != &v->run1)

@@ -17,10 +17,14 @@
 #include "jobs.h"
 #include "store.h"
 
-/* A chunk over buf at byte offset off with room for cap_rows rows; takes its own reference on buf. */
-ovs_chunk *ovs_chunk_new(ovs_buffer *buf, size_t off, uint32_t cap_rows);
+/* A chunk over buf at byte offset off with room for cap_rows rows; takes its own reference on buf.
+ * Its struct comes from the store's cache (recycle.h). Seal-owned. */
+ovs_chunk *ovs_chunk_new(ovs_store *st, ovs_buffer *buf, size_t off, uint32_t cap_rows);
 /* Drops a reference; the last one releases the buffer reference. Any thread. */
 void ovs_chunk_unref(ovs_chunk *k);
+/* As ovs_chunk_unref; the last reference's struct goes to rc (the sealer's cache, recycle.h), or is
+ * freed when rc is NULL. rc non-NULL: the sealer only. */
+void ovs_chunk_release(ovs_chunk *k, ovs_recycle *rc);
 
 /* log2 of the rows per chunk for rows of rb bytes and a chunk of about chunk_bytes. */
 uint32_t ovs_chunk_shift(size_t chunk_bytes, size_t rb);
@@ -49,5 +53,7 @@ void ovs_chunk_stats(ovs_chunk_stats_t *out);
 
 /* Releases v's chunk table and runs (the last reference to v is being dropped). Any thread. */
 void ovs_version_chunks_free(ovs_version *v);
+/* As ovs_version_chunks_free, the chunks released with ovs_chunk_release(k, rc). */
+void ovs_version_chunks_release(ovs_version *v, ovs_recycle *rc);
 
 #endif /* OVSTAGE_ENGINE_CHUNK_H */

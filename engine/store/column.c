@@ -8,6 +8,7 @@
 #include "fold.h"
 #include "device.h"
 #include "delta.h"
+#include "handoff.h"
 #include "seal.h"
 #include "version.h"
 
@@ -130,6 +131,7 @@ ovs_column *ovs_column_prepare(ovs_store *st, ovx_token_t name)
 	ovs_radix_init(&c->rows);
 	atomic_init(&c->max_written, 0);
 	atomic_init(&c->dropped_through, 0);
+	atomic_init(&c->handoff, NULL);
 	atomic_init(&c->nrows, 0);
 	atomic_init(&c->generation, 1);
 	atomic_init(&c->has_schema, false);
@@ -295,6 +297,7 @@ void ovs_store_fini(ovs_store *st)
 			d = nx;
 		}
 		ovs_version_unref(c->latest);
+		ovs_handoff_fini(&c->handoff); /* its buffer back to the pool, before the pool goes */
 		ovs_lc_fold_fini(&c->lcfold);
 		free(c->lcq);
 		ovs_chunks_drop_spares(c);
@@ -310,6 +313,7 @@ void ovs_store_fini(ovs_store *st)
 	ovs_radix_fini(&st->prims);
 	ovs_radix_fini(&st->col_index);
 	pthread_mutex_destroy(&st->cols_lock);
+	ovs_version_recycle_fini(st); /* the structs the seals cached, after every version went */
 	ovs_store_devices_fini(st); /* after the versions: their device buffers were freed in stream order */
 	ovs_pool_fini(st); /* last: freed versions returned their buffers to the pool */
 }

@@ -81,7 +81,21 @@ static size_t delta_bytes(const ovs_column *c, const ovs_delta *d)
 	return b;
 }
 
+void ovs_unsealed_add(ovs_store *st, int64_t bytes)
+{
+	if (bytes)
+		/* relaxed: statistics for back-pressure. */
+		atomic_fetch_add_explicit(&st->unsealed_bytes, bytes, memory_order_relaxed);
+}
+
 void ovs_column_push_delta(ovs_store *st, ovs_column *c, ovs_delta *d)
+{
+	int64_t u = 0;
+	ovs_column_push_delta_acc(st, c, d, &u);
+	ovs_unsealed_add(st, u);
+}
+
+void ovs_column_push_delta_acc(ovs_store *st, ovs_column *c, ovs_delta *d, int64_t *unsealed)
 {
 	d->bytes = delta_bytes(c, d);
 	/* The shape of the row list, found here on the writer's thread (writes run in parallel) so that
@@ -92,8 +106,7 @@ void ovs_column_push_delta(ovs_store *st, ovs_column *c, ovs_delta *d)
 		d->contig = d->contig && d->rows[i] == d->rows[i - 1] + 1;
 		d->sorted = d->rows[i] > d->rows[i - 1];
 	}
-	/* relaxed: statistics for back-pressure. */
-	atomic_fetch_add_explicit(&st->unsealed_bytes, (int64_t)d->bytes, memory_order_relaxed);
+	*unsealed += (int64_t)d->bytes;
 	/* What sealing it may copy, at most (chunk.c): a full write's rows; a block's rows and the two
 	 * chunks at its ends; a scattered write a chunk per row; each with the replays of the retained
 	 * deltas; never more than the column (compaction aside). relaxed: an estimate for choosing

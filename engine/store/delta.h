@@ -11,6 +11,12 @@
 
 /* Hands a delta to its column's inbox (lock-free) and counts its bytes as unsealed. */
 void ovs_column_push_delta(ovs_store *st, ovs_column *c, ovs_delta *d);
+/* As ovs_column_push_delta, but d's bytes are added to *unsealed, for the caller to count with one
+ * ovs_unsealed_add for all the deltas of its op, before the op completes (a seal subtracts them only
+ * after that). One locked add on the store's line per op instead of one per column. */
+void ovs_column_push_delta_acc(ovs_store *st, ovs_column *c, ovs_delta *d, int64_t *unsealed);
+/* Adds bytes (negative: subtracts) to the store's unsealed count. */
+void ovs_unsealed_add(ovs_store *st, int64_t bytes);
 void ovs_delta_free(ovs_delta *d);
 
 /* Seal side: drains the inbox into c->pending, sorted by (ordinal, op id). false when out of memory

@@ -15,6 +15,11 @@ void ovs_chset_ref(ovs_chset *s)
 
 void ovs_chset_unref(ovs_chset *s)
 {
+	ovs_chset_release(s, NULL);
+}
+
+void ovs_chset_release(ovs_chset *s, ovs_recycle *rc)
+{
 	while (s) {
 		/* acq_rel: the last holder sees every reader's accesses before the free */
 		if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
@@ -24,10 +29,10 @@ void ovs_chset_unref(ovs_chset *s)
 			ovs_rowmap_unref(s->map);
 		free(s->own);
 		free(atomic_load_explicit(&s->copy, memory_order_relaxed)); /* last holder */
-		if (s->counter)
+		if (s->counter && s->bytes)
 			/* relaxed: a statistic */
 			atomic_fetch_sub_explicit(s->counter, (int64_t)s->bytes, memory_order_relaxed);
-		free(s);
+		ovs_recycle_put(rc ? &rc->chsets : NULL, s);
 		s = older; /* the reference this set held on the older one */
 	}
 }

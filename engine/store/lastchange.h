@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "recycle.h"
 
 #define OVS_LC_SHIFT 12u
 #define OVS_LC_ROWS (1u << OVS_LC_SHIFT)
@@ -74,7 +75,8 @@ typedef struct ovs_chset {
 	 * from the fold job, or from the seal that cuts the version if the job has not run yet */
 	bool pooled;
 	uint32_t *_Atomic copy;       /* that copy (NULL: none yet); once set, list's rows for good */
-	size_t bytes;                 /* counted in the store's history_bytes while the set lives */
+	size_t bytes;                 /* its row lists (own, copy), counted in the store's history_bytes
+	                               * while the set lives (0 for a run or every row: not counted) */
 	_Atomic int64_t *counter;     /* that count */
 	struct ovs_chset *_Atomic older; /* the previous version's set (owned reference); cut by the
 	                                  * sealer once folded, so readers follow it only inside the
@@ -94,6 +96,9 @@ bool ovs_chset_copy(ovs_chset *s);
 void ovs_chset_ref(ovs_chset *s);
 /* Drops a reference; the last frees the set and drops its reference on `older` (iteratively). */
 void ovs_chset_unref(ovs_chset *s);
+/* As ovs_chset_unref; the structs of the sets it frees go to rc (the sealer's cache, recycle.h), or
+ * are freed when rc is NULL. rc non-NULL: the sealer only. */
+void ovs_chset_release(ovs_chset *s, ovs_recycle *rc);
 /* Whether set s changed row r. */
 bool ovs_chset_has(const ovs_chset *s, uint32_t r);
 

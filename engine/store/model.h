@@ -202,6 +202,8 @@ typedef struct ovs_column {
 	                                   * seals in the call) */
 	_Atomic uint64_t max_applied;     /* highest ordinal a write completed at (zero from calloc); read
 	                                   * only by the sequencer, never by reads */
+	_Atomic(ovs_delta *) handoff;     /* a full delta that left retention, with its buffer, for the
+	                                   * column's next full write (handoff.h; NULL: none) */
 
 	/* --- the sealer's alone (seals of a stage are chained) --- */
 	_Alignas(OVS_COLUMN_LINE) ovs_delta *pending; /* deltas above the floor, sorted */

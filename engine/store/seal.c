@@ -204,28 +204,31 @@ static void bury(ovs_limbo *g, ovs_column *c, ovs_version *v)
 
 static_assert(sizeof(ovs_snapshot) % sizeof(void *) == 0, "the arrays after a snapshot are aligned");
 
-static void free_snapshot(ovs_snapshot *snap)
+/* The sealer's: what the last references free goes to the store's cache (ovs_version_release). */
+static void free_snapshot(ovs_store *st, ovs_snapshot *snap)
 {
 	if (!snap)
 		return;
 	for (size_t i = 0; i < snap->ncols; i++)
-		ovs_version_unref(snap->versions[i]);
+		ovs_version_release(st, snap->cols[i], snap->versions[i]);
 	free(snap); /* its arrays are in the same block (publish) */
 }
 
-/* Frees what the limbo holds (its readers have left), harvesting spare buffers if asked. */
-static void empty_limbo(ovs_limbo *g, bool harvest)
+/* Frees what the limbo holds (its readers have left), harvesting spare buffers if asked. The
+ * structs go to the store's cache and full deltas to their columns' handoff slots (sealer). */
+static void empty_limbo(ovs_store *st, bool harvest)
 {
+	ovs_limbo *g = &st->limbo;
 	for (size_t i = 0; i < g->n; i++) {
 		if (harvest)
 			ovs_chunks_harvest(g->c[i], g->v[i]);
-		ovs_version_unref(g->v[i]);
+		ovs_version_release(st, g->c[i], g->v[i]);
 	}
 	g->n = 0;
 	for (size_t i = 0; i < g->ncs; i++)
-		ovs_chset_unref(g->cs[i]);
+		ovs_chset_release(g->cs[i], &st->recycle);
 	g->ncs = 0;
-	free_snapshot(g->snap);
+	free_snapshot(st, g->snap);
 	g->snap = NULL;
 	g->used = false;
 }
@@ -237,7 +240,7 @@ static void reclaim_limbo(ovs_store *st)
 	if (!g->used)
 		return;
 	ovs_grace_wait(&st->grace, g->parity);
-	empty_limbo(g, true);
+	empty_limbo(st, true);
 }
 
 /* acquire/release: the hook and whatever the test prepared for it are published together. */
@@ -251,7 +254,7 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
 /* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
  * retention. The inbox was taken by the caller. */
 static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *c, ovstage_ordinal_t n,
-					ovs_limbo *gy, bool *fold, bool *copy, char *err, size_t errlen)
+					ovs_limbo *gy, bool *fold, bool *copy, int64_t *sealed, char *err, size_t errlen)
 {
 	if (c->latest) { /* the change sets folded since the last seal leave the chain */
 		ovs_version *oldest = c->latest;
@@ -279,7 +282,7 @@ static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *
 			c->pending = ds;
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
-		atomic_fetch_sub_explicit(&st->unsealed_bytes, sealed_bytes, memory_order_relaxed);
+		*sealed += sealed_bytes; /* subtracted once per batch (ovs_store_seal) */
 		atomic_fetch_sub_explicit(&c->seal_cost, sealed_cost, memory_order_relaxed); /* an estimate */
 		/* relaxed: published to readers by the snapshot's release store. The chain's reference
 		 * moves to the new version. */
@@ -368,7 +371,7 @@ static ovstage_api_status_t publish(ovs_store *st, ovs_column **cols, size_t nco
 	/* Usually nobody is inside: free now; otherwise the next batch or seal waits for them (by then
 	 * they have left: a pin is a few dozen instructions). */
 	if (ovs_grace_quiet(&st->grace, gy->parity))
-		empty_limbo(gy, true);
+		empty_limbo(st, true);
 	return OVSTAGE_OK;
 }
 
@@ -392,18 +395,21 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 	bool fold = false, copy = false; /* unfolded change sets passed the bound; a set to copy */
 	for (;;) {
 		ovstage_ordinal_t m = batch_end(cols, ncols, done, n, batch);
+		int64_t sealed = 0; /* the batch's sealed bytes: one locked subtraction, not one per column */
 		for (size_t i = 0; i < ncols; i++) {
-			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, err, errlen);
+			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, &sealed, err, errlen);
 			if (s != OVSTAGE_OK) {
+				ovs_unsealed_add(st, -sealed);
 				/* Versions built so far stay chained (the next seal publishes them, so they get
 				 * their ready events now); the ones cut from retention are dropped after a grace
 				 * period (rare path: wait for it here). */
 				ovs_version_ready_assign(st, x, cols, i + 1);
 				ovs_grace_wait(&st->grace, ovs_grace_flip(&st->grace));
-				empty_limbo(gy, false);
+				empty_limbo(st, false);
 				return s;
 			}
 		}
+		ovs_unsealed_add(st, -sealed);
 		for (size_t i = 0; i < ncols; i++)
 			ovs_column_min_unsealed_reset(cols[i]);
 		ovs_version_ready_assign(st, x, cols, ncols); /* one event per device for the batch */
@@ -419,11 +425,11 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 
 void ovs_seal_fini(ovs_store *st)
 {
-	empty_limbo(&st->limbo, false); /* no readers are left at destroy */
+	empty_limbo(st, false); /* no readers are left at destroy */
 	free(st->limbo.v);
 	free(st->limbo.c);
 	free(st->limbo.cs);
-	free_snapshot(ovs_grace_snapshot_owner(&st->grace));
+	free_snapshot(st, ovs_grace_snapshot_owner(&st->grace));
 }
 
 void ovs_floor_notify(ovs_store *st)

@@ -13,6 +13,7 @@
 #include "grace.h"
 #include "model.h"
 #include "radix.h"
+#include "recycle.h"
 
 /* CUDA ordinals a stage can keep columns on. */
 #define OVS_STORE_GPUS 16
@@ -59,6 +60,8 @@ struct ovs_store {
 	/* --- snapshot publication (grace.h, seal.h) --- */
 	ovs_grace grace;                /* the latest snapshot and its grace period (own cache lines) */
 	ovs_limbo limbo;                /* the previous publication's retirees (seal-owned) */
+	ovs_recycle recycle;            /* version, change-set and chunk structs the seals let go of
+	                                 * (recycle.h; seal-owned) */
 
 	/* --- floor-advance notification (ovstage_ext_wait_write_floor) --- */
 	_Atomic uint32_t floor_seq;     /* bumped after every publication's floors moved (futex word) */

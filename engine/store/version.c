@@ -11,6 +11,7 @@
 #include "device.h"
 #include "gpu.h"
 #include "delta.h"
+#include "handoff.h"
 
 
 /* A blob header of len elements and `extra` bytes after it (the bytes, or a device location), one
@@ -68,36 +69,73 @@ void ovs_version_ref(ovs_version *v)
 	atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
 }
 
-static void version_free(ovs_version *v)
+/* The struct of a version whose last reference went: cached for the next build (rc non-NULL: the
+ * sealer's; still counted live, so the cache costs no process-wide count either way) or freed. */
+static void version_struct_drop(ovs_version *v, ovs_recycle *rc)
+{
+	if (rc && rc->versions.n < OVS_RECYCLE_MAX) {
+		ovs_recycle_put(&rc->versions, v);
+		return;
+	}
+	ovs_count_version(-1);
+	free(v);
+}
+
+/* A delta of a version being freed: handed to the column's next full write when it can be (the
+ * sealer's release, c non-NULL), else freed. */
+static void delta_drop(ovs_delta *d, ovs_column *c)
+{
+	if (c && ovs_handoff_keeps(d))
+		ovs_handoff_put(&c->handoff, d);
+	else
+		ovs_delta_free(d);
+}
+
+/* Drops a reference to v and, for each version whose last reference goes, to the older one. rc and c
+ * are the sealer's (recycling, see ovs_version_release), or NULL (any thread: everything freed). */
+static void version_free(ovs_version *v, ovs_recycle *rc, ovs_column *c)
 {
 	while (v) {
 		/* acq_rel: the last holder sees every reader's accesses before freeing. */
 		if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
 			return;
 		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
-		ovs_count_version(-1);
 		if (v->blobs)
 			for (uint32_t r = 0; r < v->rows; r++)
 				ovs_blob_unref(v->blobs[r]);
 		free(v->blobs);
-		ovs_version_chunks_free(v);
+		ovs_version_chunks_release(v, rc); /* before the deltas: then a full delta's buffer is theirs */
 		free(v->present);
 		ovs_gpu_event_release(v->ready); /* safe while readers' waits on it are pending */
 		ovs_delta *d = v->deltas;
 		while (d) {
 			ovs_delta *n = d->next;
-			ovs_delta_free(d);
+			delta_drop(d, c);
 			d = n;
 		}
-		ovs_chset_unref(v->cs); /* after the deltas: one may have lent it its rows */
-		free(v);
+		ovs_chset_release(v->cs, rc); /* after the deltas: one may have lent it its rows */
+		version_struct_drop(v, rc);
 		v = older; /* drop the reference this version held on the older one */
 	}
 }
 
 void ovs_version_unref(ovs_version *v)
 {
-	version_free(v);
+	version_free(v, NULL, NULL);
+}
+
+void ovs_version_release(ovs_store *st, ovs_column *c, ovs_version *v)
+{
+	version_free(v, &st->recycle, c);
+}
+
+void ovs_version_recycle_fini(ovs_store *st)
+{
+	while (st->recycle.versions.n) { /* cached versions were still counted live */
+		free(ovs_recycle_get(&st->recycle.versions, 0));
+		ovs_count_version(-1);
+	}
+	ovs_recycle_fini(&st->recycle);
 }
 
 /* The first row a delta changes (rows are sorted when this is asked). */
@@ -290,9 +328,10 @@ static bool chset_merge(ovs_chset *cs, ovs_delta *ds, size_t nd, size_t n)
 static bool build_changed(ovs_store *st, ovs_version *v, const ovs_version *prev, ovs_delta *ds,
 			  const ovs_delta *last_full)
 {
-	ovs_chset *cs = calloc(1, sizeof *cs);
+	ovs_chset *cs = ovs_recycle_get(&st->recycle.chsets, sizeof *cs);
 	if (!cs)
 		return false;
+	memset(cs, 0, sizeof *cs);
 	atomic_init(&cs->refs, 1);
 	cs->rows = v->rows;
 	cs->ordinal = v->ordinal;
@@ -308,13 +347,13 @@ static bool build_changed(ovs_store *st, ovs_version *v, const ovs_version *prev
 	else if (n && ndeltas == 1 && only->kind != OVS_DELTA_FULL && only->sorted)
 		chset_borrow(cs, only);
 	else if (n && !chset_merge(cs, ds, ndeltas, n)) {
-		free(cs);
+		ovs_recycle_put(&st->recycle.chsets, cs);
 		return false;
 	}
-	cs->bytes += sizeof *cs;
 	cs->counter = &st->history_bytes;
-	/* relaxed: a statistic */
-	atomic_fetch_add_explicit(cs->counter, (int64_t)cs->bytes, memory_order_relaxed);
+	if (cs->bytes) /* its row list (a run or every row lists none: no locked add on the store's line) */
+		/* relaxed: a statistic */
+		atomic_fetch_add_explicit(cs->counter, (int64_t)cs->bytes, memory_order_relaxed);
 	if (prev) {
 		ovs_chset_ref(prev->cs);
 		/* relaxed: published to readers with the version, by the snapshot's release store */
@@ -411,13 +450,16 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 						rows = d->rows[i] + 1;
 		}
 	}
-	ovs_version *v = calloc(1, sizeof *v);
+	bool cached = st->recycle.versions.n > 0; /* a cached struct is still counted live */
+	ovs_version *v = ovs_recycle_get(&st->recycle.versions, sizeof *v);
 	if (!v) {
 		ovs_err_format(err, errlen, "out of memory sealing column");
 		return NULL;
 	}
+	memset(v, 0, sizeof *v);
 	atomic_init(&v->refs, 1);
-	ovs_count_version(1);
+	if (!cached)
+		ovs_count_version(1);
 	v->rows = rows;
 	v->ordinal = ds->ordinal;
 	v->base_ordinal = prev ? prev->ordinal : 0;

@@ -13,6 +13,12 @@
 
 void ovs_version_ref(ovs_version *v);
 void ovs_version_unref(ovs_version *v);
+/* The sealer's unref of a version of column c: what the last reference frees goes to the store's
+ * cache (recycle.h) — the version, change-set and chunk structs — and a full delta with its buffer
+ * to the column's handoff slot (handoff.h); the rest is freed as by ovs_version_unref. Sealer only. */
+void ovs_version_release(ovs_store *st, ovs_column *c, ovs_version *v);
+/* Frees the store's cached structs (destroy). */
+void ovs_version_recycle_fini(ovs_store *st);
 
 /* Builds the version sealing the deltas `ds` (one ordinal, sorted by op id) on top of `prev` (the
  * column's latest, or NULL). Sealer only. NULL with a message in err when out of memory (the deltas

@@ -20,6 +20,10 @@
  *  - fuzz_api, 2026-12-01: a range read [0, b] reported an is_delete group for a prim that no
  *    version in the range changed: an older FULL version (every row changed) was taken to change
  *    every row of the newer, wider version too (read.c, mark_changed).
+ *  - fuzz_api, 2026-12-02 (session 13, before it was committed): the sequencer read a mutation's
+ *    column slots after submitting it; a delete that is not held by the sequencer's own fence can
+ *    run on a worker and free its slots first (heap-use-after-free in sequencer.c). Deletes of an
+ *    existing attribute in a loop, each racing its own submission.
  */
 #include <check.h>
 #include <stdint.h>
@@ -355,6 +359,23 @@ START_TEST(test_range_full_version_marks_only_its_rows)
 }
 END_TEST
 
+/* Deletes of an existing attribute, each submitted while the worker may already run it: the
+ * submitter must not touch the op's state (its column slots) once it is runnable. */
+START_TEST(test_delete_slots_not_read_after_submit)
+{
+	fixture f;
+	setup(&f);
+	float v[4] = { 1, 2, 3, 4 };
+	ovx_string_or_token_t a = tst_attr(tst_tok(f.pd, "a"));
+	for (uint64_t o = 1; o <= 2000; o += 2) {
+		write_f32(&f, f.q, "a", o, v, 4, OVSTAGE_PRIM_MODE_UPSERT);
+		tst_wait_ok(f.st, ovstage_delete_attributes(f.st, f.q, &a, 1, o + 1));
+	}
+	seal(&f, 2000);
+	teardown(&f);
+}
+END_TEST
+
 static Suite *fuzz_regress_suite(void)
 {
 	Suite *su = suite_create("fuzz_regress");
@@ -366,6 +387,7 @@ static Suite *fuzz_regress_suite(void)
 	tcase_add_test(tc, test_range_above_frontier_without_changes);
 	tcase_add_test(tc, test_failed_map_root_cause_is_the_map_op);
 	tcase_add_test(tc, test_range_full_version_marks_only_its_rows);
+	tcase_add_test(tc, test_delete_slots_not_read_after_submit);
 	suite_add_tcase(su, tc);
 	return su;
 }

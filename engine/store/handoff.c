@@ -1,0 +1,48 @@
+/* handoff.c — a column's recycled full delta, a one-object slot (see handoff.h). */
+#include <string.h>
+
+#include "delta.h"
+#include "handoff.h"
+
+bool ovs_handoff_keeps(const ovs_delta *d)
+{
+	const ovs_buffer *b = d->full;
+	/* acquire: pairs with the release decrements of the chunks and read groups that held the
+	 * buffer, so their reads of its bytes happen before the next writer overwrites them (as
+	 * pool_give after the last unref). */
+	return d->kind == OVS_DELTA_FULL && b && !b->managed && !b->gpu && b->size_class != UINT32_MAX && !d->rows &&
+	       !d->values && !d->blobs && !d->rows_buf && !d->values_buf && !d->rows_map &&
+	       atomic_load_explicit(&b->refs, memory_order_acquire) == 1;
+}
+
+ovs_delta *ovs_handoff_swap(_Atomic(ovs_delta *) *slot, ovs_delta *d)
+{
+	ovs_buffer *b = d->full;
+	memset(d, 0, sizeof *d);
+	d->full = b;
+	/* acq_rel: release publishes the zeroed delta (and what the acquire in ovs_handoff_keeps saw)
+	 * to the writer that takes it; acquire makes the displaced delta's state, put by an earlier
+	 * seal, visible to us, its new holder. */
+	return atomic_exchange_explicit(slot, d, memory_order_acq_rel);
+}
+
+void ovs_handoff_put(_Atomic(ovs_delta *) *slot, ovs_delta *d)
+{
+	ovs_delta_free(ovs_handoff_swap(slot, d));
+}
+
+ovs_delta *ovs_handoff_take(_Atomic(ovs_delta *) *slot)
+{
+	/* relaxed first: most writes of a column that is not recycled find the slot empty, and a plain
+	 * load does not take the line exclusive. */
+	if (!atomic_load_explicit(slot, memory_order_relaxed))
+		return NULL;
+	/* acquire: pairs with ovs_handoff_put's release exchange (the delta's and buffer's state). */
+	return atomic_exchange_explicit(slot, NULL, memory_order_acquire);
+}
+
+void ovs_handoff_fini(_Atomic(ovs_delta *) *slot)
+{
+	/* relaxed: teardown, every other thread is gone */
+	ovs_delta_free(atomic_exchange_explicit(slot, NULL, memory_order_relaxed));
+}
