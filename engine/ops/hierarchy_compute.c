@@ -20,6 +20,7 @@
 #include "hierarchy.h"
 #include "hierarchy_forest.h"
 #include "hierarchy_gpu.h"
+#include "hierarchy_walk.h"
 #include "ops.h"
 #include "seal.h"
 #include "sequencer.h"
@@ -117,20 +118,6 @@ typedef struct hc_op {
 	bool dev[OVS_HF_COLS];    /* GPU models: which contract columns live on that device */
 } hc_op;
 
-/* What the parallel body reads. The CPU model computes each world straight into the output: the
- * FULL delta's buffer by world row (slot NULL), or the sparse delta's values by slot; a node that
- * is not recomputed has its world in prev (the version the last compute published), one without a
- * world row in extra. */
-typedef struct hc_ctx {
-	const ovs_hforest *f;
-	unsigned char *out;         /* the output delta's values (by world row, or by slot) */
-	const uint32_t *slot;       /* node -> index in out (OVS_HF_NONE: not recomputed); NULL: by row */
-	const ovs_version *prev;    /* the world column's version of the last compute (NULL: none) */
-	double (*extra)[16];        /* the worlds of nodes without a world row (f->xslot) */
-	const ovs_version *vx, *vr; /* inputs as of the input ordinal (NULL: column absent) */
-	const uint32_t *items;      /* subtree roots to recompute, each with its whole subtree */
-} hc_ctx;
-
 /* A column's version as of ordinal o, walking the seal-owned chain (the op runs in the chain).
  * *gone when no retained version answers and versions were already dropped. */
 static ovs_version *as_of(ovs_column *c, ovstage_ordinal_t o, bool *gone)
@@ -142,99 +129,6 @@ static ovs_version *as_of(ovs_column *c, ovstage_ordinal_t o, bool *gone)
 	if (!v && c && c->latest && atomic_load_explicit(&c->dropped_through, memory_order_relaxed))
 		*gone = true;
 	return v;
-}
-
-static const double g_identity[16] = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
-
-/* Where node i's world is written this compute (i is recomputed). */
-static double *world_dst(const hc_ctx *c, uint32_t i)
-{
-	const ovs_hforest *f = c->f;
-	uint32_t r = f->row[OVS_HF_WORLD][i];
-	if (r == OVS_HF_NONE)
-		return c->extra[f->xslot[i]];
-	return (double *)(void *)(c->out + (size_t)(c->slot ? c->slot[i] : r) * XFORM_BYTES);
-}
-
-/* Node p's world as a child reads it: this compute's, or (not recomputed) the last one's. */
-static const double *world_src(const hc_ctx *c, uint32_t p)
-{
-	const ovs_hforest *f = c->f;
-	uint32_t r = f->row[OVS_HF_WORLD][p];
-	if (r == OVS_HF_NONE || !c->slot || c->slot[p] != OVS_HF_NONE)
-		return world_dst(c, p);
-	/* the last compute published every node's row (else this one recomputes all): present */
-	if (!c->prev || r >= c->prev->rows || !ovs_version_present(c->prev, r))
-		return g_identity;
-	return ovs_version_row_ptr(c->prev, XFORM_BYTES, r);
-}
-
-static void node_world(const hc_ctx *c, uint32_t i)
-{
-	const ovs_hforest *f = c->f;
-	double local[16];
-	uint32_t r = f->row[OVS_HF_XFORM][i];
-	if (r != OVS_HF_NONE && c->vx && r < c->vx->rows && ovs_version_present(c->vx, r))
-		memcpy(local, ovs_version_row_ptr(c->vx, XFORM_BYTES, r), XFORM_BYTES);
-	else
-		ovs_xform_identity(local);
-	bool reset = false;
-	r = f->row[OVS_HF_RESET][i];
-	if (r != OVS_HF_NONE && c->vr && r < c->vr->rows && ovs_version_present(c->vr, r))
-		reset = *(const unsigned char *)ovs_version_row_ptr(c->vr, 1, r) != 0;
-	uint32_t p = f->parent[i];
-	double *w = world_dst(c, i);
-	if (reset || p == OVS_HF_NONE)
-		memcpy(w, local, sizeof local);
-	else
-		ovs_xform_mul(local, world_src(c, p), w);
-}
-
-/* Nodes computed ahead of whose inputs and output are prefetched: a subtree's nodes in preorder
- * touch their rows in whatever order the rows were made, so without it nearly every local and
- * every world row is a cache miss waited for in turn (72 % of the compute's time, measured). */
-enum { HC_AHEAD = 8 };
-
-/* Node i's local and world rows as prefetch addresses (NULL: none). The prefetches themselves are
- * issued in the loop: GCC finds a function that only prefetches "pure" and drops its calls. */
-static void node_rows(const hc_ctx *c, uint32_t i, const char **local, const char **world)
-{
-	const ovs_hforest *f = c->f;
-	uint32_t r = f->row[OVS_HF_XFORM][i];
-	*local = r != OVS_HF_NONE && c->vx && r < c->vx->rows ? ovs_version_row_ptr(c->vx, XFORM_BYTES, r) : NULL;
-	r = f->row[OVS_HF_WORLD][i];
-	*world = r != OVS_HF_NONE && (!c->slot || c->slot[i] != OVS_HF_NONE) ? (const char *)world_dst(c, i) : NULL;
-}
-
-/* Asks for node i's local (two lines, to read) and world row (two lines, to write). */
-#define HC_PREFETCH(c, i)                                  \
-	do {                                               \
-		const char *l_, *w_;                       \
-		node_rows((c), (i), &l_, &w_);             \
-		if (l_) {                                  \
-			__builtin_prefetch(l_);            \
-			__builtin_prefetch(l_ + 64);       \
-		}                                          \
-		if (w_) {                                  \
-			__builtin_prefetch(w_, 1);         \
-			__builtin_prefetch(w_ + 64, 1);    \
-		}                                          \
-	} while (0)
-
-/* Items [lo, hi): each a subtree, computed in preorder (parents first). */
-static void subtree_range(void *arg, size_t lo, size_t hi)
-{
-	const hc_ctx *c = arg;
-	for (size_t k = lo; k < hi; k++) {
-		uint32_t r = c->items[k], end = r + c->f->size[r];
-		for (uint32_t i = r; i < end && i < r + HC_AHEAD; i++)
-			HC_PREFETCH(c, i);
-		for (uint32_t i = r; i < end; i++) {
-			if (i + HC_AHEAD < end)
-				HC_PREFETCH(c, i + HC_AHEAD);
-			node_world(c, i);
-		}
-	}
 }
 
 /* A growable list of node ids. */
@@ -700,19 +594,22 @@ static ovstage_api_status_t compute_cpu(ovs_stage *st, ovs_exec *x, ovs_column *
 		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
 	if (s == OVSTAGE_OK && d) {
-		hc_ctx c = { &h->f, out, d->kind == OVS_DELTA_FULL ? NULL : h->slot, all ? NULL : h->out, h->extra,
-			     vx, vr, items.v };
-		for (size_t k = 0; k < pre.n; k++) /* the split roots first, serially (each a single node) */
-			node_world(&c, pre.v[k]);
-		ovs_parallel_for(x, items.n, 1, 1, subtree_range, &c);
+		ovs_hwalk w = { &h->f, out, d->kind == OVS_DELTA_FULL ? NULL : h->slot, all ? NULL : h->out, h->extra,
+				vx, vr };
+		bool walked = ovs_hwalk_run(x, &w, items.v, items.n, pre.v, pre.n);
 		cpu_slots_reset(h, d);
 		h->recomputed = pre.n;
 		for (size_t k = 0; k < items.n; k++)
 			h->recomputed += h->f.size[items.v[k]];
-		if (d->nrows)
+		if (walked && d->nrows) {
 			s = publish_world(st, x, cols[OVS_HF_WORLD], d, err, errlen);
-		else
+		} else {
 			ovs_delta_free(d);
+			if (!walked) {
+				ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+				s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+		}
 	} else if (s == OVSTAGE_OK) {
 		h->recomputed = 0;
 	}
