@@ -22,6 +22,7 @@
 #include "hierarchy_gpu.h"
 #include "hierarchy_walk.h"
 #include "ops.h"
+#include "rows_sort.h"
 #include "seal.h"
 #include "sequencer.h"
 #include "version.h"
@@ -209,8 +210,11 @@ static int collect_changes(ovs_column *c, const ovs_hforest *f, int k, ovstage_o
 /* The subtrees under the changed nodes, as disjoint items (the changed list is sorted in place). */
 static bool dirty_items(const ovs_hforest *f, ulist *changed, ulist *items)
 {
-	if (changed->n > 1)
-		qsort(changed->v, changed->n, sizeof *changed->v, cmp_u32);
+	if (changed->n > 1) { /* a radix sort: qsort's comparisons were a visible part of the plan */
+		uint32_t *tmp = malloc(changed->n * sizeof *tmp);
+		ovs_rows_sort(changed->v, tmp, changed->n); /* tmp NULL: in place */
+		free(tmp);
+	}
 	uint32_t end = 0;
 	for (size_t j = 0; j < changed->n; j++) {
 		uint32_t i = changed->v[j];
@@ -279,26 +283,36 @@ static bool output_values(const ovs_hier *h, hc_op *o, const uint64_t *pairs, si
 	return d->values != NULL;
 }
 
-/* The (row, node) pairs of the items' subtrees and the pre nodes, already in row order: the nodes
- * marked in a bitmap, then the reverse map walked by row (each row's node, or none). For many
- * nodes, where sorting their pairs costs more than one pass over the rows. SIZE_MAX: out of memory. */
+/* Marks world row r in a bitmap of rows. */
+static inline void mark_row(uint64_t *mark, uint32_t r)
+{
+	if (r != OVS_HF_NONE)
+		mark[r / 64] |= 1ull << (r % 64);
+}
+
+/* The (row, node) pairs of the items' subtrees and the pre nodes, already in row order: their world
+ * rows marked in a bitmap of rows, which is then read a word at a time (a zero word skips 64 rows).
+ * For many nodes, where sorting their pairs costs more: the bitmap is nrows / 8 bytes (cached) and
+ * the reverse map is read only at the marked rows. SIZE_MAX: out of memory. */
 static size_t pairs_by_rows(const ovs_hforest *f, const ulist *items, const ulist *pre, uint64_t *pairs)
 {
-	uint64_t *mark = calloc(((size_t)f->n + 63) / 64 + 1, sizeof *mark);
+	size_t words = ((size_t)f->nrows[OVS_HF_WORLD] + 63) / 64;
+	uint64_t *mark = calloc(words + 1, sizeof *mark);
 	if (!mark)
 		return SIZE_MAX;
+	const uint32_t *wrow = f->row[OVS_HF_WORLD];
 	for (size_t k = 0; k < pre->n; k++)
-		mark[pre->v[k] / 64] |= 1ull << (pre->v[k] % 64);
+		mark_row(mark, wrow[pre->v[k]]);
 	for (size_t k = 0; k < items->n; k++)
 		for (uint32_t i = items->v[k]; i < items->v[k] + f->size[items->v[k]]; i++)
-			mark[i / 64] |= 1ull << (i % 64);
+			mark_row(mark, wrow[i]);
 	const uint32_t *node_of = f->node_of[OVS_HF_WORLD];
 	size_t n = 0;
-	for (uint32_t r = 0; r < f->nrows[OVS_HF_WORLD]; r++) {
-		uint32_t i = node_of[r];
-		if (i != OVS_HF_NONE && (mark[i / 64] >> (i % 64) & 1))
-			pairs[n++] = (uint64_t)r << 32 | i;
-	}
+	for (size_t w = 0; w < words; w++)
+		for (uint64_t m = mark[w]; m; m &= m - 1) {
+			uint32_t r = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(m));
+			pairs[n++] = (uint64_t)r << 32 | node_of[r];
+		}
 	free(mark);
 	return n;
 }
