@@ -55,5 +55,12 @@ uint64_t ovs_hier_default_model(const ovs_hier *h);
 uint64_t ovs_hier_last_recomputed(const ovs_hier *h);
 /* Forests built so far (statistics for tests: a kept forest is not rebuilt; read likewise). */
 uint64_t ovs_hier_forest_builds(const ovs_hier *h);
+/* Whether the last CPU_INCREMENTAL compute recomputed every world (the full path: no usable cache,
+ * or its dirty subtrees were too large a share of the nodes to be cheaper); read likewise. */
+bool ovs_hier_last_full(const ovs_hier *h);
+/* Sets the share of the nodes, in 1/1024, that the dirty subtrees of a CPU_INCREMENTAL compute may
+ * hold before it takes the full path instead (default: the measured crossover, hierarchy_compute.c;
+ * 0: always full; 1024 or more: never for that reason). For tests; call when no compute runs. */
+void ovs_hier_set_full_share(ovs_hier *h, uint32_t per1024);
 
 #endif /* OVSTAGE_ENGINE_HIERARCHY_H */

@@ -55,13 +55,28 @@ struct ovs_hier {
 	ovs_version *out;         /* the world-matrix version it published (a reference), or NULL */
 	uint64_t recomputed;      /* nodes the last compute recomputed (statistics, for tests) */
 	uint64_t builds;          /* forests built (statistics, for tests) */
+	uint32_t full_share;      /* CPU model: dirty nodes, in 1/1024 of the nodes, above which the
+	                           * full path is taken (HC_FULL_SHARE; tests change it) */
+	bool last_full;           /* the last compute took the full path (statistics, for tests) */
 };
+
+/* The CPU model's switch: an incremental compute costs, per dirty node, its product with the rows
+ * fetched out of order, a slot in the sparse delta, the seal's scattered copy of its row and the
+ * replays of that delta onto spare chunks; a full one, per node, the product over whole trees into a
+ * FULL delta the seal adopts without a copy. Measured (docs/performance.md, session 13) the full
+ * path is the cheaper one once the dirty subtrees hold more than about a quarter of the nodes. */
+#define HC_FULL_SHARE 256u
+/* Below this many nodes both paths take microseconds; the incremental one is kept there, since a FULL
+ * delta makes the world column's spare chunks unusable while it is retained (store/chunk.c). */
+#define HC_FULL_MIN_NODES 4096u
 
 ovs_hier *ovs_hier_create(uint64_t default_model)
 {
 	ovs_hier *h = calloc(1, sizeof *h);
-	if (h)
+	if (h) {
 		h->default_model = default_model;
+		h->full_share = HC_FULL_SHARE;
+	}
 	return h;
 }
 
@@ -106,6 +121,16 @@ uint64_t ovs_hier_last_recomputed(const ovs_hier *h)
 uint64_t ovs_hier_forest_builds(const ovs_hier *h)
 {
 	return h->builds;
+}
+
+bool ovs_hier_last_full(const ovs_hier *h)
+{
+	return h->last_full;
+}
+
+void ovs_hier_set_full_share(ovs_hier *h, uint32_t per1024)
+{
+	h->full_share = per1024;
 }
 
 /* ---- one compute ------------------------------------------------------------------------------- */
@@ -504,6 +529,17 @@ static ovstage_api_status_t publish_world(ovs_stage *st, ovs_exec *x, ovs_column
  * recomputed is read from the version the last compute published (still the column's latest: else
  * everything is recomputed), one without a world row from h->extra. No world matrix per node is kept. */
 
+/* CPU model: whether recomputing every world costs less than the dirty subtrees (HC_FULL_SHARE). */
+static bool full_is_cheaper(const ovs_hier *h, const ulist *items)
+{
+	uint64_t dirty = 0;
+	if (h->f.n < HC_FULL_MIN_NODES)
+		return false;
+	for (size_t k = 0; k < items->n; k++)
+		dirty += h->f.size[items->v[k]];
+	return dirty * 1024 > (uint64_t)h->f.n * h->full_share;
+}
+
 /* CPU model: the forest (kept while the prims and rows it was built from stay) and what to
  * recompute: every tree (*all) or the subtrees under changed inputs. 0 OK, else a status with err. */
 static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS], hc_op *o,
@@ -534,6 +570,11 @@ static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *con
 		h->forest_ok = true;
 	}
 	bool ok = *all ? all_roots(&h->f, items) : dirty_items(&h->f, &changed, items);
+	if (ok && !*all && full_is_cheaper(h, items)) {
+		items->n = 0;
+		*all = true;
+		ok = all_roots(&h->f, items);
+	}
 	free(changed.v);
 	if (ok)
 		return OVSTAGE_OK;
@@ -612,6 +653,7 @@ static ovstage_api_status_t compute_cpu(ovs_stage *st, ovs_exec *x, ovs_column *
 				vx, vr };
 		bool walked = ovs_hwalk_run(x, &w, items.v, items.n, pre.v, pre.n);
 		cpu_slots_reset(h, d);
+		h->last_full = all;
 		h->recomputed = pre.n;
 		for (size_t k = 0; k < items.n; k++)
 			h->recomputed += h->f.size[items.v[k]];
@@ -626,6 +668,7 @@ static ovstage_api_status_t compute_cpu(ovs_stage *st, ovs_exec *x, ovs_column *
 		}
 	} else if (s == OVSTAGE_OK) {
 		h->recomputed = 0;
+		h->last_full = false;
 	}
 	if (s == OVSTAGE_OK) {
 		h->input = o->input;
