@@ -561,11 +561,8 @@ static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *con
 		if (!ovs_hforest_build(&h->f, st, x, cols))
 			goto oom;
 		h->extra = malloc(((size_t)h->f.nx + 1) * sizeof *h->extra);
-		h->slot = malloc(((size_t)h->f.n + 1) * sizeof *h->slot);
-		if (!h->extra || !h->slot)
+		if (!h->extra)
 			goto oom;
-		for (uint32_t i = 0; i < h->f.n; i++)
-			h->slot[i] = OVS_HF_NONE;
 		memcpy(h->key, key, sizeof key);
 		h->forest_ok = true;
 	}
@@ -586,6 +583,16 @@ oom:
 	return OVSTAGE_ERROR_OUT_OF_MEMORY;
 }
 
+/* CPU model: h->slot, all none, made at the first sparse delta of a forest: a full compute (the first
+ * one of a stage) does not need it, and its 4 bytes per node written in a serial loop were part of
+ * the first compute. false when out of memory. */
+static bool cpu_slots(ovs_hier *h)
+{
+	if (!h->slot && (h->slot = malloc(((size_t)h->f.n + 1) * sizeof *h->slot)) != NULL)
+		memset(h->slot, 0xff, ((size_t)h->f.n + 1) * sizeof *h->slot); /* OVS_HF_NONE */
+	return h->slot != NULL;
+}
+
 /* CPU model: the output delta, its values not yet written (*out: where they go), and h->slot set for
  * a sparse one. FULL when every node is recomputed and every world row is a node's. NULL: OOM. */
 static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, const ulist *items, const ulist *pre,
@@ -594,6 +601,7 @@ static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, co
 	const ovs_hforest *f = &h->f;
 	uint32_t nw = f->nrows[OVS_HF_WORLD];
 	ovs_delta *d = calloc(1, sizeof *d);
+	*out = NULL;
 	if (!d)
 		return NULL;
 	d->ordinal = o->output;
@@ -603,7 +611,7 @@ static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, co
 		d->nrows = nw;
 		d->full = ovs_buffer_new_par(store, x, (size_t)nw * XFORM_BYTES); /* pooled, else faulted in parallel */
 		*out = d->full ? d->full->data : NULL;
-	} else {
+	} else if (cpu_slots(h)) {
 		uint64_t *pairs;
 		size_t n = world_pairs(f, items, pre, all, &pairs);
 		d->kind = OVS_DELTA_SPARSE;
