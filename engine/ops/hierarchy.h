@@ -22,8 +22,10 @@
  *    last compute published, which holds the world matrices (those of prims without a world row are
  *    kept beside it); a later compute recomputes only the subtrees under prims whose inputs changed
  *    in (last input ordinal, input ordinal] (read from the retained versions' change lists), and
- *    every world — with the forest kept — when the retained history does not say what changed or
- *    someone else wrote the world column since.
+ *    every world — with the forest kept — when the retained history does not say what changed,
+ *    someone else wrote the world column since, or (forests of 4096 nodes or more) those subtrees
+ *    hold more than a quarter of the nodes, where the full path is the cheaper one (the results are
+ *    bitwise the same either way).
  *  - GPU_INCREMENTAL is the same planning with the world matrices cached in device memory and the
  *    recomputed subtrees run as kernels (hierarchy_gpu.h), GPU_GLOBAL recomputes everything as
  *    kernels on each compute; both give bitwise the CPU model's results, and are refused at the call
