@@ -22,8 +22,10 @@
  *    last compute published, which holds the world matrices (those of prims without a world row are
  *    kept beside it); a later compute recomputes only the subtrees under prims whose inputs changed
  *    in (last input ordinal, input ordinal] (read from the retained versions' change lists), and
- *    every world — with the forest kept — when the retained history does not say what changed or
- *    someone else wrote the world column since.
+ *    every world — with the forest kept — when the retained history does not say what changed,
+ *    someone else wrote the world column since, or (forests of 4096 nodes or more) those subtrees
+ *    hold more than a quarter of the nodes, where the full path is the cheaper one (the results are
+ *    bitwise the same either way).
  *  - GPU_INCREMENTAL is the same planning with the world matrices cached in device memory and the
  *    recomputed subtrees run as kernels (hierarchy_gpu.h), GPU_GLOBAL recomputes everything as
  *    kernels on each compute; both give bitwise the CPU model's results, and are refused at the call
@@ -55,5 +57,12 @@ uint64_t ovs_hier_default_model(const ovs_hier *h);
 uint64_t ovs_hier_last_recomputed(const ovs_hier *h);
 /* Forests built so far (statistics for tests: a kept forest is not rebuilt; read likewise). */
 uint64_t ovs_hier_forest_builds(const ovs_hier *h);
+/* Whether the last CPU_INCREMENTAL compute recomputed every world (the full path: no usable cache,
+ * or its dirty subtrees were too large a share of the nodes to be cheaper); read likewise. */
+bool ovs_hier_last_full(const ovs_hier *h);
+/* Sets the share of the nodes, in 1/1024, that the dirty subtrees of a CPU_INCREMENTAL compute may
+ * hold before it takes the full path instead (default: the measured crossover, hierarchy_compute.c;
+ * 0: always full; 1024 or more: never for that reason). For tests; call when no compute runs. */
+void ovs_hier_set_full_share(ovs_hier *h, uint32_t per1024);
 
 #endif /* OVSTAGE_ENGINE_HIERARCHY_H */

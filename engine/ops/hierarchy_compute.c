@@ -20,7 +20,9 @@
 #include "hierarchy.h"
 #include "hierarchy_forest.h"
 #include "hierarchy_gpu.h"
+#include "hierarchy_walk.h"
 #include "ops.h"
+#include "rows_sort.h"
 #include "seal.h"
 #include "sequencer.h"
 #include "version.h"
@@ -53,13 +55,28 @@ struct ovs_hier {
 	ovs_version *out;         /* the world-matrix version it published (a reference), or NULL */
 	uint64_t recomputed;      /* nodes the last compute recomputed (statistics, for tests) */
 	uint64_t builds;          /* forests built (statistics, for tests) */
+	uint32_t full_share;      /* CPU model: dirty nodes, in 1/1024 of the nodes, above which the
+	                           * full path is taken (HC_FULL_SHARE; tests change it) */
+	bool last_full;           /* the last compute took the full path (statistics, for tests) */
 };
+
+/* The CPU model's switch: an incremental compute costs, per dirty node, its product with the rows
+ * fetched out of order, a slot in the sparse delta, the seal's scattered copy of its row and the
+ * replays of that delta onto spare chunks; a full one, per node, the product over whole trees into a
+ * FULL delta the seal adopts without a copy. Measured (docs/performance.md, session 13) the full
+ * path is the cheaper one once the dirty subtrees hold more than about a quarter of the nodes. */
+#define HC_FULL_SHARE 256u
+/* Below this many nodes both paths take microseconds; the incremental one is kept there, since a FULL
+ * delta makes the world column's spare chunks unusable while it is retained (store/chunk.c). */
+#define HC_FULL_MIN_NODES 4096u
 
 ovs_hier *ovs_hier_create(uint64_t default_model)
 {
 	ovs_hier *h = calloc(1, sizeof *h);
-	if (h)
+	if (h) {
 		h->default_model = default_model;
+		h->full_share = HC_FULL_SHARE;
+	}
 	return h;
 }
 
@@ -106,6 +123,16 @@ uint64_t ovs_hier_forest_builds(const ovs_hier *h)
 	return h->builds;
 }
 
+bool ovs_hier_last_full(const ovs_hier *h)
+{
+	return h->last_full;
+}
+
+void ovs_hier_set_full_share(ovs_hier *h, uint32_t per1024)
+{
+	h->full_share = per1024;
+}
+
 /* ---- one compute ------------------------------------------------------------------------------- */
 
 typedef struct hc_op {
@@ -116,20 +143,6 @@ typedef struct hc_op {
 	ovs_exec *gx;             /* GPU models: the engine stream of the device the compute runs on */
 	bool dev[OVS_HF_COLS];    /* GPU models: which contract columns live on that device */
 } hc_op;
-
-/* What the parallel body reads. The CPU model computes each world straight into the output: the
- * FULL delta's buffer by world row (slot NULL), or the sparse delta's values by slot; a node that
- * is not recomputed has its world in prev (the version the last compute published), one without a
- * world row in extra. */
-typedef struct hc_ctx {
-	const ovs_hforest *f;
-	unsigned char *out;         /* the output delta's values (by world row, or by slot) */
-	const uint32_t *slot;       /* node -> index in out (OVS_HF_NONE: not recomputed); NULL: by row */
-	const ovs_version *prev;    /* the world column's version of the last compute (NULL: none) */
-	double (*extra)[16];        /* the worlds of nodes without a world row (f->xslot) */
-	const ovs_version *vx, *vr; /* inputs as of the input ordinal (NULL: column absent) */
-	const uint32_t *items;      /* subtree roots to recompute, each with its whole subtree */
-} hc_ctx;
 
 /* A column's version as of ordinal o, walking the seal-owned chain (the op runs in the chain).
  * *gone when no retained version answers and versions were already dropped. */
@@ -142,99 +155,6 @@ static ovs_version *as_of(ovs_column *c, ovstage_ordinal_t o, bool *gone)
 	if (!v && c && c->latest && atomic_load_explicit(&c->dropped_through, memory_order_relaxed))
 		*gone = true;
 	return v;
-}
-
-static const double g_identity[16] = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1 };
-
-/* Where node i's world is written this compute (i is recomputed). */
-static double *world_dst(const hc_ctx *c, uint32_t i)
-{
-	const ovs_hforest *f = c->f;
-	uint32_t r = f->row[OVS_HF_WORLD][i];
-	if (r == OVS_HF_NONE)
-		return c->extra[f->xslot[i]];
-	return (double *)(void *)(c->out + (size_t)(c->slot ? c->slot[i] : r) * XFORM_BYTES);
-}
-
-/* Node p's world as a child reads it: this compute's, or (not recomputed) the last one's. */
-static const double *world_src(const hc_ctx *c, uint32_t p)
-{
-	const ovs_hforest *f = c->f;
-	uint32_t r = f->row[OVS_HF_WORLD][p];
-	if (r == OVS_HF_NONE || !c->slot || c->slot[p] != OVS_HF_NONE)
-		return world_dst(c, p);
-	/* the last compute published every node's row (else this one recomputes all): present */
-	if (!c->prev || r >= c->prev->rows || !ovs_version_present(c->prev, r))
-		return g_identity;
-	return ovs_version_row_ptr(c->prev, XFORM_BYTES, r);
-}
-
-static void node_world(const hc_ctx *c, uint32_t i)
-{
-	const ovs_hforest *f = c->f;
-	double local[16];
-	uint32_t r = f->row[OVS_HF_XFORM][i];
-	if (r != OVS_HF_NONE && c->vx && r < c->vx->rows && ovs_version_present(c->vx, r))
-		memcpy(local, ovs_version_row_ptr(c->vx, XFORM_BYTES, r), XFORM_BYTES);
-	else
-		ovs_xform_identity(local);
-	bool reset = false;
-	r = f->row[OVS_HF_RESET][i];
-	if (r != OVS_HF_NONE && c->vr && r < c->vr->rows && ovs_version_present(c->vr, r))
-		reset = *(const unsigned char *)ovs_version_row_ptr(c->vr, 1, r) != 0;
-	uint32_t p = f->parent[i];
-	double *w = world_dst(c, i);
-	if (reset || p == OVS_HF_NONE)
-		memcpy(w, local, sizeof local);
-	else
-		ovs_xform_mul(local, world_src(c, p), w);
-}
-
-/* Nodes computed ahead of whose inputs and output are prefetched: a subtree's nodes in preorder
- * touch their rows in whatever order the rows were made, so without it nearly every local and
- * every world row is a cache miss waited for in turn (72 % of the compute's time, measured). */
-enum { HC_AHEAD = 8 };
-
-/* Node i's local and world rows as prefetch addresses (NULL: none). The prefetches themselves are
- * issued in the loop: GCC finds a function that only prefetches "pure" and drops its calls. */
-static void node_rows(const hc_ctx *c, uint32_t i, const char **local, const char **world)
-{
-	const ovs_hforest *f = c->f;
-	uint32_t r = f->row[OVS_HF_XFORM][i];
-	*local = r != OVS_HF_NONE && c->vx && r < c->vx->rows ? ovs_version_row_ptr(c->vx, XFORM_BYTES, r) : NULL;
-	r = f->row[OVS_HF_WORLD][i];
-	*world = r != OVS_HF_NONE && (!c->slot || c->slot[i] != OVS_HF_NONE) ? (const char *)world_dst(c, i) : NULL;
-}
-
-/* Asks for node i's local (two lines, to read) and world row (two lines, to write). */
-#define HC_PREFETCH(c, i)                                  \
-	do {                                               \
-		const char *l_, *w_;                       \
-		node_rows((c), (i), &l_, &w_);             \
-		if (l_) {                                  \
-			__builtin_prefetch(l_);            \
-			__builtin_prefetch(l_ + 64);       \
-		}                                          \
-		if (w_) {                                  \
-			__builtin_prefetch(w_, 1);         \
-			__builtin_prefetch(w_ + 64, 1);    \
-		}                                          \
-	} while (0)
-
-/* Items [lo, hi): each a subtree, computed in preorder (parents first). */
-static void subtree_range(void *arg, size_t lo, size_t hi)
-{
-	const hc_ctx *c = arg;
-	for (size_t k = lo; k < hi; k++) {
-		uint32_t r = c->items[k], end = r + c->f->size[r];
-		for (uint32_t i = r; i < end && i < r + HC_AHEAD; i++)
-			HC_PREFETCH(c, i);
-		for (uint32_t i = r; i < end; i++) {
-			if (i + HC_AHEAD < end)
-				HC_PREFETCH(c, i + HC_AHEAD);
-			node_world(c, i);
-		}
-	}
 }
 
 /* A growable list of node ids. */
@@ -315,8 +235,11 @@ static int collect_changes(ovs_column *c, const ovs_hforest *f, int k, ovstage_o
 /* The subtrees under the changed nodes, as disjoint items (the changed list is sorted in place). */
 static bool dirty_items(const ovs_hforest *f, ulist *changed, ulist *items)
 {
-	if (changed->n > 1)
-		qsort(changed->v, changed->n, sizeof *changed->v, cmp_u32);
+	if (changed->n > 1) { /* a radix sort: qsort's comparisons were a visible part of the plan */
+		uint32_t *tmp = malloc(changed->n * sizeof *tmp);
+		ovs_rows_sort(changed->v, tmp, changed->n); /* tmp NULL: in place */
+		free(tmp);
+	}
 	uint32_t end = 0;
 	for (size_t j = 0; j < changed->n; j++) {
 		uint32_t i = changed->v[j];
@@ -385,26 +308,36 @@ static bool output_values(const ovs_hier *h, hc_op *o, const uint64_t *pairs, si
 	return d->values != NULL;
 }
 
-/* The (row, node) pairs of the items' subtrees and the pre nodes, already in row order: the nodes
- * marked in a bitmap, then the reverse map walked by row (each row's node, or none). For many
- * nodes, where sorting their pairs costs more than one pass over the rows. SIZE_MAX: out of memory. */
+/* Marks world row r in a bitmap of rows. */
+static inline void mark_row(uint64_t *mark, uint32_t r)
+{
+	if (r != OVS_HF_NONE)
+		mark[r / 64] |= 1ull << (r % 64);
+}
+
+/* The (row, node) pairs of the items' subtrees and the pre nodes, already in row order: their world
+ * rows marked in a bitmap of rows, which is then read a word at a time (a zero word skips 64 rows).
+ * For many nodes, where sorting their pairs costs more: the bitmap is nrows / 8 bytes (cached) and
+ * the reverse map is read only at the marked rows. SIZE_MAX: out of memory. */
 static size_t pairs_by_rows(const ovs_hforest *f, const ulist *items, const ulist *pre, uint64_t *pairs)
 {
-	uint64_t *mark = calloc(((size_t)f->n + 63) / 64 + 1, sizeof *mark);
+	size_t words = ((size_t)f->nrows[OVS_HF_WORLD] + 63) / 64;
+	uint64_t *mark = calloc(words + 1, sizeof *mark);
 	if (!mark)
 		return SIZE_MAX;
+	const uint32_t *wrow = f->row[OVS_HF_WORLD];
 	for (size_t k = 0; k < pre->n; k++)
-		mark[pre->v[k] / 64] |= 1ull << (pre->v[k] % 64);
+		mark_row(mark, wrow[pre->v[k]]);
 	for (size_t k = 0; k < items->n; k++)
 		for (uint32_t i = items->v[k]; i < items->v[k] + f->size[items->v[k]]; i++)
-			mark[i / 64] |= 1ull << (i % 64);
+			mark_row(mark, wrow[i]);
 	const uint32_t *node_of = f->node_of[OVS_HF_WORLD];
 	size_t n = 0;
-	for (uint32_t r = 0; r < f->nrows[OVS_HF_WORLD]; r++) {
-		uint32_t i = node_of[r];
-		if (i != OVS_HF_NONE && (mark[i / 64] >> (i % 64) & 1))
-			pairs[n++] = (uint64_t)r << 32 | i;
-	}
+	for (size_t w = 0; w < words; w++)
+		for (uint64_t m = mark[w]; m; m &= m - 1) {
+			uint32_t r = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(m));
+			pairs[n++] = (uint64_t)r << 32 | node_of[r];
+		}
 	free(mark);
 	return n;
 }
@@ -596,6 +529,17 @@ static ovstage_api_status_t publish_world(ovs_stage *st, ovs_exec *x, ovs_column
  * recomputed is read from the version the last compute published (still the column's latest: else
  * everything is recomputed), one without a world row from h->extra. No world matrix per node is kept. */
 
+/* CPU model: whether recomputing every world costs less than the dirty subtrees (HC_FULL_SHARE). */
+static bool full_is_cheaper(const ovs_hier *h, const ulist *items)
+{
+	uint64_t dirty = 0;
+	if (h->f.n < HC_FULL_MIN_NODES)
+		return false;
+	for (size_t k = 0; k < items->n; k++)
+		dirty += h->f.size[items->v[k]];
+	return dirty * 1024 > (uint64_t)h->f.n * h->full_share;
+}
+
 /* CPU model: the forest (kept while the prims and rows it was built from stay) and what to
  * recompute: every tree (*all) or the subtrees under changed inputs. 0 OK, else a status with err. */
 static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *const cols[OVS_HF_COLS], hc_op *o,
@@ -617,15 +561,17 @@ static ovstage_api_status_t plan_cpu(ovs_stage *st, ovs_exec *x, ovs_column *con
 		if (!ovs_hforest_build(&h->f, st, x, cols))
 			goto oom;
 		h->extra = malloc(((size_t)h->f.nx + 1) * sizeof *h->extra);
-		h->slot = malloc(((size_t)h->f.n + 1) * sizeof *h->slot);
-		if (!h->extra || !h->slot)
+		if (!h->extra)
 			goto oom;
-		for (uint32_t i = 0; i < h->f.n; i++)
-			h->slot[i] = OVS_HF_NONE;
 		memcpy(h->key, key, sizeof key);
 		h->forest_ok = true;
 	}
 	bool ok = *all ? all_roots(&h->f, items) : dirty_items(&h->f, &changed, items);
+	if (ok && !*all && full_is_cheaper(h, items)) {
+		items->n = 0;
+		*all = true;
+		ok = all_roots(&h->f, items);
+	}
 	free(changed.v);
 	if (ok)
 		return OVSTAGE_OK;
@@ -637,6 +583,16 @@ oom:
 	return OVSTAGE_ERROR_OUT_OF_MEMORY;
 }
 
+/* CPU model: h->slot, all none, made at the first sparse delta of a forest: a full compute (the first
+ * one of a stage) does not need it, and its 4 bytes per node written in a serial loop were part of
+ * the first compute. false when out of memory. */
+static bool cpu_slots(ovs_hier *h)
+{
+	if (!h->slot && (h->slot = malloc(((size_t)h->f.n + 1) * sizeof *h->slot)) != NULL)
+		memset(h->slot, 0xff, ((size_t)h->f.n + 1) * sizeof *h->slot); /* OVS_HF_NONE */
+	return h->slot != NULL;
+}
+
 /* CPU model: the output delta, its values not yet written (*out: where they go), and h->slot set for
  * a sparse one. FULL when every node is recomputed and every world row is a node's. NULL: OOM. */
 static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, const ulist *items, const ulist *pre,
@@ -645,6 +601,7 @@ static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, co
 	const ovs_hforest *f = &h->f;
 	uint32_t nw = f->nrows[OVS_HF_WORLD];
 	ovs_delta *d = calloc(1, sizeof *d);
+	*out = NULL;
 	if (!d)
 		return NULL;
 	d->ordinal = o->output;
@@ -654,7 +611,7 @@ static ovs_delta *cpu_delta(ovs_hier *h, ovs_store *store, const ovs_exec *x, co
 		d->nrows = nw;
 		d->full = ovs_buffer_new_par(store, x, (size_t)nw * XFORM_BYTES); /* pooled, else faulted in parallel */
 		*out = d->full ? d->full->data : NULL;
-	} else {
+	} else if (cpu_slots(h)) {
 		uint64_t *pairs;
 		size_t n = world_pairs(f, items, pre, all, &pairs);
 		d->kind = OVS_DELTA_SPARSE;
@@ -700,21 +657,26 @@ static ovstage_api_status_t compute_cpu(ovs_stage *st, ovs_exec *x, ovs_column *
 		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
 	if (s == OVSTAGE_OK && d) {
-		hc_ctx c = { &h->f, out, d->kind == OVS_DELTA_FULL ? NULL : h->slot, all ? NULL : h->out, h->extra,
-			     vx, vr, items.v };
-		for (size_t k = 0; k < pre.n; k++) /* the split roots first, serially (each a single node) */
-			node_world(&c, pre.v[k]);
-		ovs_parallel_for(x, items.n, 1, 1, subtree_range, &c);
+		ovs_hwalk w = { &h->f, out, d->kind == OVS_DELTA_FULL ? NULL : h->slot, all ? NULL : h->out, h->extra,
+				vx, vr };
+		bool walked = ovs_hwalk_run(x, &w, items.v, items.n, pre.v, pre.n);
 		cpu_slots_reset(h, d);
+		h->last_full = all;
 		h->recomputed = pre.n;
 		for (size_t k = 0; k < items.n; k++)
 			h->recomputed += h->f.size[items.v[k]];
-		if (d->nrows)
+		if (walked && d->nrows) {
 			s = publish_world(st, x, cols[OVS_HF_WORLD], d, err, errlen);
-		else
+		} else {
 			ovs_delta_free(d);
+			if (!walked) {
+				ovs_err_format(err, errlen, "compute_hierarchy: out of memory");
+				s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+			}
+		}
 	} else if (s == OVSTAGE_OK) {
 		h->recomputed = 0;
+		h->last_full = false;
 	}
 	if (s == OVSTAGE_OK) {
 		h->input = o->input;

@@ -256,14 +256,18 @@ static bool map_rows(hf_build *b, const ovs_exec *x)
 			return false;
 		most = f->nrows[k] > most ? f->nrows[k] : most;
 	}
-	f->xslot = malloc(((size_t)f->n + 1) * sizeof *f->xslot);
-	if (!f->xslot)
-		return false;
 	ovs_parallel_for(x, most, 4096, 1, clear_node_of, b);
 	ovs_parallel_for(x, f->n, 4096, 1, lookup_rows, b);
 	f->nx = 0;
 	for (uint32_t i = 0; i < f->n; i++)
-		f->xslot[i] = f->row[OVS_HF_WORLD][i] == OVS_HF_NONE ? f->nx++ : OVS_HF_NONE;
+		f->nx += f->row[OVS_HF_WORLD][i] == OVS_HF_NONE;
+	if (!f->nx)
+		return true; /* every node has a world row: no slots (4 bytes a node written serially) */
+	f->xslot = malloc(((size_t)f->n + 1) * sizeof *f->xslot);
+	if (!f->xslot)
+		return false;
+	for (uint32_t i = 0, j = 0; i < f->n; i++)
+		f->xslot[i] = f->row[OVS_HF_WORLD][i] == OVS_HF_NONE ? j++ : OVS_HF_NONE;
 	return true;
 }
 

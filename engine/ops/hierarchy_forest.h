@@ -27,7 +27,8 @@ typedef struct ovs_hforest {
 	uint32_t *node_of[OVS_HF_COLS];/* row -> node (OVS_HF_NONE: the row's prim is not a node) */
 	uint32_t nrows[OVS_HF_COLS];   /* entries of node_of */
 	uint32_t *xslot;               /* node -> its index among the nodes without a world row (their
-	                                * worlds are kept apart: hierarchy_compute.c), or OVS_HF_NONE */
+	                                * worlds are kept apart: hierarchy_compute.c), or OVS_HF_NONE;
+	                                * NULL when every node has one (nx == 0) */
 	uint32_t nx;                   /* nodes without a world row */
 } ovs_hforest;
 

@@ -22,6 +22,8 @@
 #include <ovx/path_dictionary/path_dictionary.h>
 
 #include "hierarchy.h"
+#include "stage.h"
+#include "xform.h"
 #include "stage_test_util.h"
 
 /* Nodes the stage's last compute recomputed. */
@@ -456,7 +458,41 @@ static void compare(forest *f, const double *got)
 	ck_assert_int_gt(checked, RN / 2);
 }
 
-START_TEST(test_random_forest_full_and_partial)
+/* The stage's hierarchy state (statistics and the full-path switch). */
+static ovs_hier *hier_of(ovstage_instance_t *st)
+{
+	return ((ovs_stage *)(void *)st->context)->hier;
+}
+
+/* The serial reference with xform.h's product (the engine's terms in its order): for a bitwise check. */
+static void reference_exact(forest *f)
+{
+	for (int i = 0; i < RN; i++) {
+		if (f->reset[i] || f->parent[i] < 0)
+			memcpy(f->ref[i], f->local[i], sizeof f->ref[i]);
+		else
+			ovs_xform_mul(f->local[i], f->ref[f->parent[i]], f->ref[i]);
+	}
+}
+
+/* Every world row read back equals the exact reference bit for bit. */
+static void compare_exact(forest *f, const double *got)
+{
+	reference_exact(f);
+	for (int i = 0; i < RN; i++)
+		if (f->has_world[i])
+			ck_assert_msg(!memcmp(got + (size_t)i * 16, f->ref[i], sizeof f->ref[i]),
+				      "prim %d (%s): not bitwise the reference", i, f->path[i]);
+}
+
+/* How a random-forest run picks between the full and the incremental path. */
+enum { SW_DEFAULT, SW_NEVER_FULL, SW_ALWAYS_FULL, SW_ALTERNATE };
+
+/* A full compute, then rounds changing 1 % of the locals and some resets, each followed by a compute:
+ * checked against the reference (bitwise when exact), and its recomputed count against the dirty
+ * subtrees or, on the full path, every node. sw: the switch's setting (SW_ALTERNATE: forced full in
+ * even rounds, forced incremental in odd ones). */
+static void random_forest_run(int sw, bool exact)
 {
 	forest f;
 	make_forest(&f);
@@ -467,6 +503,10 @@ START_TEST(test_random_forest_full_and_partial)
 	ovstage_instance_t *st;
 	ovstage_instance_desc_t d = { "forest" };
 	ck_assert_int_eq(ovstage_create_instance(&d, &st), OVSTAGE_OK);
+	if (sw == SW_NEVER_FULL)
+		ovs_hier_set_full_share(hier_of(st), 2048);
+	else if (sw == SW_ALWAYS_FULL)
+		ovs_hier_set_full_share(hier_of(st), 0);
 	path_dictionary_instance_t *pd = ovstage_get_path_dictionary(st);
 	ovstage_query_handle_t all = query_paths(st, pd, (const char *const *)f.path, RN);
 	write_rows(st, all, "omni:xform", f.local, RN, true, 1);
@@ -512,6 +552,8 @@ START_TEST(test_random_forest_full_and_partial)
 		ovstage_query_handle_t rq = query_paths(st, pd, cp, (size_t)nr);
 		write_rows(st, rq, "omni:resetXformStack", rv, (size_t)nr, false, round);
 		seal(st, round);
+		if (sw == SW_ALTERNATE)
+			ovs_hier_set_full_share(hier_of(st), round % 2 ? 2048 : 0);
 		tst_wait_ok(st, compute(st, OVSTAGE_HIERARCHY_COMPUTATION_MODEL_RUNTIME_DEFAULT, round, round));
 		/* incremental: exactly the subtrees under the changed prims */
 		uint64_t want = 0;
@@ -525,11 +567,16 @@ START_TEST(test_random_forest_full_and_partial)
 			}
 			free(dirty);
 		}
-		ck_assert_uint_eq(recomputed(st), want);
 		ck_assert_uint_lt(want, RN);
+		bool full = sw == SW_ALWAYS_FULL || (sw == SW_ALTERNATE && round % 2 == 0) ||
+			    (sw == SW_DEFAULT && want * 4 > RN); /* the default share is a quarter */
+		ck_assert_int_eq(ovs_hier_last_full(hier_of(st)), full);
+		ck_assert_uint_eq(recomputed(st), full ? RN : want);
 		reference(&f);
 		read_world(st, pd, all, RN, round, got);
 		compare(&f, got);
+		if (exact)
+			compare_exact(&f, got);
 		tst_wait_ok(st, ovstage_release_query(st, cq));
 		tst_wait_ok(st, ovstage_release_query(st, rq));
 		free(cp);
@@ -555,6 +602,27 @@ START_TEST(test_random_forest_full_and_partial)
 	free(zeros);
 	free(wp);
 	free_forest(&f);
+}
+
+START_TEST(test_random_forest_full_and_partial)
+{
+	random_forest_run(SW_DEFAULT, false);
+}
+END_TEST
+
+/* The incremental path taken in every round, however many nodes its subtrees hold. */
+START_TEST(test_random_forest_incremental_only)
+{
+	random_forest_run(SW_NEVER_FULL, true);
+}
+END_TEST
+
+/* The full/incremental switch: the full path in every round, and the two alternating, each give
+ * bitwise the worlds of the reference (xform.h's product), so the choice never shows in the result. */
+START_TEST(test_full_incremental_switch_bitwise)
+{
+	random_forest_run(SW_ALWAYS_FULL, true);
+	random_forest_run(SW_ALTERNATE, true);
 }
 END_TEST
 
@@ -945,6 +1013,8 @@ int main(void)
 	tcase_add_test(tc, test_bad_input);
 	tcase_add_test(tc, test_get_hierarchy);
 	tcase_add_test(tc, test_random_forest_full_and_partial);
+	tcase_add_test(tc, test_random_forest_incremental_only);
+	tcase_add_test(tc, test_full_incremental_switch_bitwise);
 	tcase_add_test(tc, test_state_kept_across_computes);
 	tcase_add_test(tc, test_concurrent_compute_and_reads);
 	suite_add_tcase(s, tc);
