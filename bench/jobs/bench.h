@@ -69,10 +69,11 @@ bool ours_roundtrip(ours_pool *p, long iters, uint64_t *ns);
 void ours_stats(ours_pool *p, uint64_t *steals, uint64_t *sleeps);
 /* a trickle of trivial jobs submitted (and released) from this thread: the pool's CPU, % of a core;
  * *sleeps_per_job (if not NULL): the workers' sleeps during the trickle per job sent (each sleep
- * but the last ends in a wake-up, so this counts the wake-ups a job costs); *workers_busy (if not
+ * but the last ends in a wake-up, so this counts the wake-ups a job costs); *empty_per_job: the
+ * wake-ups per job after which a worker found nothing (jobs_stats.empty_wakeups); *workers_busy (if not
  * NULL): how many threads besides this one ran at all meanwhile (/proc schedstat): workers woken */
 double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns, double *sleeps_per_job,
-			int *workers_busy);
+			double *empty_per_job, int *workers_busy);
 
 /* ---- peer_tbb.cpp ---- */
 bool tbb_available(void);

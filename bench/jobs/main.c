@@ -187,11 +187,11 @@ static const uint64_t SETTLE_NS = 200000000u, IDLE_NS = 1000000000u;
 
 /* A child's figures: the CPU (% of one core) and, for our trickles, sleeps per job (-1 if none). */
 typedef struct idle_res {
-	double pct, sleeps_per_job;
+	double pct, sleeps_per_job, empty_per_job;
 	int busy; /* our trickles: workers that ran at all during the second (-1 if none) */
 } idle_res;
 
-static double idle_child(const idle_arg *a, double *sleeps_per_job, int *busy)
+static double idle_child(const idle_arg *a, double *sleeps_per_job, double *empty_per_job, int *busy)
 {
 	switch (a->which) {
 	case 0: {
@@ -210,7 +210,7 @@ static double idle_child(const idle_arg *a, double *sleeps_per_job, int *busy)
 		ours_pool *p = ours_create(a->workers);
 		if (!p)
 			return -1;
-		double pct = ours_trickle_pct(p, a->rate_hz, IDLE_NS, sleeps_per_job, busy);
+		double pct = ours_trickle_pct(p, a->rate_hz, IDLE_NS, sleeps_per_job, empty_per_job, busy);
 		ours_destroy(p);
 		return pct;
 	}
@@ -225,7 +225,7 @@ static double idle_child(const idle_arg *a, double *sleeps_per_job, int *busy)
 
 static idle_res idle_in_child2(idle_arg a)
 {
-	idle_res none = {-1, -1, -1};
+	idle_res none = {-1, -1, -1, -1};
 	int fd[2];
 	if (pipe(fd) != 0)
 		return none;
@@ -239,8 +239,8 @@ static idle_res idle_in_child2(idle_arg a)
 	}
 	if (pid == 0) {
 		close(fd[0]);
-		idle_res r = {-1, -1, -1};
-		r.pct = idle_child(&a, &r.sleeps_per_job, &r.busy);
+		idle_res r = {-1, -1, -1, -1};
+		r.pct = idle_child(&a, &r.sleeps_per_job, &r.empty_per_job, &r.busy);
 		ssize_t wr = write(fd[1], &r, sizeof r);
 		(void)wr;
 		_exit(0);
@@ -401,8 +401,8 @@ static void bench_trickle(run *b)
 			sl[i][r] = o.sleeps_per_job;
 			busy[i][r] = o.busy;
 			cv[i][r] = idle_in_child((idle_arg){W, 0, 4, trickle_hz[i]});
-			fprintf(stderr, "  %.0f jobs/s: ours %.2f %% (%.2f sleeps/job, %d workers ran), condvar %.2f %%\n",
-				trickle_hz[i], ours[i][r], sl[i][r], o.busy, cv[i][r]);
+			fprintf(stderr, "  %.0f jobs/s: ours %.2f %% (%.2f sleeps/job, %.2f empty wake-ups/job, %d workers ran), condvar %.2f %%\n",
+				trickle_hz[i], ours[i][r], sl[i][r], o.empty_per_job, o.busy, cv[i][r]);
 		}
 	for (int i = 0; i < N_TRICKLE; i++) {
 		double lo, hi;

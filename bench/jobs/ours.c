@@ -237,6 +237,7 @@ static volatile long trickle_counter;
 struct trickle {
 	ours_pool *p;
 	uint64_t sleeps0, sleeps1; /* the workers' sleeps at the first send and after the last */
+	uint64_t empty0, empty1;   /* their wake-ups that found nothing, likewise */
 	long sent;                 /* jobs sent */
 	bench_threads th0, th1;    /* per-thread run times at the first send and after the last */
 };
@@ -259,17 +260,20 @@ static void trickle_mark(void *ctx, bool end)
 	jobs_stats st;
 	jobs_sched_stats(t->p->s, &st);
 	*(end ? &t->sleeps1 : &t->sleeps0) = st.sleeps;
+	*(end ? &t->empty1 : &t->empty0) = st.empty_wakeups;
 	bench_threads_snapshot(end ? &t->th1 : &t->th0);
 }
 
 double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns, double *sleeps_per_job,
-			int *workers_busy)
+			double *empty_per_job, int *workers_busy)
 {
 	static struct trickle t; /* two thread snapshots: too big for a worker-sized stack frame */
 	t = (struct trickle){.p = p};
 	double pct = bench_trickle_pct(rate_hz, measure_ns, trickle_send, &t, trickle_mark);
 	if (sleeps_per_job)
 		*sleeps_per_job = t.sent ? (double)(t.sleeps1 - t.sleeps0) / (double)t.sent : -1;
+	if (empty_per_job)
+		*empty_per_job = t.sent ? (double)(t.empty1 - t.empty0) / (double)t.sent : -1;
 	if (workers_busy) /* a worker that ran at all: woken at least once */
 		*workers_busy = bench_threads_active(&t.th0, &t.th1, 1);
 	return pct;
