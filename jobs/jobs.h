@@ -296,6 +296,8 @@ typedef struct jobs_stats {
 	uint64_t jobs_run;      /* job bodies executed */
 	uint64_t steals;        /* frames stolen between workers */
 	uint64_t sleeps;        /* times a worker went to sleep */
+	uint64_t wakeups;       /* sleeps ended by a wake-up aimed at the sleeper (not a timeout) */
+	uint64_t empty_wakeups; /* wake-ups after which the worker found nothing before sleeping again */
 	uint64_t receipts_live; /* receipt slots in use */
 } jobs_stats;
 void jobs_sched_stats(jobs_sched *s, jobs_stats *out);

@@ -72,7 +72,7 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 		*err = "deque_capacity must be within [256, 2^30]";
 		return NULL;
 	}
-	if (cfg.workers > 4096) {
+	if (cfg.workers > JOBS_MAX_WORKERS) {
 		*err = "workers must be at most 4096";
 		return NULL;
 	}
@@ -88,6 +88,8 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 		return NULL;
 	}
 	s->n_workers = cfg.workers < 0 ? s->topo.n_cores : cfg.workers;
+	if (s->n_workers > JOBS_MAX_WORKERS) /* a topology with more cores than a pool may have */
+		s->n_workers = JOBS_MAX_WORKERS;
 	s->n_ctx = s->n_workers > 0 ? s->n_workers : 1;
 	if (!jobs_receipts_init(&s->receipts, cfg.receipt_capacity) ||
 	    !jobs_inject_init(&s->inject, cfg.queue_capacity)) {
@@ -120,7 +122,8 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 	}
 	atomic_init(&s->ready, NULL);
 	atomic_init(&s->idle, 0);
-	atomic_init(&s->wake_seq, 0);
+	for (int i = 0; i < JOBS_ASLEEP_WORDS; i++)
+		atomic_init(&s->asleep[i], 0);
 	atomic_init(&s->stopping, 0);
 	atomic_init(&s->cancelling, 0);
 	atomic_init(&s->helper_busy, 0);
@@ -135,12 +138,9 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 		if (pthread_create(&s->threads[i], NULL, jobs_worker_main, s->ctx[i]) != 0) {
 			/* stop the ones already started */
 			atomic_store_explicit(&s->stopping, 1, memory_order_release);
-			jobs_kick(s);
-			for (int j = 0; j < i; j++) {
-				atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_release);
-				jobs_futex_wake(&s->wake_seq, 1 << 30);
+			jobs_wake_all(s); /* every context exists; waking one whose thread does not is harmless */
+			for (int j = 0; j < i; j++)
 				pthread_join(s->threads[j], NULL);
-			}
 			*err = "pthread_create failed";
 			sched_free(s);
 			return NULL;
@@ -170,8 +170,7 @@ void jobs_sched_destroy(jobs_sched *s)
 	/* Phase 1: let the workers finish everything runnable, then exit. release: pairs with the
 	 * workers' acquire; whatever was submitted before destroy is visible to them. */
 	atomic_store_explicit(&s->stopping, 1, memory_order_release);
-	atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_release);
-	jobs_futex_wake(&s->wake_seq, 1 << 30);
+	jobs_wake_all(s);
 	for (int i = 0; i < s->n_workers; i++)
 		pthread_join(s->threads[i], NULL);
 	/* 0-worker pools (and anything made ready after the workers exited): drain here. Poll sources
@@ -773,6 +772,8 @@ void jobs_sched_stats(jobs_sched *s, jobs_stats *out)
 		out->jobs_run += atomic_load_explicit(&s->ctx[i]->n_run, memory_order_relaxed);
 		out->steals += atomic_load_explicit(&s->ctx[i]->n_steals, memory_order_relaxed);
 		out->sleeps += atomic_load_explicit(&s->ctx[i]->n_sleeps, memory_order_relaxed);
+		out->wakeups += atomic_load_explicit(&s->ctx[i]->n_wakeups, memory_order_relaxed);
+		out->empty_wakeups += atomic_load_explicit(&s->ctx[i]->n_empty_wakeups, memory_order_relaxed);
 	}
 	out->receipts_live = (uint64_t)atomic_load_explicit(&s->receipts.live, memory_order_relaxed);
 }

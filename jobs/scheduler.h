@@ -16,6 +16,8 @@
 
 #define JOBS_MAX_POLL_HOOKS 8
 #define JOBS_MAX_HELP_DEPTH 32 /* nesting of help loops on one worker's stack */
+#define JOBS_MAX_WORKERS 4096  /* worker threads in one pool */
+#define JOBS_ASLEEP_WORDS (JOBS_MAX_WORKERS / 64) /* jobs_sched.asleep: one bit per worker */
 
 /* jobs_poll_hook.ref: ACTIVE (callable) | CLAIMED (entry in use) | generation << 32 | calls in
  * flight. Only ever modified by read-modify-writes, so every value lies in the release sequence of
@@ -54,11 +56,18 @@ struct jobs_sched {
 
 	/* Sleep protocol (docs/jobs.md, "Sleeping and waking"). `idle` holds both counts in one word,
 	 * so that a notifier reads them with one read-modify-write: JOBS_IDLE_SEARCHING, awake workers
-	 * looking for work, and JOBS_IDLE_SLEEPERS, workers parked (or about to park) on wake_seq.
-	 * Only ever modified by read-modify-writes, so any value read from it lies in the release
-	 * sequence of every earlier release RMW on it. */
+	 * looking for work, and JOBS_IDLE_SLEEPERS, workers parked (or about to park) on their own
+	 * jobs_worker.park. Only ever modified by read-modify-writes, so any value read from it lies in
+	 * the release sequence of every earlier release RMW on it. */
 	_Alignas(JOBS_CACHE_LINE) _Atomic uint64_t idle;
-	_Atomic uint32_t wake_seq; /* futex word; bumped by every wake */
+
+	/* Which workers may be woken: bit i % 64 of word i / 64 is set by worker i (release) before it
+	 * counts itself asleep, and cleared by the notifier that claims its wake-up (acquire) or by the
+	 * worker itself once awake. A notifier claims the lowest set bit, so that under a trickle the
+	 * same worker (warm cache, short window) serves every job and the others stay asleep. Only
+	 * ever modified by read-modify-writes (release sequences, as for `idle`). Its own lines: the
+	 * searchers' RMWs on `idle` do not contend with claims. */
+	_Alignas(JOBS_CACHE_LINE) _Atomic uint64_t asleep[JOBS_ASLEEP_WORDS];
 
 	_Alignas(JOBS_CACHE_LINE) _Atomic uint32_t stopping;   /* destroy requested: exit when idle */
 	_Atomic uint32_t cancelling; /* destroy's second phase: jobs complete as CANCELLED */
@@ -78,6 +87,9 @@ void jobs_tls_set(jobs_worker *w);
 
 /* Called after publishing work somewhere a sleeper could take it: wakes one if nobody searches. */
 void jobs_notify_work(jobs_sched *s);
+
+/* Wakes every worker that sleeps or is about to (destroy: after setting `stopping`). */
+void jobs_wake_all(jobs_sched *s);
 
 /* Makes a job whose pending count reached zero runnable. */
 void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl);

@@ -52,9 +52,12 @@ jobs_worker *jobs_worker_new(jobs_sched *s, int index, uint32_t capacity)
 	atomic_init(&w->ts, 0);
 	atomic_init(&w->allstolen, 1);
 	atomic_init(&w->movesplit, 0);
+	atomic_init(&w->park, 0);
 	atomic_init(&w->n_run, 0);
 	atomic_init(&w->n_steals, 0);
 	atomic_init(&w->n_sleeps, 0);
+	atomic_init(&w->n_wakeups, 0);
+	atomic_init(&w->n_empty_wakeups, 0);
 	return w;
 }
 
@@ -268,7 +271,7 @@ void jobs_schedule_ready_shared(jobs_sched *s, jobs_slot *sl)
  * Finding work
  */
 
-static void wake_one(jobs_sched *s);
+static bool wake_one(jobs_sched *s);
 
 static void start_searching(jobs_worker *w)
 {
@@ -300,7 +303,7 @@ void jobs_worker_found_work(jobs_worker *w)
 		 * The value we replace also tells us, in the same order, whether anybody sleeps. */
 		uint64_t v = atomic_fetch_sub_explicit(&s->idle, JOBS_IDLE_SEARCHER, memory_order_acquire);
 		if (JOBS_IDLE_SEARCHING(v) == 1 && JOBS_IDLE_SLEEPERS(v) > 0 && jobs_work_visible(s))
-			wake_one(s);
+			(void)wake_one(s);
 	}
 }
 
@@ -377,12 +380,59 @@ bool jobs_work_visible(jobs_sched *s)
 	return false;
 }
 
-static void wake_one(jobs_sched *s)
+/* Wakes worker w: bumps its futex word and wakes it if it waits there. */
+static void wake_worker(jobs_worker *w)
 {
-	/* release: not for data (the work is published by its own release); it makes the bump
-	 * visible to a sleeper that compares the futex word. */
-	atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_release);
-	jobs_futex_wake(&s->wake_seq, 1);
+	/* relaxed: the sleeper's load of `park` happened-before this bump (wake_one: our claim of its
+	 * bit acquired its release; destroy: see jobs_wake_all), so that load cannot read it (read-write
+	 * coherence) and its FUTEX_WAIT either sees the new value in the kernel's compare and returns,
+	 * or is queued before our FUTEX_WAKE looks (the kernel serialises both on the futex's bucket).
+	 * No data is read on the strength of this value. */
+	atomic_fetch_add_explicit(&w->park, 1, memory_order_relaxed);
+	jobs_futex_wake(&w->park, 1);
+}
+
+/* Claims the wake-up of one worker that announced itself asleep (the lowest set bit of `asleep`:
+ * the preferred worker, so that a trickle keeps one worker warm and the others asleep) and wakes
+ * it. Returns false if no bit was set: every sleeper that the caller's value of `idle` counted is
+ * then awake already or claimed by another notifier, and either way its next pre-sleep RMW
+ * follows the caller's in `idle`'s order (docs/jobs.md, "Sleeping and waking"). */
+static bool wake_one(jobs_sched *s)
+{
+	int words = (s->n_workers + 63) / 64;
+	for (int k = 0; k < words; k++) {
+		/* relaxed: a first look, to pick a bit; the claim below decides. The caller's acquiring
+		 * RMW on `idle` made every counted sleeper's bit (set before its release RMW on `idle`)
+		 * visible: this load reads it or a later value (write-read coherence). */
+		uint64_t m = atomic_load_explicit(&s->asleep[k], memory_order_relaxed);
+		while (m) {
+			uint64_t bit = m & -m; /* the lowest: see above */
+			/* acquire: pairs with the sleeper's release fetch_or of this bit (or, through the
+			 * release sequence of RMWs, a later one), so its load of `park` happened-before our
+			 * bump in wake_worker. The old value says whether the claim is ours: two notifiers
+			 * never claim the same sleep, so a burst wakes distinct workers. */
+			uint64_t old = atomic_fetch_and_explicit(&s->asleep[k], ~bit, memory_order_acquire);
+			if (old & bit) {
+				wake_worker(s->ctx[k * 64 + __builtin_ctzll(bit)]);
+				return true;
+			}
+			m = old & ~bit; /* somebody else took it: look again at what is there now */
+		}
+	}
+	return false;
+}
+
+void jobs_wake_all(jobs_sched *s)
+{
+	/* Called after the release store of `stopping`. A worker whose (acquiring) load of `park`
+	 * reads our bump sees `stopping` set before it could sleep; one whose load read an older
+	 * value waits on that value, which our bump changed: its FUTEX_WAIT returns at once or is
+	 * woken by ours. Bits in `asleep` are left set: the workers clear their own. */
+	for (int i = 0; i < s->n_workers; i++) {
+		/* release: see above (pairs with the sleeper's acquiring load of `park`). */
+		atomic_fetch_add_explicit(&s->ctx[i]->park, 1, memory_order_release);
+		jobs_futex_wake(&s->ctx[i]->park, 1);
+	}
 }
 
 /* The notifier's half of the sleep protocol: an RMW that changes nothing, on the word that the
@@ -391,9 +441,12 @@ static void wake_one(jobs_sched *s)
  * same word precedes its last look for work. The word's modification order puts one of the two
  * first. If ours comes first, the sleeper's RMW (acquire) reads from our release sequence, so the
  * work we published before this call happens-before its look, and it stays awake. If the
- * sleeper's comes first, ours reads a value that counts it asleep, and we wake it unless somebody
- * searches; and since we acquire its release, its load of wake_seq happens-before our bump, so
- * its FUTEX_WAIT either sees the new sequence or is woken. A searcher that our value counts
+ * sleeper's comes first, ours reads a value that counts it asleep, and unless somebody searches
+ * we claim the wake-up of a sleeper whose bit in `asleep` is set (wake_one): since we acquire the
+ * sleeper's release, its bit is visible to us, and the claim acquires its load of `park` before
+ * our bump, so its FUTEX_WAIT either sees the new value or is woken. If the bit is clear, the
+ * sleeper is awake already or another notifier claimed it; either way it goes through a pre-sleep
+ * RMW after ours before it can sleep again, and that RMW sees our work. A searcher that our value counts
  * decrements after our RMW in the same order and so acquires our publication before its own
  * look (jobs_worker_found_work, the pre-sleep RMW). Returns the value read. */
 static uint64_t idle_sync(jobs_sched *s)
@@ -405,13 +458,13 @@ void jobs_notify_work(jobs_sched *s)
 {
 	uint64_t v = idle_sync(s);
 	if (JOBS_IDLE_SLEEPERS(v) > 0 && JOBS_IDLE_SEARCHING(v) == 0)
-		wake_one(s);
+		(void)wake_one(s);
 }
 
 void jobs_kick(jobs_sched *s)
 {
 	if (JOBS_IDLE_SLEEPERS(idle_sync(s)) > 0) /* as in jobs_notify_work, searchers or not */
-		wake_one(s);
+		(void)wake_one(s);
 }
 
 static _Thread_local unsigned tls_hook_depth; /* poll hook calls on this thread's stack */
@@ -511,12 +564,15 @@ void *jobs_worker_main(void *arg)
 	const uint64_t spin_min_ns = spin_max_ns / 128u;
 	const uint64_t spin_wake_ns = spin_max_ns / 4u; /* a sleep shorter than this was too short */
 	uint64_t spin_ns = spin_max_ns;
+	const uint64_t asleep_bit = 1ull << (w->index % 64); /* ours in s->asleep[index / 64] */
+	bool woken = false; /* the last sleep ended by a wake-up aimed at us, and we found nothing yet */
 	start_searching(w);
 	for (;;) {
 		uint64_t idle_since = 0;
 		unsigned spins = 0;
 		for (;;) {
 			if (jobs_find_and_run(w)) {
+				woken = false;
 				if (idle_since) /* found while spinning: the window paid off */
 					spin_ns = spin_ns * 2u > spin_max_ns ? spin_max_ns : spin_ns * 2u;
 				jobs_worker_found_work(w);
@@ -543,14 +599,22 @@ void *jobs_worker_main(void *arg)
 		}
 		/* the window found nothing: halve the next one */
 		spin_ns = spin_ns / 2u < spin_min_ns ? spin_min_ns : spin_ns / 2u;
-		/* Sleep. */
-		/* acquire: we must read the sequence before re-checking for work, so that a wake issued
-		 * after our re-check changes the word and the futex returns at once. */
-		uint32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_acquire);
+		if (woken) /* the last wake-up brought us nothing (a statistic: the fan-out's cost) */
+			atomic_fetch_add_explicit(&w->n_empty_wakeups, 1, memory_order_relaxed);
+		woken = false;
+		/* Sleep (docs/jobs.md, "Sleeping and waking"). acquire: pairs with destroy's release bump
+		 * (jobs_wake_all): if we read it, we see `stopping` below. We read `park` before
+		 * announcing ourselves, so a wake-up claimed after that changes the word and our
+		 * FUTEX_WAIT returns at once. */
+		uint32_t seq = atomic_load_explicit(&w->park, memory_order_acquire);
+		/* release: a notifier that claims our bit (acquire, wake_one) then bumps `park` after our
+		 * load above. Sequenced before the RMW on `idle` below, so a notifier whose RMW there
+		 * counts us asleep also sees this bit (or its clearing by a claim or by us). */
+		atomic_fetch_or_explicit(&s->asleep[w->index / 64], asleep_bit, memory_order_release);
 		/* acq_rel: the sleeper's half of the Dekker pattern (idle_sync): one RMW counts us
 		 * asleep and no longer searching (we were searching: the window above ran out). Acquire:
 		 * a notifier whose RMW came first published work our look below sees. Release: a
-		 * notifier whose RMW comes later acquires our load of wake_seq. */
+		 * notifier whose RMW comes later acquires our bit in `asleep` (and our load of park). */
 		w->searching = false;
 		atomic_fetch_add_explicit(&s->idle, JOBS_IDLE_SLEEPER - JOBS_IDLE_SEARCHER, memory_order_acq_rel);
 		unsigned outstanding = jobs_poll_hooks(s);
@@ -561,7 +625,12 @@ void *jobs_worker_main(void *arg)
 			atomic_fetch_add_explicit(&w->n_sleeps, 1, memory_order_relaxed);
 			/* With poll sources outstanding, sleep briefly so that we come back to poll them. */
 			uint64_t slept_at = jobs_now_ns();
-			jobs_futex_wait(&s->wake_seq, seq, outstanding ? 200000u : ~(uint64_t)0);
+			jobs_futex_wait(&w->park, seq, outstanding ? 200000u : ~(uint64_t)0);
+			/* relaxed: a statistic (was the sleep ended by a wake-up aimed at us?). */
+			if (atomic_load_explicit(&w->park, memory_order_relaxed) != seq) {
+				woken = true;
+				atomic_fetch_add_explicit(&w->n_wakeups, 1, memory_order_relaxed);
+			}
 			if (jobs_trace_on()) /* the same clock (CLOCK_MONOTONIC) */
 				jobs_trace_span("jobs", "park", slept_at, jobs_now_ns(), 0);
 			/* Woken within a quarter of the full window of falling asleep: the wake-up (a
@@ -573,6 +642,13 @@ void *jobs_worker_main(void *arg)
 			if (jobs_now_ns() - slept_at < spin_wake_ns)
 				spin_ns = spin_ns * 2u > spin_max_ns ? spin_max_ns : spin_ns * 2u;
 		}
+		/* Withdraw our bit unless a notifier claimed it (then it is clear already). relaxed:
+		 * the load only spares the RMW; the RMW itself only has to be an RMW (it continues the
+		 * release sequences of the other sleepers' bits) — a notifier that finds our bit clear
+		 * relies on nothing from us but that we are awake, and our next sleep goes through
+		 * the announcing RMWs above. */
+		if (atomic_load_explicit(&s->asleep[w->index / 64], memory_order_relaxed) & asleep_bit)
+			atomic_fetch_and_explicit(&s->asleep[w->index / 64], ~asleep_bit, memory_order_relaxed);
 		/* relaxed: awake again and searching, in one RMW; what we look at next is ordered by
 		 * the publications' own releases, and we go back to sleep only through the pre-sleep
 		 * RMW above. */

@@ -54,7 +54,10 @@ struct jobs_worker {
 	/* --- line 1: thieves raise it to ask the owner to publish more frames --- */
 	_Alignas(JOBS_CACHE_LINE) _Atomic uint32_t movesplit;
 
-	/* --- line 2+: owner-private (plain fields; only the owning thread touches them) --- */
+	/* --- line 2: written by the notifier that wakes this worker (and by destroy) --- */
+	_Alignas(JOBS_CACHE_LINE) _Atomic uint32_t park; /* futex word: bumped by each wake aimed here */
+
+	/* --- line 3+: owner-private (plain fields; only the owning thread touches them) --- */
 	_Alignas(JOBS_CACHE_LINE) jobs_frame *top; /* next free frame */
 	jobs_frame *split;         /* owner's copy of the split point; `end` while allstolen_o */
 	jobs_frame *dq;            /* the frame array (capacity frames + a guard) */
@@ -73,7 +76,13 @@ struct jobs_worker {
 	_Alignas(JOBS_CACHE_LINE) _Atomic uint64_t n_run;    /* job bodies run */
 	_Atomic uint64_t n_steals;  /* frames stolen by this worker */
 	_Atomic uint64_t n_sleeps;  /* times this worker slept */
+	_Atomic uint64_t n_wakeups; /* sleeps ended by a wake-up aimed at this worker (park changed) */
+	_Atomic uint64_t n_empty_wakeups; /* wake-ups after which this worker found nothing to run */
 };
+_Static_assert(offsetof(struct jobs_worker, movesplit) == JOBS_CACHE_LINE, "movesplit: line 1");
+_Static_assert(offsetof(struct jobs_worker, park) == 2 * JOBS_CACHE_LINE, "park: line 2, alone");
+_Static_assert(offsetof(struct jobs_worker, top) == 3 * JOBS_CACHE_LINE, "private half: line 3");
+_Static_assert(offsetof(struct jobs_worker, n_run) % JOBS_CACHE_LINE == 0, "statistics: own line");
 
 /* Slow paths of the fork-join fast paths (deque.c). */
 void jobs_spawn_slow_owner(jobs_worker *w);

@@ -95,7 +95,7 @@ double condvar_trickle_pct(double rate_hz, uint64_t measure_ns)
 	pthread_t t;
 	if (pthread_create(&t, NULL, trickle_server, &h) != 0)
 		return -1;
-	double pct = bench_trickle_pct(rate_hz, measure_ns, trickle_send, &h);
+	double pct = bench_trickle_pct(rate_hz, measure_ns, trickle_send, &h, NULL);
 	pthread_mutex_lock(&h.mu);
 	h.quit = 1;
 	pthread_cond_signal(&h.req_cv);

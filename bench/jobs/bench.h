@@ -25,8 +25,23 @@ void bench_sleep_ns(uint64_t ns);
 double bench_idle_cpu_pct(uint64_t settle_ns, uint64_t measure_ns);
 uint64_t bench_thread_cpu_ns(void); /* CLOCK_THREAD_CPUTIME_ID */
 /* A trickle: calls send(ctx) rate_hz times a second for measure_ns (after a 100 ms settle) and
- * returns the CPU time every other thread of the process spent meanwhile, in % of one core. */
-double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void *), void *ctx);
+ * returns the CPU time every other thread of the process spent meanwhile, in % of one core.
+ * mark(ctx, end), if not NULL, is called just before the first send (end = false) and just after
+ * the last (end = true): the caller reads its own counters there. */
+double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void *), void *ctx,
+			 void (*mark)(void *ctx, bool end));
+/* Per-thread run time of this process (/proc/self/task/TID/schedstat), to count how many threads
+ * a trickle kept busy. */
+#define BENCH_MAX_THREADS 512
+typedef struct bench_threads {
+	int n;                            /* threads listed */
+	int tid[BENCH_MAX_THREADS];       /* their ids */
+	uint64_t run_ns[BENCH_MAX_THREADS]; /* time each spent on a CPU so far */
+} bench_threads;
+void bench_threads_snapshot(bench_threads *t);
+/* Threads other than the caller whose run time grew by at least min_ns from a to b. */
+int bench_threads_active(const bench_threads *a, const bench_threads *b, uint64_t min_ns);
+
 /* Sorts ns[0..n) and returns the p-th percentile (0 <= p <= 100) in microseconds. */
 double bench_percentile_us(uint64_t *ns, size_t n, double p);
 /* fib(k) by iteration; the number of spawns of fork-join fib(n) is fib(n+1) - 1. */
@@ -52,8 +67,13 @@ uint64_t ours_spawn_batches_ns(ours_pool *p, long k, long batches, long *check);
 /* submit + wait + release of a trivial job from this thread, iters times; fills ns[iters] */
 bool ours_roundtrip(ours_pool *p, long iters, uint64_t *ns);
 void ours_stats(ours_pool *p, uint64_t *steals, uint64_t *sleeps);
-/* a trickle of trivial jobs submitted (and released) from this thread: the pool's CPU, % of a core */
-double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns);
+/* a trickle of trivial jobs submitted (and released) from this thread: the pool's CPU, % of a core;
+ * *sleeps_per_job (if not NULL): the workers' sleeps during the trickle per job sent (each sleep
+ * but the last ends in a wake-up, so this counts the wake-ups a job costs); *empty_per_job: the
+ * wake-ups per job after which a worker found nothing (jobs_stats.empty_wakeups); *workers_busy (if not
+ * NULL): how many threads besides this one ran at all meanwhile (/proc schedstat): workers woken */
+double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns, double *sleeps_per_job,
+			double *empty_per_job, int *workers_busy);
 
 /* ---- peer_tbb.cpp ---- */
 bool tbb_available(void);

@@ -3,7 +3,10 @@
  * condvar handoff, measured in the same run and printed as one table.
  *
  *   ovstage_bench_jobs [--quick] [--fib N] [--reps R] [--workers W] [--lace PATH] [--markdown | --plain]
- *                      [--json PATH]
+ *                      [--json PATH] [--only SECTIONS] [--trickle-reps T] [--rt-iters I]
+ *
+ * --only trickle,roundtrip runs just the trickle rows and the round trips (a few seconds): the
+ * figures of the idle-worker issue (docs/performance.md, "Job system").
  *
  * The Lace peer is a separate program built outside the repository by bench/peers/lace.sh; give
  * its path with --lace or $OVSTAGE_PEER_LACE (without it the Lace rows print n/a).
@@ -30,6 +33,8 @@
  * Options
  */
 
+#define MAX_TRICKLE_REPS 64
+
 typedef struct opts {
 	bool quick;
 	int fib_n;
@@ -42,7 +47,39 @@ typedef struct opts {
 	long spawn_k;       /* frames per batch */
 	long spawn_batches; /* batches */
 	const char *json;   /* --json PATH, or NULL */
+	unsigned only;      /* sections to run (SEC_* bits) */
+	int trickle_reps;   /* runs of each trickle, interleaved; the rows show the median */
 } opts;
+
+/* Sections (--only). */
+enum { SEC_IDLE = 1, SEC_TRICKLE = 2, SEC_FIB = 4, SEC_SPAWN = 8, SEC_RT = 16, SEC_ALL = 31 };
+
+static bool parse_only(const char *v, unsigned *out)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} sec[] = {{"idle", SEC_IDLE}, {"trickle", SEC_TRICKLE}, {"fib", SEC_FIB}, {"spawn", SEC_SPAWN},
+		   {"roundtrip", SEC_RT}};
+	unsigned m = 0;
+	const char *p = v;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		bool found = false;
+		for (size_t i = 0; i < sizeof sec / sizeof sec[0]; i++)
+			if (strlen(sec[i].name) == n && !strncmp(p, sec[i].name, n)) {
+				m |= sec[i].bit;
+				found = true;
+			}
+		if (!found)
+			return false;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	*out = m;
+	return m != 0;
+}
 
 static void usage(const char *argv0)
 {
@@ -55,7 +92,12 @@ static void usage(const char *argv0)
 		"  --no-slow-peers  skip oneTBB and OpenMP (their rows print n/a)\n"
 		"  --lace PATH  the Lace peer (bench/peers/lace.sh builds it; default $OVSTAGE_PEER_LACE)\n"
 		"  --markdown   markdown table (default); --plain: aligned columns without pipes\n"
-		"  --json PATH  also write every row, the machine and the date as JSON (bench/tools/plot.py)\n",
+		"  --json PATH  also write every row, the machine and the date as JSON (bench/tools/plot.py)\n"
+		"  --only LIST  run only these sections, comma-separated: idle, trickle, fib, spawn, roundtrip\n"
+		"               (e.g. --only trickle,roundtrip: the idle-worker rows in a few seconds)\n"
+		"  --trickle-reps T  run each trickle T times, interleaved with the condvar peer (default 1;\n"
+		"               the rows show the median, stderr every run)\n"
+		"  --rt-iters I round trips per side (default 100000, 20000 with --quick)\n",
 		argv0);
 }
 
@@ -71,8 +113,10 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 
 static void parse(int argc, char **argv, opts *o)
 {
-	int fib = -1, reps = -1;
+	int fib = -1, reps = -1, rt = -1;
 	o->quick = false;
+	o->only = SEC_ALL;
+	o->trickle_reps = 1;
 	o->workers = -1;
 	o->markdown = true;
 	o->lace = getenv("OVSTAGE_PEER_LACE");
@@ -96,6 +140,12 @@ static void parse(int argc, char **argv, opts *o)
 		} else if (!strcmp(a, "--json") && v) {
 			o->json = v;
 			i++;
+		} else if (!strcmp(a, "--only") && v && parse_only(v, &o->only)) {
+			i++;
+		} else if (!strcmp(a, "--trickle-reps") && v && parse_int(v, 1, MAX_TRICKLE_REPS, &o->trickle_reps)) {
+			i++;
+		} else if (!strcmp(a, "--rt-iters") && v && parse_int(v, 1, 10000000, &rt)) {
+			i++;
 		} else if (!strcmp(a, "--no-slow-peers")) {
 			o->slow_peers = false;
 		} else if (!strcmp(a, "--lace") && v) {
@@ -111,7 +161,7 @@ static void parse(int argc, char **argv, opts *o)
 	}
 	o->fib_n = fib > 0 ? fib : (o->quick ? 32 : 40);
 	o->reps = reps > 0 ? reps : (o->quick ? 2 : 3);
-	o->rt_iters = o->quick ? 20000 : 100000;
+	o->rt_iters = rt > 0 ? rt : (o->quick ? 20000 : 100000);
 	o->spawn_k = 1000;
 	o->spawn_batches = o->quick ? 2000 : 10000;
 }
@@ -135,7 +185,13 @@ typedef struct idle_arg {
 
 static const uint64_t SETTLE_NS = 200000000u, IDLE_NS = 1000000000u;
 
-static double idle_child(const idle_arg *a)
+/* A child's figures: the CPU (% of one core) and, for our trickles, sleeps per job (-1 if none). */
+typedef struct idle_res {
+	double pct, sleeps_per_job, empty_per_job;
+	int busy; /* our trickles: workers that ran at all during the second (-1 if none) */
+} idle_res;
+
+static double idle_child(const idle_arg *a, double *sleeps_per_job, double *empty_per_job, int *busy)
 {
 	switch (a->which) {
 	case 0: {
@@ -154,7 +210,7 @@ static double idle_child(const idle_arg *a)
 		ours_pool *p = ours_create(a->workers);
 		if (!p)
 			return -1;
-		double pct = ours_trickle_pct(p, a->rate_hz, IDLE_NS);
+		double pct = ours_trickle_pct(p, a->rate_hz, IDLE_NS, sleeps_per_job, empty_per_job, busy);
 		ours_destroy(p);
 		return pct;
 	}
@@ -167,33 +223,40 @@ static double idle_child(const idle_arg *a)
 	}
 }
 
-static double idle_in_child(idle_arg a)
+static idle_res idle_in_child2(idle_arg a)
 {
+	idle_res none = {-1, -1, -1, -1};
 	int fd[2];
 	if (pipe(fd) != 0)
-		return -1;
+		return none;
 	fflush(stdout);
 	fflush(stderr);
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(fd[0]);
 		close(fd[1]);
-		return -1;
+		return none;
 	}
 	if (pid == 0) {
 		close(fd[0]);
-		double v = idle_child(&a);
-		ssize_t wr = write(fd[1], &v, sizeof v);
+		idle_res r = {-1, -1, -1, -1};
+		r.pct = idle_child(&a, &r.sleeps_per_job, &r.empty_per_job, &r.busy);
+		ssize_t wr = write(fd[1], &r, sizeof r);
 		(void)wr;
 		_exit(0);
 	}
 	close(fd[1]);
-	double v = -1;
-	if (read(fd[0], &v, sizeof v) != (ssize_t)sizeof v)
-		v = -1;
+	idle_res r = none;
+	if (read(fd[0], &r, sizeof r) != (ssize_t)sizeof r)
+		r = none;
 	close(fd[0]);
 	waitpid(pid, NULL, 0);
-	return v;
+	return r;
+}
+
+static double idle_in_child(idle_arg a)
+{
+	return idle_in_child2(a).pct;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -237,7 +300,10 @@ typedef struct run {
 	/* idle and trickles */
 	int idle_fib;
 	double idle_fresh, idle_ours, idle_omp, idle_tbb;
-	double tr_ours[N_TRICKLE], tr_cv[N_TRICKLE];
+	double tr_ours[N_TRICKLE], tr_cv[N_TRICKLE]; /* medians over the trickle repetitions */
+	double tr_ours_lo[N_TRICKLE], tr_ours_hi[N_TRICKLE], tr_cv_lo[N_TRICKLE], tr_cv_hi[N_TRICKLE];
+	double tr_sleeps[N_TRICKLE]; /* our workers' sleeps per job sent (median) */
+	double tr_busy[N_TRICKLE];   /* our workers that ran at all during the second (median) */
 	/* fib */
 	uint64_t fbest[F_COUNT];
 	int freps[F_COUNT];
@@ -284,23 +350,66 @@ static void print_header(const run *b)
 	fflush(stdout);
 }
 
-/* 1. Idle CPU: in children, before any thread of ours exists; then a trickle of trivial jobs
- * (between two jobs the pool is idle: how much does it burn?). */
+/* 1. Idle CPU: in children, before any thread of ours exists. */
 static void bench_idle(run *b)
 {
 	int W = b->W;
 	b->idle_fib = b->N < 30 ? b->N : 30;
+	b->idle_fresh = b->idle_ours = b->idle_omp = b->idle_tbb = -1;
+	if (!(b->o.only & SEC_IDLE))
+		return;
 	fprintf(stderr, "idle: 4 x 1.2 s ...\n");
 	b->idle_fresh = idle_in_child((idle_arg){W, 0, 0, 0});
 	b->idle_ours = idle_in_child((idle_arg){W, b->idle_fib, 0, 0});
 	b->idle_omp = b->o.slow_peers ? idle_in_child((idle_arg){W, b->idle_fib, 1, 0}) : -1;
 	b->idle_tbb = b->o.slow_peers ? idle_in_child((idle_arg){W, b->idle_fib, 2, 0}) : -1;
-	fprintf(stderr, "trickles: %d x 2 x 1.1 s ...\n", N_TRICKLE);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Sorts v[0..n) and returns the median (-1 if any run failed). */
+static double median_of(double *v, int n, double *lo, double *hi)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	*lo = v[0];
+	*hi = v[n - 1];
+	if (v[0] < 0)
+		return -1;
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* 1b. A trickle of trivial jobs (between two jobs the pool is idle: how much does it burn?), in
+ * children too, T times, the rates and the two sides interleaved. */
+static void bench_trickle(run *b)
+{
+	int W = b->W, T = b->o.trickle_reps;
+	for (int i = 0; i < N_TRICKLE; i++)
+		b->tr_ours[i] = b->tr_cv[i] = b->tr_sleeps[i] = -1;
+	if (!(b->o.only & SEC_TRICKLE))
+		return;
+	double ours[N_TRICKLE][MAX_TRICKLE_REPS], cv[N_TRICKLE][MAX_TRICKLE_REPS], sl[N_TRICKLE][MAX_TRICKLE_REPS],
+		busy[N_TRICKLE][MAX_TRICKLE_REPS];
+	fprintf(stderr, "trickles: %d x %d x 2 x 1.1 s ...\n", T, N_TRICKLE);
+	for (int r = 0; r < T; r++)
+		for (int i = 0; i < N_TRICKLE; i++) {
+			idle_res o = idle_in_child2((idle_arg){W, 0, 3, trickle_hz[i]});
+			ours[i][r] = o.pct;
+			sl[i][r] = o.sleeps_per_job;
+			busy[i][r] = o.busy;
+			cv[i][r] = idle_in_child((idle_arg){W, 0, 4, trickle_hz[i]});
+			fprintf(stderr, "  %.0f jobs/s: ours %.2f %% (%.2f sleeps/job, %.2f empty wake-ups/job, %d workers ran), condvar %.2f %%\n",
+				trickle_hz[i], ours[i][r], sl[i][r], o.empty_per_job, o.busy, cv[i][r]);
+		}
 	for (int i = 0; i < N_TRICKLE; i++) {
-		b->tr_ours[i] = idle_in_child((idle_arg){W, 0, 3, trickle_hz[i]});
-		b->tr_cv[i] = idle_in_child((idle_arg){W, 0, 4, trickle_hz[i]});
-		fprintf(stderr, "  %.0f jobs/s: ours %.2f %%, condvar %.2f %%\n", trickle_hz[i], b->tr_ours[i],
-			b->tr_cv[i]);
+		double lo, hi;
+		b->tr_ours[i] = median_of(ours[i], T, &b->tr_ours_lo[i], &b->tr_ours_hi[i]);
+		b->tr_cv[i] = median_of(cv[i], T, &b->tr_cv_lo[i], &b->tr_cv_hi[i]);
+		b->tr_sleeps[i] = median_of(sl[i], T, &lo, &hi);
+		b->tr_busy[i] = median_of(busy[i], T, &lo, &hi);
 	}
 }
 
@@ -415,8 +524,6 @@ static void bench_spawn(run *b)
 			progress(fmt("oneTBB task_group, %d threads", W), rep, R, t);
 		}
 	}
-	ours_destroy(b->p1);
-	b->p1 = NULL;
 }
 
 /* One side's round trips: a warm-up, then I samples; p50/p99 stay -1 if it failed. */
@@ -605,6 +712,8 @@ static void row_roundtrip(const run *b, const char *pct, double ours, const char
 /* round trips: ours against oneTBB and the condvar baseline, p50 and p99 */
 static void rows_roundtrip(const run *b)
 {
+	if (!(b->o.only & SEC_RT))
+		return;
 	const char *tbb = "oneTBB task_arena::enqueue + spin/yield on a flag";
 	const char *cv = "pthread mutex+condvar handoff to 1 thread";
 	row_roundtrip(b, "p50", b->rt_o50, tbb, b->rt_t50, "TBB", "ours p50 ≤ 2 µs", met(b->rt_o50 >= 0, b->rt_o50 <= 2.0));
@@ -616,6 +725,8 @@ static void rows_roundtrip(const run *b)
 /* idle pools: ours against OpenMP's and oneTBB's */
 static void rows_idle(const run *b)
 {
+	if (!(b->o.only & SEC_IDLE))
+		return;
 	int W = b->W;
 	table_row(fmt("idle CPU, %d workers, fresh pool (200 ms settle, 1 s)", W), pct_or_na(b->idle_fresh),
 	    fmt("OpenMP (libgomp) pool after fib(%d), %d threads", b->idle_fib, W), pct_or_na(b->idle_omp),
@@ -628,12 +739,22 @@ static void rows_idle(const run *b)
 /* trickles: ours against one condvar thread fed at the same rate */
 static void rows_trickle(const run *b)
 {
+	if (!(b->o.only & SEC_TRICKLE))
+		return;
+	int T = b->o.trickle_reps;
 	for (int i = 0; i < N_TRICKLE; i++) {
 		double ours = b->tr_ours[i], cv = b->tr_cv[i];
 		bool k = ours >= 0 && cv > 0;
-		table_row(fmt("CPU under a trickle of %.0f trivial jobs/s, %d workers (1 s)", trickle_hz[i], b->W),
-		    pct_or_na(ours), "pthread mutex+condvar handoff to 1 thread, same trickle", pct_or_na(cv),
-		    k ? fmt("ours/condvar = %.2f×", ours / cv) : "n/a", "ours ≤ 2× condvar", met(k, ours <= 2.0 * cv));
+		const char *oc = T > 1 && ours >= 0 ? fmt("%.2f %% [%.2f–%.2f]", ours, b->tr_ours_lo[i], b->tr_ours_hi[i])
+						    : pct_or_na(ours);
+		const char *cc = T > 1 && cv >= 0 ? fmt("%.2f %% [%.2f–%.2f]", cv, b->tr_cv_lo[i], b->tr_cv_hi[i])
+						  : pct_or_na(cv);
+		table_row(fmt("CPU under a trickle of %.0f trivial jobs/s, %d workers (1 s%s)", trickle_hz[i], b->W,
+			T > 1 ? fmt(", median of %d", T) : ""),
+		    oc, "pthread mutex+condvar handoff to 1 thread, same trickle", cc,
+		    k ? fmt("ours/condvar = %.2f×; %.2f sleeps/job, %.0f workers ran", ours / cv, b->tr_sleeps[i], b->tr_busy[i])
+		      : "n/a",
+		    "ours ≤ 2× condvar", met(k, ours <= 2.0 * cv));
 	}
 }
 
@@ -663,27 +784,42 @@ int main(int argc, char **argv)
 	snprintf(b.fibname, sizeof b.fibname, "fib(%d)", b.N);
 	print_header(&b);
 
-	bench_idle(&b); /* in child processes, before any thread of ours exists */
-	b.p1 = ours_create(1);
-	b.pw = ours_create(b.W);
-	bench_fib(&b);
-	bench_spawn(&b);     /* destroys p1 */
-	bench_roundtrip(&b); /* destroys pw */
+	unsigned only = b.o.only;
+	bench_idle(&b);    /* in child processes, before any thread of ours exists */
+	bench_trickle(&b); /* likewise */
+	if (only & (SEC_FIB | SEC_SPAWN))
+		b.p1 = ours_create(1);
+	if (only & (SEC_FIB | SEC_SPAWN | SEC_RT))
+		b.pw = ours_create(b.W);
+	if (only & SEC_FIB)
+		bench_fib(&b);
+	if (only & SEC_SPAWN)
+		bench_spawn(&b);
+	ours_destroy(b.p1);
+	b.p1 = NULL;
+	if (only & SEC_RT)
+		bench_roundtrip(&b); /* destroys pw */
+	ours_destroy(b.pw);
+	b.pw = NULL;
 
-	row_fib_typed_serial(&b);
-	rows_fib_lace(&b);
-	row_fib_speedup(&b, "typed", F_T1, F_TW);
-	row_fib_generic_serial(&b);
-	row_fib_speedup(&b, "generic", F_O1, F_OW);
-	rows_fib_peers(&b);
-	rows_spawn_overhead(&b);
-	rows_spawn_throughput(&b);
+	if (only & SEC_FIB) {
+		row_fib_typed_serial(&b);
+		rows_fib_lace(&b);
+		row_fib_speedup(&b, "typed", F_T1, F_TW);
+		row_fib_generic_serial(&b);
+		row_fib_speedup(&b, "generic", F_O1, F_OW);
+		rows_fib_peers(&b);
+		rows_spawn_overhead(&b);
+	}
+	if (only & SEC_SPAWN)
+		rows_spawn_throughput(&b);
 	rows_roundtrip(&b);
 	rows_idle(&b);
 	rows_trickle(&b);
 
-	printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", b.W,
-	       (unsigned long long)b.steals, (unsigned long long)b.sleeps);
+	if (only & SEC_FIB)
+		printf("- ours, %d workers, during the fib runs: %llu steals, %llu sleeps\n\n", b.W,
+		       (unsigned long long)b.steals, (unsigned long long)b.sleeps);
 	table_print(b.o.markdown);
 	if (b.o.json)
 		table_write_json(b.o.json, "ovstage_bench_jobs", b.W,

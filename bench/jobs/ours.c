@@ -236,6 +236,10 @@ static volatile long trickle_counter;
 
 struct trickle {
 	ours_pool *p;
+	uint64_t sleeps0, sleeps1; /* the workers' sleeps at the first send and after the last */
+	uint64_t empty0, empty1;   /* their wake-ups that found nothing, likewise */
+	long sent;                 /* jobs sent */
+	bench_threads th0, th1;    /* per-thread run times at the first send and after the last */
 };
 
 static void trickle_send(void *ctx)
@@ -247,10 +251,30 @@ static void trickle_send(void *ctx)
 	jobs_id id;
 	if (jobs_submit(t->p->s, &d, &id) == JOBS_OK)
 		jobs_release(t->p->s, id);
+	t->sent++;
 }
 
-double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns)
+static void trickle_mark(void *ctx, bool end)
 {
-	struct trickle t = {p};
-	return bench_trickle_pct(rate_hz, measure_ns, trickle_send, &t);
+	struct trickle *t = ctx;
+	jobs_stats st;
+	jobs_sched_stats(t->p->s, &st);
+	*(end ? &t->sleeps1 : &t->sleeps0) = st.sleeps;
+	*(end ? &t->empty1 : &t->empty0) = st.empty_wakeups;
+	bench_threads_snapshot(end ? &t->th1 : &t->th0);
+}
+
+double ours_trickle_pct(ours_pool *p, double rate_hz, uint64_t measure_ns, double *sleeps_per_job,
+			double *empty_per_job, int *workers_busy)
+{
+	static struct trickle t; /* two thread snapshots: too big for a worker-sized stack frame */
+	t = (struct trickle){.p = p};
+	double pct = bench_trickle_pct(rate_hz, measure_ns, trickle_send, &t, trickle_mark);
+	if (sleeps_per_job)
+		*sleeps_per_job = t.sent ? (double)(t.sleeps1 - t.sleeps0) / (double)t.sent : -1;
+	if (empty_per_job)
+		*empty_per_job = t.sent ? (double)(t.empty1 - t.empty0) / (double)t.sent : -1;
+	if (workers_busy) /* a worker that ran at all: woken at least once */
+		*workers_busy = bench_threads_active(&t.th0, &t.th1, 1);
+	return pct;
 }

@@ -1,6 +1,10 @@
 /* util.c — clocks, idle CPU measurement, percentiles, fib arithmetic for the jobs benchmark. */
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -41,10 +45,13 @@ uint64_t bench_thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void *), void *ctx)
+double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void *), void *ctx,
+			 void (*mark)(void *ctx, bool end))
 {
 	bench_sleep_ns(100000000u); /* settle: the pool's or thread's start-up is not measured */
 	uint64_t period = (uint64_t)(1e9 / rate_hz);
+	if (mark)
+		mark(ctx, false);
 	uint64_t c0 = bench_cpu_ns(), m0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
 	for (uint64_t i = 1; i * period <= measure_ns; i++) {
 		uint64_t due = t0 + i * period, now = bench_now_ns();
@@ -53,6 +60,8 @@ double bench_trickle_pct(double rate_hz, uint64_t measure_ns, void (*send)(void 
 		send(ctx);
 	}
 	uint64_t c1 = bench_cpu_ns(), m1 = bench_thread_cpu_ns(), t1 = bench_now_ns();
+	if (mark)
+		mark(ctx, true);
 	/* the process minus this (sending) thread: what the receiving side burnt */
 	return 100.0 * ((double)(c1 - c0) - (double)(m1 - m0)) / (double)(t1 - t0);
 }
@@ -91,4 +100,47 @@ uint64_t bench_fib_iter(int k)
 uint64_t bench_fib_spawns(int n)
 {
 	return bench_fib_iter(n + 1) - 1;
+}
+
+void bench_threads_snapshot(bench_threads *t)
+{
+	t->n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)) && t->n < BENCH_MAX_THREADS) {
+		int tid = atoi(e->d_name);
+		if (tid <= 0)
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		unsigned long long ns;
+		if (fscanf(f, "%llu", &ns) == 1) {
+			t->tid[t->n] = tid;
+			t->run_ns[t->n] = ns;
+			t->n++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+}
+
+int bench_threads_active(const bench_threads *a, const bench_threads *b, uint64_t min_ns)
+{
+	int self = (int)syscall(SYS_gettid), n = 0;
+	for (int j = 0; j < b->n; j++) {
+		if (b->tid[j] == self)
+			continue;
+		uint64_t before = 0;
+		for (int i = 0; i < a->n; i++)
+			if (a->tid[i] == b->tid[j])
+				before = a->run_ns[i];
+		if (b->run_ns[j] - before >= min_ns)
+			n++;
+	}
+	return n;
 }
