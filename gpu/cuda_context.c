@@ -110,41 +110,73 @@ void ovs_gpu_free(ovs_gpu *g, void *p, size_t bytes)
 }
 
 /* ---- completions ----------------------------------------------------------------------------------
- * Items are pushed onto a lock-free stack (any thread) and drained by one poller at a time (a
- * trylock: other idle workers just report the count), which keeps them in arrival order and queries
- * each event; done ones resolve. */
+ * Each device has its own poller: items (an event of that device and what to do when it fires) are
+ * pushed onto the device's lock-free stack by any thread and drained by one thread at a time (a
+ * trylock: other idle workers go on to the next device), which keeps them in arrival order and
+ * queries each event; done ones resolve. Devices never share a lock or a list, so two GPUs'
+ * completions are polled in parallel and one device's backlog never delays another's. */
 
 typedef struct gpu_item {
 	struct gpu_item *next;     /* stack link, then the poller's list */
 	ovs_gpu_event *ev;         /* completes the item (pooled) */
-	ovs_gpu *g;                /* whose pending count it is */
+	ovs_gpu *g;                /* whose pending count it is (and whose device's poller) */
 	jobs_sched *sched;         /* receipt: its scheduler ... */
 	jobs_id id;                /* ... and id (JOBS_INVALID_ID: none) */
 	void (*fn)(void *);        /* action: run when done (NULL: none) */
 	void *arg;                 /* its argument */
 } gpu_item;
 
-static gpu_item *_Atomic g_inbox;          /* pushed items, newest first */
-static _Atomic unsigned g_outstanding;     /* items pushed and not yet resolved (the hook's report) */
-static pthread_mutex_t g_poll_lock = PTHREAD_MUTEX_INITIALIZER;
-static gpu_item *g_list, **g_list_tail = &g_list; /* the poller's items, oldest first (g_poll_lock) */
+/* One device's poller. Pushers touch the first line, the poller the second. */
+typedef struct gpu_poller {
+	_Alignas(64) gpu_item *_Atomic inbox; /* pushed items, newest first */
+	_Atomic uint64_t pushed;              /* items ever pushed (statistics; pending = pushed - resolved) */
+	_Alignas(64) pthread_mutex_t lock;    /* held by the one thread polling this device */
+	gpu_item *list, **tail;               /* the poller's items, oldest first (lock) */
+	_Atomic uint64_t resolved;            /* items ever resolved (statistics) */
+} gpu_poller;
+
+static gpu_poller g_pollers[OVS_GPU_MAX_DEVICES];
+static pthread_once_t g_pollers_once = PTHREAD_ONCE_INIT;
+static _Atomic uint64_t g_poll_mask;   /* bit d: device d's poller has had items (never cleared) */
+static _Atomic unsigned g_outstanding; /* items pushed and not yet resolved, all devices (the hook's report) */
+
+static void pollers_init(void)
+{
+	for (int d = 0; d < OVS_GPU_MAX_DEVICES; d++) {
+		pthread_mutex_init(&g_pollers[d].lock, NULL);
+		g_pollers[d].tail = &g_pollers[d].list;
+	}
+}
+
+static gpu_poller *poller_of(int dev)
+{
+	pthread_once(&g_pollers_once, pollers_init);
+	return &g_pollers[dev];
+}
 
 static void push_item(gpu_item *it)
 {
+	int dev = it->g->dev;
+	gpu_poller *p = poller_of(dev);
 	atomic_fetch_add_explicit(&it->g->pending, 1, memory_order_relaxed); /* relaxed: a count; destroy
-	                                                                        * syncs through g_poll_lock */
+	                                                                        * syncs through the poller's lock */
 	atomic_fetch_add_explicit(&g_outstanding, 1, memory_order_relaxed);  /* relaxed: a hint for sleepers */
+	atomic_fetch_add_explicit(&p->pushed, 1, memory_order_relaxed);      /* relaxed: statistics */
+	/* relaxed: the bit only says where to look; the item itself is published by the CAS below, and a
+	 * poller that misses the bit now sees it at its next pass (it is never cleared). */
+	if (!(atomic_load_explicit(&g_poll_mask, memory_order_relaxed) & (1ull << dev)))
+		atomic_fetch_or_explicit(&g_poll_mask, 1ull << dev, memory_order_relaxed);
 	jobs_sched *sched = it->sched; /* read before the push: a poller may resolve and free it at once */
-	gpu_item *head = atomic_load_explicit(&g_inbox, memory_order_relaxed);
+	gpu_item *head = atomic_load_explicit(&p->inbox, memory_order_relaxed);
 	do
 		it->next = head;
 	/* release: the poller that takes the stack sees the item's fields. */
-	while (!atomic_compare_exchange_weak_explicit(&g_inbox, &head, it, memory_order_release, memory_order_relaxed));
+	while (!atomic_compare_exchange_weak_explicit(&p->inbox, &head, it, memory_order_release, memory_order_relaxed));
 	if (sched)
 		jobs_kick(sched); /* sleeping workers poll soon */
 }
 
-static void resolve(gpu_item *it, cudaError_t r)
+static void resolve(gpu_poller *p, gpu_item *it, cudaError_t r)
 {
 	if (it->id != JOBS_INVALID_ID) {
 		char msg[200];
@@ -160,15 +192,16 @@ static void resolve(gpu_item *it, cudaError_t r)
 		it->fn(it->arg); /* deleters run even after a GPU fault: the memory is no longer read */
 	ovs_gpu_event_give(it->ev);
 	atomic_fetch_sub_explicit(&it->g->pending, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->resolved, 1, memory_order_relaxed); /* relaxed: statistics */
 	atomic_fetch_sub_explicit(&g_outstanding, 1, memory_order_relaxed);
 	free(it);
 }
 
-/* One pass over the items (g_poll_lock held). */
-static void poll_locked(void)
+/* One pass over device p's items (p->lock held). */
+static void poll_locked(gpu_poller *p)
 {
 	/* acquire: pairs with the pushers' release CAS; their items' fields are visible. */
-	gpu_item *s = atomic_exchange_explicit(&g_inbox, NULL, memory_order_acquire), *rev = NULL;
+	gpu_item *s = atomic_exchange_explicit(&p->inbox, NULL, memory_order_acquire), *rev = NULL;
 	while (s) { /* newest first -> oldest first */
 		gpu_item *n = s->next;
 		s->next = rev;
@@ -176,12 +209,12 @@ static void poll_locked(void)
 		s = n;
 	}
 	if (rev) {
-		*g_list_tail = rev;
+		*p->tail = rev;
 		while (rev->next)
 			rev = rev->next;
-		g_list_tail = &rev->next;
+		p->tail = &rev->next;
 	}
-	gpu_item **pp = &g_list;
+	gpu_item **pp = &p->list;
 	while (*pp) {
 		gpu_item *it = *pp;
 		cudaError_t r = cudaEventQuery(it->ev->ev);
@@ -193,30 +226,53 @@ static void poll_locked(void)
 			(void)cudaGetLastError();
 		*pp = it->next;
 		if (!*pp)
-			g_list_tail = pp;
-		resolve(it, r);
+			p->tail = pp;
+		resolve(p, it, r);
+	}
+}
+
+/* Polls every device that has had items: blocking (lock) or skipping a device another thread
+ * is polling (trylock). */
+static void poll_devices(bool wait)
+{
+	/* relaxed: see push_item; a bit set after this load belongs to an item the next pass finds. */
+	uint64_t mask = atomic_load_explicit(&g_poll_mask, memory_order_relaxed);
+	while (mask) {
+		gpu_poller *p = poller_of(__builtin_ctzll(mask));
+		mask &= mask - 1;
+		if (wait)
+			pthread_mutex_lock(&p->lock);
+		else if (pthread_mutex_trylock(&p->lock) != 0)
+			continue;
+		poll_locked(p);
+		pthread_mutex_unlock(&p->lock);
 	}
 }
 
 unsigned ovs_gpu_poll(void)
 {
-	pthread_mutex_lock(&g_poll_lock);
-	poll_locked();
-	pthread_mutex_unlock(&g_poll_lock);
+	poll_devices(true);
 	return atomic_load_explicit(&g_outstanding, memory_order_relaxed);
 }
 
-/* The job system's idle-time hook: one poller at a time, the others report the count. */
+void ovs_gpu_poll_stats(int dev, uint64_t *resolved, uint64_t *pending)
+{
+	gpu_poller *p = poller_of(dev);
+	/* relaxed: statistics, exact when no op runs; read apart, so pending is clamped at 0. */
+	uint64_t done = atomic_load_explicit(&p->resolved, memory_order_relaxed);
+	uint64_t pushed = atomic_load_explicit(&p->pushed, memory_order_relaxed);
+	*resolved = done;
+	*pending = pushed > done ? pushed - done : 0;
+}
+
+/* The job system's idle-time hook: each device polled by one thread at a time; the others skip it. */
 static unsigned poll_hook(void *ctx)
 {
 	(void)ctx;
 	/* relaxed: a hint; a late push kicks the workers itself. */
 	if (!atomic_load_explicit(&g_outstanding, memory_order_relaxed))
 		return 0;
-	if (pthread_mutex_trylock(&g_poll_lock) == 0) {
-		poll_locked();
-		pthread_mutex_unlock(&g_poll_lock);
-	}
+	poll_devices(false);
 	return atomic_load_explicit(&g_outstanding, memory_order_relaxed);
 }
 
@@ -292,10 +348,15 @@ void ovs_gpu_destroy(ovs_gpu *g)
 		return;
 	(void)cudaStreamSynchronize(g->stream);
 	(void)cudaGetLastError();
-	/* Every event of g is complete now: one locked pass resolves them (more may come from other
-	 * stages' items, which stay). relaxed: ovs_gpu_poll's mutex orders the count's updates. */
-	while (atomic_load_explicit(&g->pending, memory_order_relaxed) > 0)
-		(void)ovs_gpu_poll();
+	/* Every event of g is complete now: one locked pass of its device's poller resolves them (more
+	 * may come from other stages' items, which stay). relaxed: the poller's mutex orders the
+	 * count's updates. */
+	gpu_poller *p = poller_of(g->dev);
+	while (atomic_load_explicit(&g->pending, memory_order_relaxed) > 0) {
+		pthread_mutex_lock(&p->lock);
+		poll_locked(p);
+		pthread_mutex_unlock(&p->lock);
+	}
 	ovs_block_cache_drain(&g->cache); /* stream-ordered frees, done before the stream goes */
 	(void)cudaStreamSynchronize(g->stream);
 	(void)cudaGetLastError();

@@ -297,6 +297,19 @@ static uint64_t pool_attr(cudaMemPool_t pool, enum cudaMemPoolAttr a)
 	return v;
 }
 
+bool ovs_gpu_pci_bus_id(int dev, char *buf, size_t n)
+{
+	if (n)
+		buf[0] = 0;
+	if (!ovs_gpu_available() || dev < 0 || dev >= g_ndev || n < 2 || n > INT32_MAX)
+		return false;
+	if (cudaDeviceGetPCIBusId(buf, (int)n, dev) == cudaSuccess)
+		return true;
+	(void)cudaGetLastError();
+	buf[0] = 0;
+	return false;
+}
+
 ovstage_api_status_t ovs_gpu_pool_stats(int d, ovstage_ext_gpu_pool_stats_t *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);

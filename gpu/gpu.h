@@ -30,8 +30,8 @@
  *    engine code.
  *
  * Thread safety: every function may be called from any thread. The per-stage context is created
- * once under a mutex (first use); the completion list is a lock-free push stack drained by one
- * poller at a time.
+ * once under a mutex (first use); each device has its own completion poller: a lock-free push stack
+ * drained by one thread at a time, so devices are polled independently and in parallel.
  */
 #ifndef OVSTAGE_GPU_H
 #define OVSTAGE_GPU_H
@@ -170,8 +170,16 @@ void ovs_gpu_after_stream(ovs_gpu *g, void (*fn)(void *), void *arg);
 /* Registers the completion poll hook with a scheduler (runtime.c, once per scheduler it creates). */
 void ovs_gpu_sched_attach(jobs_sched *sched);
 
-/* Polls completions now (tests and destroy; the job system's hook does the same). Returns how many
- * are still outstanding. */
+/* Polls completions now, every device's (tests and destroy; the job system's hook does the same).
+ * Returns how many are still outstanding. */
 unsigned ovs_gpu_poll(void);
+
+/* Device dev's poller (0 <= dev < OVS_GPU_MAX_DEVICES): completions it resolved, and pushed but
+ * not yet resolved (statistics). */
+void ovs_gpu_poll_stats(int dev, uint64_t *resolved, uint64_t *pending);
+
+/* The PCI bus ID of device dev as CUDA writes it ("0000:3B:00.0"), for hwloc placement; false (and
+ * "" in buf) when the backend is unavailable or the device has none. Initialises CUDA. */
+bool ovs_gpu_pci_bus_id(int dev, char *buf, size_t n);
 
 #endif /* OVSTAGE_GPU_H */

@@ -167,6 +167,20 @@ unsigned ovs_gpu_poll(void)
 	return 0;
 }
 
+void ovs_gpu_poll_stats(int dev, uint64_t *resolved, uint64_t *pending)
+{
+	(void)dev;
+	*resolved = *pending = 0;
+}
+
+bool ovs_gpu_pci_bus_id(int dev, char *buf, size_t n)
+{
+	(void)dev;
+	if (n)
+		buf[0] = 0;
+	return false;
+}
+
 bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
 {
 	(void)err;

@@ -141,7 +141,12 @@ typedef struct jobs_config {
 	uint32_t queue_capacity;  /* injection queue slots (rounded up to a power of two); 0 = 4096 */
 	uint32_t receipt_capacity;/* outstanding receipts (rounded up to a power of two); 0 = 65536 */
 	uint32_t deque_capacity;  /* frames per worker deque; 0 = 1 << 16 */
-	const char *topology;     /* optional hwloc synthetic topology ("package:2 core:2 pu:1") for tests */
+	const char *topology;     /* optional hwloc synthetic topology ("package:2 core:2 pu:1") or XML
+	                           * document (starts with '<') for tests; read during create only */
+	const char *near_pci;     /* optional PCI bus IDs ("0000:3b:00.0", comma-separated) of the devices
+	                           * the workers serve: workers go to the cores hwloc places near them
+	                           * first, and unpinned near workers are bound to those cores; read
+	                           * during create only (topology.h) */
 	uint32_t spin_us;         /* how long an idle worker searches before sleeping; 0 = 100 */
 } jobs_config;
 
@@ -157,6 +162,12 @@ void jobs_sched_destroy(jobs_sched *s);
 
 /* Number of worker threads (0 when callers run the jobs themselves). */
 int jobs_sched_workers(const jobs_sched *s);
+
+/* How many workers are placed near the devices of `near_pci` (workers 0 .. n-1; 0 when no device
+ * was given or hwloc knows none of them). */
+int jobs_sched_near_workers(const jobs_sched *s);
+/* Of them, how many are near the one device `pci_bus_id` (0 for a device not given at creation). */
+int jobs_sched_near_workers_of(const jobs_sched *s, const char *pci_bus_id);
 
 /* Submits a job. On JOBS_OK *out_id holds its receipt (never 0). On failure nothing ran, the
  * cleanup was NOT called (the caller still owns `arg`), and *out_id is 0. Fails with JOBS_INVALID

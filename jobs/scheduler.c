@@ -18,6 +18,7 @@ void jobs_config_default(jobs_config *cfg)
 	memset(cfg, 0, sizeof *cfg);
 	cfg->workers = -1;
 	cfg->pin = false;
+	cfg->near_pci = NULL;
 	cfg->queue_capacity = 4096;
 	cfg->receipt_capacity = 65536;
 	cfg->deque_capacity = 1u << 16;
@@ -27,6 +28,16 @@ void jobs_config_default(jobs_config *cfg)
 int jobs_sched_workers(const jobs_sched *s)
 {
 	return s->n_workers;
+}
+
+int jobs_sched_near_workers(const jobs_sched *s)
+{
+	return s->n_workers < s->topo.near_cores ? s->n_workers : s->topo.near_cores;
+}
+
+int jobs_sched_near_workers_of(const jobs_sched *s, const char *pci_bus_id)
+{
+	return jobs_topology_count_near(&s->topo, jobs_sched_near_workers(s), pci_bus_id);
 }
 
 jobs_worker *jobs_current_worker(const jobs_sched *s)
@@ -83,7 +94,7 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 	}
 	memset(s, 0, sizeof *s);
 	s->cfg = cfg;
-	if (!jobs_topology_init(&s->topo, cfg.topology, err)) {
+	if (!jobs_topology_init(&s->topo, cfg.topology, cfg.near_pci, err)) {
 		free(s);
 		return NULL;
 	}

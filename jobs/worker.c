@@ -545,6 +545,8 @@ void *jobs_worker_main(void *arg)
 	jobs_trace_thread_name("worker");
 	if (s->cfg.pin)
 		(void)jobs_topology_pin(&s->topo, w->index);
+	else if (jobs_topology_is_near(&s->topo, w->index))
+		(void)jobs_topology_bind_near(&s->topo); /* near the devices it serves, not one core */
 	/* Adaptive spin window (docs/jobs.md, "Sleeping and waking"): a search that ends in sleep
 	 * halves the next window; one that finds work while spinning, or a sleep that is woken
 	 * within spin_max_ns / 4, doubles it; between spin_max_ns (the configured spin_us) and

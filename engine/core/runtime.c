@@ -213,6 +213,27 @@ env:;
 	return OVSTAGE_OK;
 }
 
+/* The PCI bus IDs of the active-GPU list, comma-separated, for the workers' placement (jobs.h,
+ * near_pci), or NULL when there is no list or no usable GPU. A list names GPUs the process means to
+ * use, so asking CUDA here (which initialises it) costs nothing that the first instance would not;
+ * without a list nothing touches CUDA at startup. */
+static const char *near_devices(const ovs_settings *s, char *buf, size_t n)
+{
+	if (!s->cuda_device_count || !ovs_gpu_available())
+		return NULL;
+	size_t used = 0;
+	for (uint32_t i = 0; i < s->cuda_device_count; i++) {
+		char id[20];
+		if (!ovs_gpu_pci_bus_id(s->cuda_devices[i], id, sizeof id))
+			continue; /* an ordinal out of range is refused when an instance takes it */
+		int w = snprintf(buf + used, n - used, "%s%s", used ? "," : "", id);
+		if (w < 0 || (size_t)w >= n - used)
+			break;
+		used += (size_t)w;
+	}
+	return used ? buf : NULL;
+}
+
 ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
 {
 	ovs_settings s;
@@ -245,25 +266,36 @@ ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config)
 		pthread_mutex_unlock(&g_lock);
 		return OVSTAGE_OK;
 	}
+	/* GPU settings are process-wide and decided once, at the first use after this (env wins). */
+	ovs_gpu_configure(s.disable_gpu, (int64_t)s.gpu_pool_mb);
 	jobs_config jc;
 	jobs_config_default(&jc);
 	jc.workers = s.workers;
 	jc.pin = s.pin;
 	jc.queue_capacity = s.queue_capacity;
+	char near[OVS_CUDA_DEVICE_LIST_MAX * 20];
+	jc.near_pci = near_devices(&s, near, sizeof near);
 	const char *err = NULL;
 	g_sched = jobs_sched_create(&jc, &err);
 	if (!g_sched) {
 		pthread_mutex_unlock(&g_lock);
 		return ovs_err_set(OVSTAGE_ERROR_INTERNAL, "cannot start the job scheduler: %s", err ? err : "?");
 	}
-	/* GPU settings are process-wide and decided once, at the first use after this (env wins). */
-	ovs_gpu_configure(s.disable_gpu, (int64_t)s.gpu_pool_mb);
 	ovs_gpu_sched_attach(g_sched); /* idle workers poll device completions */
 	g_settings = s;
 	g_rr = 0;
 	g_refs = 1;
 	pthread_mutex_unlock(&g_lock);
 	return OVSTAGE_OK;
+}
+
+int ovs_runtime_near_workers(const char *pci_bus_id, int *workers)
+{
+	pthread_mutex_lock(&g_lock);
+	*workers = g_sched ? jobs_sched_workers(g_sched) : 0;
+	int near = g_sched && pci_bus_id && *pci_bus_id ? jobs_sched_near_workers_of(g_sched, pci_bus_id) : 0;
+	pthread_mutex_unlock(&g_lock);
+	return near;
 }
 
 ovstage_api_status_t ovs_runtime_release(void)

@@ -37,6 +37,9 @@ typedef struct ovs_settings {
 ovstage_api_status_t ovs_runtime_acquire(const ovstage_config_t *config);
 /* Drops one reference; tears down at 0. INVALID_ARGUMENT if there is none to drop. */
 ovstage_api_status_t ovs_runtime_release(void);
+/* The engine's workers now (*workers; 0 when no scheduler runs), and how many are placed near the
+ * PCI device `pci_bus_id` (jobs.h, near_pci). Any thread, with or without a reference (locks). */
+int ovs_runtime_near_workers(const char *pci_bus_id, int *workers);
 /* The scheduler and settings (valid while a reference is held). */
 jobs_sched *ovs_runtime_sched(void);
 const ovs_settings *ovs_runtime_settings(void);

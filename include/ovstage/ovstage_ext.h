@@ -139,6 +139,25 @@ typedef struct ovstage_ext_gpu_pool_stats_t {
 OVSTAGE_API ovstage_api_status_t ovstage_ext_get_gpu_pool_stats(int cuda_device, ovstage_ext_gpu_pool_stats_t *out);
 
 /*
+ * Where CUDA device `cuda_device` is served from: its PCI bus ID, how many of the engine's workers
+ * hwloc placed near it (on the cores of its package or NUMA node; only for devices of the active-GPU
+ * list set when the engine's workers started, else 0), and the completions its own event poller has
+ * resolved (op receipts and deferred releases of GPU work on that device) and still holds. Counters
+ * are cumulative since the process started, as of the call. OVSTAGE_OK; INVALID_ARGUMENT for a NULL
+ * out, or an ordinal this process cannot use (the message names it and why).
+ */
+typedef struct ovstage_ext_gpu_device_info_t {
+	char pci_bus_id[32];   /**< as CUDA writes it ("0000:3B:00.0"), NUL-terminated */
+	int near_workers;      /**< workers placed near the device (0: not in the list at startup, or
+	                        *   the topology does not say where the device is) */
+	int worker_count;      /**< all the engine's workers, for comparison (0 before the first instance) */
+	uint64_t completions;  /**< completions of GPU work on the device that its poller resolved */
+	uint64_t pending;      /**< completions pushed to its poller and not yet resolved */
+} ovstage_ext_gpu_device_info_t;
+
+OVSTAGE_API ovstage_api_status_t ovstage_ext_get_gpu_device_info(int cuda_device, ovstage_ext_gpu_device_info_t *out);
+
+/*
  * The CUDA device of an instance (*cuda_device): the ordinal it took from the active-GPU list
  * (OVSTAGE_CONFIG_EXT_CUDA_DEVICES / OVSTAGE_CUDA_DEVICES) when it was created, or -1 when it has
  * none (no list was set, or CPU-only mode). A map that creates a column creates it there; writes

@@ -750,6 +750,19 @@ def gpu_pool_stats(device: int = 0) -> dict:
     return _native.gpu_pool_stats(device)
 
 
+def gpu_device_info(device: int = 0) -> dict:
+    """ovstage_ext_get_gpu_device_info (an extension): where CUDA device ``device`` is served from.
+
+    A dict of ``pci_bus_id`` (as CUDA writes it), ``near_workers`` (engine workers hwloc placed near
+    the device: on the cores of its package or NUMA node; 0 unless the device was in the active-GPU
+    list when the workers started), ``worker_count`` (all of them), and the cumulative
+    ``completions`` its own event poller resolved and the ``pending`` ones it still holds. Raises
+    OvstageError (INVALID_ARGUMENT, naming the ordinal or why no device can be used) for an ordinal
+    the process cannot use.
+    """
+    return _native.gpu_device_info(device)
+
+
 def library_version() -> tuple:
     """(major, minor, patch) of the C library: (0, 2, 1)."""
     return _native.library_version()
@@ -775,6 +788,6 @@ __all__ = [
     "WriteDesc", "ReadGroup", "MapGroup", "AttributeMeta", "QueryResult", "DLTensor", "ManagedDLTensor",
     "DLDataType", "DLDevice", "DLDeviceType", "DLDataTypeCode", "make_dltensor", "dltensor_to_numpy",
     "numpy_to_dldatatype", "numpy_dtype", "instancing", "population", "library_version", "set_log_callback",
-    "flush_log", "gpu_pool_stats", "gpu_status", "GpuStatus", "LogSeverity", "TIMEOUT_INFINITE", "OVSTAGE_TIMEOUT_INFINITE", "OVX_API_SUCCESS",
+    "flush_log", "gpu_device_info", "gpu_pool_stats", "gpu_status", "GpuStatus", "LogSeverity", "TIMEOUT_INFINITE", "OVSTAGE_TIMEOUT_INFINITE", "OVX_API_SUCCESS",
     "OVX_API_ERROR", "__version__",
 ]

@@ -5215,6 +5215,26 @@ static PyObject *mod_gpu_pool_stats(PyObject *mod, PyObject *arg)
 			     (unsigned long long)s.cuda_used_bytes);
 }
 
+/* gpu_device_info(device) -> dict: ovstage_ext_get_gpu_device_info (errors as gpu_pool_stats). */
+static PyObject *mod_gpu_device_info(PyObject *mod, PyObject *arg)
+{
+	(void)mod;
+	long dev = PyLong_AsLong(arg);
+	if (dev == -1 && PyErr_Occurred())
+		return NULL;
+	if (dev < INT_MIN || dev > INT_MAX) {
+		PyErr_Format(PyExc_ValueError, "gpu_device_info: CUDA device ordinal %ld is out of range", dev);
+		return NULL;
+	}
+	ovstage_ext_gpu_device_info_t s;
+	int rc = ovstage_ext_get_gpu_device_info((int)dev, &s);
+	if (rc != OVSTAGE_OK)
+		return raise_last(rc, "gpu_device_info");
+	return Py_BuildValue("{sssisisKsK}", "pci_bus_id", s.pci_bus_id, "near_workers", s.near_workers, "worker_count",
+			     s.worker_count, "completions", (unsigned long long)s.completions, "pending",
+			     (unsigned long long)s.pending);
+}
+
 static PyObject *mod_process_ref(PyObject *mod, PyObject *arg)
 {
 	(void)mod;
@@ -5266,6 +5286,8 @@ static PyMethodDef module_methods[] = {
 	  "gpu_status() -> (device_count, reason): ovstage_ext_get_gpu_status (an extension)" },
 	{ "gpu_pool_stats", (PyCFunction)mod_gpu_pool_stats, METH_O,
 	  "gpu_pool_stats(device) -> dict: ovstage_ext_get_gpu_pool_stats (an extension)" },
+	{ "gpu_device_info", (PyCFunction)mod_gpu_device_info, METH_O,
+	  "gpu_device_info(device) -> dict: ovstage_ext_get_gpu_device_info (an extension)" },
 	{ "_process_ref", (PyCFunction)mod_process_ref, METH_O, NULL },
 	{ "_register", (PyCFunction)mod_register, METH_VARARGS, NULL },
 	{ NULL },

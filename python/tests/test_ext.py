@@ -310,6 +310,20 @@ def test_gpu_pool_stats():
         ovstage.gpu_pool_stats(-1)
 
 
+def test_gpu_device_info():
+    s = ovstage.gpu_status()
+    if s.device_count == 0:
+        with pytest.raises(OvstageError, match="CUDA device 0") as e:
+            ovstage.gpu_device_info(0)
+        assert e.value.code == ErrorCode.INVALID_ARGUMENT
+        return
+    i = ovstage.gpu_device_info(0)
+    assert set(i) == {"pci_bus_id", "near_workers", "worker_count", "completions", "pending"}
+    assert i["pci_bus_id"] and 0 <= i["near_workers"] <= max(i["worker_count"], 0)
+    with pytest.raises(OvstageError, match="ordinal -1"):
+        ovstage.gpu_device_info(-1)
+
+
 def test_gpu_status_in_cpu_only_mode():
     """OVSTAGE_DISABLE_GPU=1 (decided at the first instance or gpu_status call): no devices, a reason."""
     code = "import ovstage; s = ovstage.gpu_status(); print(s.device_count); print(s.reason)"

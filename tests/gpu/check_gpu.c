@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -567,6 +568,85 @@ START_TEST(test_instance_devices_round_robin_and_invisible_refused)
 	ck_assert_int_eq(ovstage_ext_get_instance_cuda_device(a, &da), OVSTAGE_OK);
 	ck_assert_int_eq(da, -1); /* no list: no device (maps then create CPU columns) */
 	ck_assert_int_eq(ovstage_destroy_instance(a), OVSTAGE_OK);
+}
+END_TEST
+
+/* Whether sysfs lists every online CPU as local to PCI device `id` (lower-case hex), and so whether
+ * hwloc must put every worker near it: 1 yes, 0 no, -1 sysfs does not say. */
+static int sysfs_all_cpus_local(const char *id)
+{
+	char path[128], list[256], low[32];
+	size_t i = 0;
+	for (; id[i] && i + 1 < sizeof low; i++)
+		low[i] = (char)(id[i] >= 'A' && id[i] <= 'F' ? id[i] - 'A' + 'a' : id[i]);
+	low[i] = 0;
+	snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/local_cpulist", low);
+	FILE *fp = fopen(path, "r");
+	if (!fp)
+		return -1;
+	bool got = fgets(list, sizeof list, fp) != NULL;
+	fclose(fp);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	char want[32];
+	snprintf(want, sizeof want, cpus > 1 ? "0-%ld\n" : "0\n", cpus - 1);
+	return got && strcmp(list, want) == 0;
+}
+
+/* Issue 9: where a device is served from. Its PCI bus ID is CUDA's; the workers hwloc placed near
+ * it are all of them on a machine where sysfs calls every CPU local to it (the H200 host), and its
+ * own poller resolves the completions of the device's work (each device has one). */
+START_TEST(test_device_info_near_workers_and_poller)
+{
+	ovstage_ext_gpu_device_info_t info;
+	ck_assert_int_eq(ovstage_ext_get_gpu_device_info(0, NULL), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	int n = 0;
+	ck_assert_int_eq(ovstage_ext_get_gpu_status(&n, NULL), OVSTAGE_OK);
+	ck_assert_int_eq(ovstage_ext_get_gpu_device_info(n, &info), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	char want[48];
+	snprintf(want, sizeof want, "ordinal %d", n);
+	ck_assert_msg(strstr(tst_last_error(), want), "%s", tst_last_error());
+	ck_assert_int_eq(ovstage_ext_get_gpu_device_info(-1, &info), OVSTAGE_ERROR_INVALID_ARGUMENT);
+
+	cuda_devices_begin("0"); /* the runtime starts here: its workers are placed near device 0 */
+	fixture f;
+	fx_open(&f, 4096);
+	ck_assert_int_eq(ovstage_ext_get_gpu_device_info(0, &info), OVSTAGE_OK);
+	char bus[32];
+	CU(cudaDeviceGetPCIBusId(bus, sizeof bus, 0));
+	ck_assert_msg(strcmp(info.pci_bus_id, bus) == 0, "bus ID \"%s\", CUDA says \"%s\"", info.pci_bus_id, bus);
+	ck_assert_msg(info.near_workers >= 0 && info.near_workers <= info.worker_count, "%d near of %d workers",
+		      info.near_workers, info.worker_count);
+	int all = sysfs_all_cpus_local(bus);
+	fprintf(stderr, "device 0 (%s): %d of %d workers near it (sysfs: every CPU local = %d)\n", bus,
+		info.near_workers, info.worker_count, all);
+	if (all == 1)
+		ck_assert_msg(info.near_workers == info.worker_count, "%d of %d workers near %s, where every CPU is local",
+			      info.near_workers, info.worker_count, bus);
+	uint64_t before = info.completions, others[8] = { 0 };
+	for (int d = 1; d < n && d < 8; d++) {
+		ovstage_ext_gpu_device_info_t o;
+		ck_assert_int_eq(ovstage_ext_get_gpu_device_info(d, &o), OVSTAGE_OK);
+		others[d] = o.completions;
+	}
+	ovx_token_t a = tst_tok(f.pd, "served");
+	float *d = dev_alloc(f.n * sizeof *d);
+	CU(cudaMemset(d, 0, f.n * sizeof *d));
+	tst_tensor tt;
+	for (int o = 1; o <= 3; o++) {
+		tst_wait_ok(f.st, write1(&f, a, (ovstage_ordinal_t)o, wdata_dev(&tt, d, f.n, kDLCUDA)));
+		seal(&f, (ovstage_ordinal_t)o);
+	}
+	ck_assert_int_eq(ovstage_ext_get_gpu_device_info(0, &info), OVSTAGE_OK);
+	ck_assert_msg(info.completions >= before + 3, "device 0's poller resolved %llu completions, had %llu before 3 writes",
+		      (unsigned long long)info.completions, (unsigned long long)before);
+	for (int dv = 1; dv < n && dv < 8; dv++) {
+		ovstage_ext_gpu_device_info_t o;
+		ck_assert_int_eq(ovstage_ext_get_gpu_device_info(dv, &o), OVSTAGE_OK);
+		ck_assert_msg(o.completions == others[dv], "device %d's poller resolved device 0's work", dv);
+	}
+	CU(cudaFree(d));
+	fx_close(&f);
+	cuda_devices_end();
 }
 END_TEST
 
@@ -1499,6 +1579,9 @@ START_TEST(test_unavailable_refuses_cuda_at_call)
 	ovstage_ext_gpu_pool_stats_t ps;
 	ck_assert_int_eq(ovstage_ext_get_gpu_pool_stats(0, &ps), OVSTAGE_ERROR_INVALID_ARGUMENT);
 	ck_assert_msg(strstr(tst_last_error(), "CUDA device 0") && strstr(tst_last_error(), why), "%s", tst_last_error());
+	ovstage_ext_gpu_device_info_t info;
+	ck_assert_int_eq(ovstage_ext_get_gpu_device_info(0, &info), OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_msg(strstr(tst_last_error(), "CUDA device 0") && strstr(tst_last_error(), why), "%s", tst_last_error());
 	fixture f;
 	fx_open(&f, 4);
 	ovx_token_t a = tst_tok(f.pd, "nogpu");
@@ -1570,6 +1653,7 @@ int main(void)
 		tcase_add_test(tc, test_map_creates_device_column_on_instance_gpu);
 		tcase_add_test(tc, test_read_current_map_of_device_column);
 		tcase_add_test(tc, test_instance_devices_round_robin_and_invisible_refused);
+		tcase_add_test(tc, test_device_info_near_workers_and_poller);
 		tcase_add_test(tc, test_array_column_on_device);
 		tcase_add_test(tc, test_cuda_arrays_into_cpu_column_and_mixed_read);
 		tcase_add_test(tc, test_strided_cuda_array_row_refused);

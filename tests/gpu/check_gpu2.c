@@ -346,6 +346,12 @@ static void two_gpu_stress(bool shared)
 	s2_open(&st[0], STRESS_N);
 	if (!shared)
 		s2_open(&st[1], STRESS_N);
+	uint64_t resolved[2]; /* each device's own poller resolves its completions (issue 9) */
+	for (int k = 0; k < 2; k++) {
+		ovstage_ext_gpu_device_info_t info;
+		ck_assert_int_eq(ovstage_ext_get_gpu_device_info(k, &info), OVSTAGE_OK);
+		resolved[k] = info.completions;
+	}
 	producer_arg pa[2];
 	for (int k = 0; k < 2; k++) {
 		stage2 *s = shared ? &st[0] : &st[k];
@@ -366,6 +372,13 @@ static void two_gpu_stress(bool shared)
 	ck_assert_int_ge(ca.reads, 4); /* at least the two final rounds over both columns */
 	for (int k = 0; k < 2; k++)
 		expect_ramp(pa[k].s, pa[k].col, k, STRESS_STEPS, stress_value(k, STRESS_STEPS, 0), "the last ordinal");
+	for (int k = 0; k < 2; k++) {
+		ovstage_ext_gpu_device_info_t info;
+		ck_assert_int_eq(ovstage_ext_get_gpu_device_info(k, &info), OVSTAGE_OK);
+		ck_assert_msg(info.completions >= resolved[k] + STRESS_STEPS,
+			      "device %d's poller resolved %llu completions in %d steps of its producer", k,
+			      (unsigned long long)(info.completions - resolved[k]), STRESS_STEPS);
+	}
 	s2_close(&st[0]);
 	if (!shared)
 		s2_close(&st[1]);
