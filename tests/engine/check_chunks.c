@@ -577,41 +577,63 @@ START_TEST(test_rows_outlive_query)
 }
 END_TEST
 
-/* ---- a large scattered seal runs split across the workers --------------------------------------- */
+/* ---- large seals run split across the workers ------------------------------------------------- */
 
-START_TEST(test_parallel_scattered_apply)
+/* Ordinal s's value of element i. */
+static float par_value(int s, size_t i)
 {
-	/* 300 000 prims x float32x4 (4.8 MB: sealed by a worker, not inline), every 2nd row written per
-	 * ordinal (150 000 rows: above the split threshold). Values exact as of every ordinal. */
-	enum { P = 300000, L = 4, NS = 4 };
+	return (float)s * 1e6f + (float)(i % 1000000);
+}
+
+/* 300 000 prims (sealed by a worker, not inline), float32x4 (rows of 16 bytes: the scattered-row
+ * loop) or float32x7 (28 bytes: the run loop); ordinal 1 a full write, even ordinals every 2nd row
+ * from two writes (even rows, then odd rows: two sorted deltas that interleave, as from two
+ * producers), odd ordinals a contiguous block of 200 000 rows through a narrower query. Every delta
+ * is above its split threshold. Values exact as of every ordinal. */
+START_TEST(test_parallel_apply)
+{
+	enum { P = 300000, NS = 5, B0 = 50000, BN = 200000 };
+	const int L = _i == 0 ? 4 : 7;
 	fixture f;
 	setup(&f, P);
 	ovx_token_t t = tst_tok(f.pd, "par");
-	float *src = malloc((size_t)P * L * sizeof *src), *want = malloc((size_t)P * L * sizeof *want);
-	uint64_t *m = calloc((P + 63) / 64, sizeof *m);
-	for (int i = 0; i < P; i += 2)
-		m[i / 64] |= (uint64_t)1 << (i % 64);
+	ovstage_query_handle_t qb = query_range(&f, B0, BN, NULL);
+	float *src = malloc((size_t)(P + 1) * L * sizeof *src), *want = malloc((size_t)P * L * sizeof *want);
+	uint64_t *even = calloc((P + 63) / 64, sizeof *even), *odd = calloc((P + 63) / 64, sizeof *odd);
+	for (int i = 0; i < P; i++)
+		(i % 2 ? odd : even)[i / 64] |= (uint64_t)1 << (i % 64);
 	got g;
 	got_init(&g, P, L);
 	for (int s = 1; s <= NS; s++) {
-		for (size_t i = 0; i < (size_t)P * L; i++)
-			src[i] = (float)s * 1e6f + (float)(i % 1000000);
-		for (int i = 0; i < P; i++)
-			if (s == 1 || i % 2 == 0)
-				memcpy(&want[(size_t)i * L], &src[(size_t)i * L], L * sizeof(float));
+		for (size_t i = 0; i < (size_t)(P + 1) * L; i++)
+			src[i] = par_value(s, i);
 		tens tt;
-		tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(t), (uint64_t)s,
-							  fdata(&tt, src, P, L, s == 1 ? NULL : m), OVSTAGE_PRIM_MODE_UPSERT));
+		if (s == 1 || s % 2 == 0) {
+			for (int k = 0; k < (s == 1 ? 1 : 2); k++) /* the odd rows: src shifted by one row */
+				tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(t), (uint64_t)s,
+									  fdata(&tt, k ? src + L : src, P, L,
+										s == 1 ? NULL : k ? odd : even),
+									  OVSTAGE_PRIM_MODE_UPSERT));
+			for (int i = 0; i < P; i++)
+				memcpy(&want[(size_t)i * L], &src[(size_t)i * L + (s > 1 && i % 2 ? L : 0)], L * sizeof(float));
+		} else {
+			tst_wait_ok(f.st, ovstage_write_attribute(f.st, qb, tst_attr(t), (uint64_t)s,
+								  fdata(&tt, src, BN, L, NULL), OVSTAGE_PRIM_MODE_UPSERT));
+			memcpy(&want[(size_t)B0 * L], src, (size_t)BN * L * sizeof(float));
+		}
 		seal(&f, (uint64_t)s);
 		read_all(&f, t, latest((uint64_t)s), L, &g);
 		for (int i = 0; i < P; i++)
 			if (!g.present[i] || memcmp(&g.v[(size_t)i * L], &want[(size_t)i * L], L * sizeof(float)))
-				ck_abort_msg("as of %d, prim %d: %g != %g", s, i, g.v[(size_t)i * L], want[(size_t)i * L]);
+				ck_abort_msg("lanes %d, as of %d, prim %d: %g != %g", L, s, i, g.v[(size_t)i * L],
+					     want[(size_t)i * L]);
 	}
 	got_free(&g);
 	free(src);
 	free(want);
-	free(m);
+	free(even);
+	free(odd);
+	release_query(&f, qb);
 	teardown(&f);
 }
 END_TEST
@@ -628,7 +650,7 @@ int main(void)
 	tcase_add_test(tc, test_sparse_write_allocates_touched_chunks);
 	tcase_add_test(tc, test_fragmentation_compacts);
 	tcase_add_test(tc, test_same_rows_stream);
-	tcase_add_test(tc, test_parallel_scattered_apply);
+	tcase_add_loop_test(tc, test_parallel_apply, 0, 2);
 	tcase_add_test(tc, test_rows_outlive_query);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
