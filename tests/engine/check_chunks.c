@@ -586,10 +586,10 @@ static float par_value(int s, size_t i)
 }
 
 /* 300 000 prims (sealed by a worker, not inline), float32x4 (rows of 16 bytes: the scattered-row
- * loop) or float32x7 (28 bytes: the run loop); ordinal 1 a full write, even ordinals every 2nd row
- * from two writes (even rows, then odd rows: two sorted deltas that interleave, as from two
- * producers), odd ordinals a contiguous block of 200 000 rows through a narrower query. Every delta
- * is above its split threshold. Values exact as of every ordinal. */
+ * loop, split across the workers above 32768 rows) or float32x7 (28 bytes: the run loop); ordinal 1
+ * a full write, even ordinals every 2nd row from two writes (even rows, then odd rows: two sorted
+ * deltas that interleave, as from two producers), odd ordinals a contiguous block of 200 000 rows
+ * through a narrower query. Values exact as of every ordinal. */
 START_TEST(test_parallel_apply)
 {
 	enum { P = 300000, NS = 5, B0 = 50000, BN = 200000 };
