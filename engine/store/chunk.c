@@ -128,10 +128,45 @@ static void apply_rows(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t
 	}
 }
 
-/* A scattered delta applied by a parallel for (exec.h). The rows of a sorted delta are distinct, so
- * the ranges write disjoint rows; the stores are plain and the join orders them before the seal
- * publishes the version. */
+/* Rows [lo, hi) of a one-block delta: a memcpy per chunk they span. */
+static void apply_block(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+			const ovs_delta *d, uint32_t lo, uint32_t hi)
+{
+	uint32_t mask = (1u << shift) - 1;
+	for (uint32_t i = lo; i < hi;) {
+		uint32_t r = d->rows[0] + i, j = r >> shift, e = i + ((r | mask) - r + 1);
+		if (e > hi)
+			e = hi;
+		if (!how || how[j] == want)
+			memcpy(chunk_data(t[j]) + (size_t)(r & mask) * rb, d->values + (size_t)i * rb, (size_t)(e - i) * rb);
+		i = e;
+	}
+}
+
+/* Rows [lo, hi) of a scattered delta of any row size: consecutive rows inside one chunk in one
+ * memcpy (a run that crosses hi is finished by the next range). */
+static void apply_runs(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+		       const ovs_delta *d, uint32_t lo, uint32_t hi)
+{
+	uint32_t mask = (1u << shift) - 1;
+	for (uint32_t i = lo; i < hi;) {
+		uint32_t r = d->rows[i], j = r >> shift, last = r | mask, e = i + 1;
+		while (e < hi && d->rows[e] == d->rows[e - 1] + 1 && d->rows[e] <= last)
+			e++;
+		if (!how || how[j] == want)
+			memcpy(chunk_data(t[j]) + (size_t)(r & mask) * rb, d->values + (size_t)i * rb, (size_t)(e - i) * rb);
+		i = e;
+	}
+}
+
+typedef void (*apply_fn)(ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+			 const ovs_delta *d, uint32_t lo, uint32_t hi);
+
+/* A delta applied by a parallel for (exec.h). A one-block delta's rows are consecutive and a sorted
+ * one's distinct, so the ranges write disjoint rows; the stores are plain and the join orders them
+ * before the seal publishes the version. */
 typedef struct apply_ctx {
+	apply_fn fn;            /* the delta kind's loop */
 	ovs_chunk **t;          /* the version's chunk table */
 	const uint8_t *how;     /* chunk marks, or NULL */
 	const ovs_delta *d;     /* the delta */
@@ -143,10 +178,30 @@ typedef struct apply_ctx {
 static void apply_range(void *p, size_t lo, size_t hi)
 {
 	const apply_ctx *a = p;
-	apply_rows(a->t, a->how, a->want, a->shift, a->rb, a->d, (uint32_t)lo, (uint32_t)hi);
+	a->fn(a->t, a->how, a->want, a->shift, a->rb, a->d, (uint32_t)lo, (uint32_t)hi);
 }
 
-enum { APPLY_GRAIN = 16384 }; /* rows per range of a parallel apply */
+enum {
+	APPLY_GRAIN = 16384,       /* rows per range of a parallel apply of small scattered rows */
+	APPLY_PAR_BYTES = 1u << 18 /* a copying apply splits into ranges of at least this many bytes */
+};
+
+/* fn over rows [0, d->nrows): split across the workers when the delta is big enough (and its rows
+ * are disjoint), else on this thread. Scattered rows of 4-16 bytes are memory-latency bound (a
+ * cache miss per row) and split from 2 * APPLY_GRAIN rows; copies from 2 * APPLY_PAR_BYTES (512 KiB):
+ * with several producers per ordinal the seal applies every payload byte once more, and on one
+ * thread that was most of a 16-core seal (docs/performance.md, session 14). */
+static void apply_split(ovs_exec *x, apply_fn fn, ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift,
+			size_t rb, const ovs_delta *d, bool copies)
+{
+	size_t grain = copies ? (APPLY_PAR_BYTES + rb - 1) / rb : APPLY_GRAIN;
+	if (x->w && (d->contig || d->sorted) && d->nrows > 2 * grain) {
+		apply_ctx a = { fn, t, how, d, rb, shift, want };
+		ovs_parallel_for(x, d->nrows, grain, 1, apply_range, &a);
+	} else {
+		fn(t, how, want, shift, rb, d, 0, d->nrows);
+	}
+}
 
 /* Copies a sparse delta's rows into the chunks of t whose mark in `how` is `want` (how == NULL: every
  * chunk the delta touches, all private to the version being built). Consecutive rows inside one
@@ -178,37 +233,12 @@ static void apply_sparse(ovs_exec *x, ovs_chunk **t, uint32_t nch, const uint8_t
 		apply_sparse_dev(x, t, nch, how, want, shift, rb, d);
 		return;
 	}
-	uint32_t mask = (1u << shift) - 1;
-	if (d->contig) { /* one block: a memcpy per chunk it spans */
-		for (uint32_t i = 0; i < d->nrows;) {
-			uint32_t r = d->rows[0] + i, j = r >> shift, e = i + ((r | mask) - r + 1);
-			if (e > d->nrows)
-				e = d->nrows;
-			if (!how || how[j] == want)
-				memcpy(chunk_data(t[j]) + (size_t)(r & mask) * rb, d->values + (size_t)i * rb,
-				       (size_t)(e - i) * rb);
-			i = e;
-		}
-		return;
-	}
-	if (rb == 4 || rb == 8 || rb == 16) { /* scattered rows of a common size: no call per row */
-		if (x->w && d->sorted && d->nrows > 2 * APPLY_GRAIN) {
-			/* memory-latency bound (a cache miss per row): split across the workers */
-			apply_ctx a = { t, how, d, rb, shift, want };
-			ovs_parallel_for(x, d->nrows, APPLY_GRAIN, 1, apply_range, &a);
-		} else {
-			apply_rows(t, how, want, shift, rb, d, 0, d->nrows);
-		}
-		return;
-	}
-	for (uint32_t i = 0; i < d->nrows;) {
-		uint32_t r = d->rows[i], j = r >> shift, last = r | mask, e = i + 1;
-		while (e < d->nrows && d->rows[e] == d->rows[e - 1] + 1 && d->rows[e] <= last)
-			e++;
-		if (!how || how[j] == want)
-			memcpy(chunk_data(t[j]) + (size_t)(r & mask) * rb, d->values + (size_t)i * rb, (size_t)(e - i) * rb);
-		i = e;
-	}
+	if (d->contig) /* one block: a memcpy per chunk it spans */
+		apply_split(x, apply_block, t, how, want, shift, rb, d, true);
+	else if (rb == 4 || rb == 8 || rb == 16) /* scattered rows of a common size: no call per row */
+		apply_split(x, apply_rows, t, how, want, shift, rb, d, false);
+	else
+		apply_split(x, apply_runs, t, how, want, shift, rb, d, true);
 }
 
 /* Whether this ordinal's deltas rewrite every row of d: then replaying d is wasted work. Checked
