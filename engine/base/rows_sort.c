@@ -1,6 +1,7 @@
 /* rows_sort.c — sorting and merging row numbers (see rows_sort.h). */
 #include "rows_sort.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* Sorts v[0, n) ascending: an insertion sort for a few rows, else an LSD radix sort, four 8-bit
@@ -62,4 +63,23 @@ void ovs_rows_merge_runs(uint32_t *v, uint32_t *tmp, size_t *b, size_t nb)
 	}
 	if (src != v && nb == 1)
 		memcpy(v, src, b[1] * sizeof *v);
+}
+
+size_t ovs_rows_unique_dense(uint32_t *v, size_t n, uint32_t limit, uint64_t *words)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] >= limit)
+			return SIZE_MAX; /* not the caller's promise: it sorts another way */
+		words[v[i] >> 6] |= (uint64_t)1 << (v[i] & 63);
+	}
+	size_t u = 0, nw = ((size_t)limit + 63) / 64;
+	for (size_t k = 0; k < nw; k++) {
+		uint64_t w = words[k];
+		words[k] = 0;
+		while (w) {
+			v[u++] = (uint32_t)(k * 64 + (size_t)__builtin_ctzll(w));
+			w &= w - 1;
+		}
+	}
+	return u;
 }
