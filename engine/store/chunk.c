@@ -190,7 +190,7 @@ enum {
  * are disjoint), else on this thread. Scattered rows of 4-16 bytes are memory-latency bound (a
  * cache miss per row) and split from 2 * APPLY_GRAIN rows; copies from 2 * APPLY_PAR_BYTES (512 KiB):
  * with several producers per ordinal the seal applies every payload byte once more, and on one
- * thread that was most of a 16-core seal (docs/performance.md, session 14). */
+ * thread that was half of the seal's samples (docs/performance.md, session 14). */
 static void apply_split(ovs_exec *x, apply_fn fn, ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift,
 			size_t rb, const ovs_delta *d, bool copies)
 {
