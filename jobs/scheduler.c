@@ -98,6 +98,7 @@ jobs_sched *jobs_sched_create(const jobs_config *cfg_in, const char **err)
 		free(s);
 		return NULL;
 	}
+	s->cfg.near_pci = NULL; /* read during create only: the caller's string need not outlive it */
 	s->n_workers = cfg.workers < 0 ? s->topo.n_cores : cfg.workers;
 	if (s->n_workers > JOBS_MAX_WORKERS) /* a topology with more cores than a pool may have */
 		s->n_workers = JOBS_MAX_WORKERS;
