@@ -76,8 +76,8 @@
  * above the frame (jobs_task_mark_owner), so a stale copy fails the fast-path test below and the
  * slow path re-reads w->top.
  *
- * One test per fast path: task_split = max(split, task_floor), with split = end while every public
- * frame is stolen (allstolen_o). Spawn at t is fast iff t >= task_split (not all stolen, so no
+ * One bound, task_split = max(split, task_floor), stands for the generic fast paths' split,
+ * allstolen_o and fn tests (split is end while every public frame is stolen). Spawn at t is fast iff t >= task_split (not all stolen, so no
  * publication is due, and no marked frame at or above t), t < end (room) and no thief asks for
  * frames (movesplit, relaxed as in jobs_spawn); sync of f iff f >= task_split (private, nothing
  * marked above it) and movesplit is clear.
