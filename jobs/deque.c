@@ -63,7 +63,7 @@ static void grow_shared_owner(jobs_worker *w, jobs_frame *limit)
 	while (!atomic_compare_exchange_weak_explicit(&w->ts, &v, JOBS_TS(JOBS_TS_TAIL(v), newsplit),
 						      memory_order_release, memory_order_relaxed))
 		;
-	w->split = w->dq + newsplit;
+	jobs_set_split_owner(w, w->dq + newsplit);
 	jobs_notify_work(w->sched);
 }
 
@@ -83,8 +83,8 @@ void jobs_spawn_slow_owner(jobs_worker *w)
 		atomic_store_explicit(&w->ts, JOBS_TS(i, i + 1), memory_order_release);
 		/* relaxed: a hint; a thief that still sees 1 merely skips us once. */
 		atomic_store_explicit(&w->allstolen, 0, memory_order_relaxed);
-		w->split = w->top;
 		w->allstolen_o = false;
+		jobs_set_split_owner(w, w->top);
 		jobs_notify_work(w->sched);
 	} else if (atomic_load_explicit(&w->movesplit, memory_order_relaxed)) {
 		grow_shared_owner(w, w->top);
@@ -108,12 +108,12 @@ static void shrink_shared_owner(jobs_worker *w)
 		 * wrote), the total order on ts is what matters, and any RMW on ts gives it. */
 		if (atomic_compare_exchange_weak_explicit(&w->ts, &v, JOBS_TS(tail, newsplit),
 							  memory_order_seq_cst, memory_order_relaxed)) {
-			w->split = w->dq + newsplit;
+			jobs_set_split_owner(w, w->dq + newsplit);
 			return;
 		}
 	}
 	w->allstolen_o = true;
-	w->split = w->end;
+	jobs_set_split_owner(w, w->end);
 	/* relaxed: hint for thieves (see struct). */
 	atomic_store_explicit(&w->allstolen, 1, memory_order_relaxed);
 }
@@ -174,7 +174,7 @@ bool jobs_pop_one_slow_owner(jobs_worker *w, void *out, size_t size)
 	 * tail == split no thief CAS can succeed. */
 	if (!w->allstolen_o) {
 		w->allstolen_o = true;
-		w->split = w->end;
+		jobs_set_split_owner(w, w->end);
 		atomic_store_explicit(&w->allstolen, 1, memory_order_relaxed);
 	}
 	if (f->fn == jobs_detached_frame)
@@ -201,7 +201,7 @@ void jobs_publish_all_owner(jobs_worker *w)
 	while (!atomic_compare_exchange_weak_explicit(&w->ts, &v, JOBS_TS(JOBS_TS_TAIL(v), newsplit),
 						      memory_order_release, memory_order_relaxed))
 		;
-	w->split = w->top;
+	jobs_set_split_owner(w, w->top);
 	jobs_notify_work(w->sched);
 }
 

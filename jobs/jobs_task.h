@@ -1,5 +1,5 @@
 /*
- * jobs_task.h — typed fork-join tasks: the fast path of jobs_forkjoin.h without its two costs.
+ * jobs_task.h — typed fork-join tasks: the fast path of jobs_forkjoin.h without its costs.
  *
  *   JOBS_TASK_1(long, fib, int, n)
  *   {
@@ -24,15 +24,22 @@
  *    struct with one wide load (memcpy of `size` bytes), which cannot be forwarded from the
  *    narrower stores that filled it and stalls until they retire (measured: a third of fib's time);
  *  - the call is direct (no function pointer), so the compiler inlines, keeps arguments in
- *    registers and returns the result in a register.
+ *    registers and returns the result in a register;
+ *  - the deque's top travels in a register (a hidden parameter of every task function), and one
+ *    bound, task_split, stands for the generic fast path's split, allstolen_o and fn tests (see
+ *    below), so spawn and sync load no w->top and make two or three tests in all.
  * The frame layout, the thief protocol and every memory-ordering argument are those of the generic
  * frames (a typed frame's `fn` is a generated wrapper that a thief calls in place), so typed and
  * generic frames mix on one deque, and every slow path (publication, steals, leapfrogging,
- * detached jobs sitting above a frame) is the generic one.
+ * detached jobs sitting above a frame) is the generic one. The typed fast paths add no atomic:
+ * task_split and its marks are owner-private (docs/jobs.md, "Typed tasks").
  *
  * Contract: as jobs_forkjoin.h — owner only, LIFO (every JOBS_SPAWN matched by one JOBS_SYNC of
  * the same task, innermost first), arguments and result fit JOBS_FRAME_PAYLOAD bytes (checked at
- * compile time), spawn and sync wait-free while the frame is private.
+ * compile time), spawn and sync wait-free while the frame is private. Because of the register copy
+ * of top: generic frames spawned in a body (jobs_spawn) are joined before its next JOBS_SPAWN,
+ * JOBS_SYNC or JOBS_CALL (spawn and join them in a function the body calls), and JOBS_SYNC does not
+ * share an expression with another JOBS_* operation.
  */
 #ifndef OVSTAGE_JOBS_TASK_H
 #define OVSTAGE_JOBS_TASK_H
@@ -50,104 +57,133 @@
 /* The worker running the current task body. */
 #define JOBS_WORKER jobs__w
 /* Spawns task NAME(args...) onto this worker's deque. */
-#define JOBS_SPAWN(NAME, ...) NAME##_jobs_spawn(jobs__w, __VA_ARGS__)
-/* Joins the most recent spawn (of task NAME): its result (nothing for a void task). */
-#define JOBS_SYNC(NAME) NAME##_jobs_sync(jobs__w)
+#define JOBS_SPAWN(NAME, ...) ((void)(jobs__top = NAME##_jobs_spawn(jobs__w, jobs__top, __VA_ARGS__)))
+/* Joins the most recent spawn (of task NAME): its result (nothing for a void task). It moves the
+ * body's copy of top: do not use it twice, or with JOBS_SPAWN/JOBS_CALL, in one expression. */
+#define JOBS_SYNC(NAME) NAME##_jobs_sync(jobs__w, --jobs__top)
 /* Calls task NAME(args...) directly, on this worker. */
-#define JOBS_CALL(NAME, ...) NAME##_jobs_work(jobs__w, __VA_ARGS__)
-/* Calls task NAME(args...) from code that holds a worker w (a job body, a generic frame). */
-#define JOBS_TASK_RUN(w, NAME, ...) NAME##_jobs_work((w), __VA_ARGS__)
+#define JOBS_CALL(NAME, ...) NAME##_jobs_work(jobs__w, jobs__top, __VA_ARGS__)
+/* Calls task NAME(args...) from code that holds a worker w (a job body, a generic frame); w is
+ * evaluated twice. */
+#define JOBS_TASK_RUN(w, NAME, ...) NAME##_jobs_work((w), (w)->top, __VA_ARGS__)
+
+/*
+ * `top` in a register (docs/jobs.md, "Typed tasks"): every task function receives the deque's top
+ * as its hidden parameter jobs__top, JOBS_SPAWN and JOBS_SYNC move that copy, and the fast paths
+ * address frames through it, never loading w->top. They still store w->top (the generic code and
+ * the slow paths read it). The copy can only be stale when something else pushed a frame that is
+ * still there (a detached job made ready by a call in the body); such pushes raise task_split
+ * above the frame (jobs_task_mark_owner), so a stale copy fails the fast-path test below and the
+ * slow path re-reads w->top.
+ *
+ * One bound, task_split = max(split, task_floor), stands for the generic fast paths' split,
+ * allstolen_o and fn tests (split is end while every public frame is stolen). Spawn at t is fast iff t >= task_split (not all stolen, so no
+ * publication is due, and no marked frame at or above t), t < end (room) and no thief asks for
+ * frames (movesplit, relaxed as in jobs_spawn); sync of f iff f >= task_split (private, nothing
+ * marked above it) and movesplit is clear.
+ */
 
 /* Spawn's fast path, shared by every task: FILL stores the arguments into the frame's payload
  * (plain stores; see jobs_spawn for why nothing else is needed while the frame is private). */
 #define JOBS__SPAWN_BODY(NAME, FILL)                                                                \
-	jobs_frame *jobs__f = jobs__w->top;                                                         \
 	NAME##_jobs_frame *jobs__p = (NAME##_jobs_frame *)(void *)jobs__f->payload;                 \
 	FILL                                                                                        \
 	jobs__f->fn = NAME##_jobs_stolen;                                                           \
-	jobs__w->top = jobs__f + 1;                                                                 \
-	/* relaxed: `movesplit` is a hint from thieves; seeing it late only delays publication. */ \
-	if (JOBS_UNLIKELY(jobs__w->allstolen_o |                                                    \
-			  atomic_load_explicit(&jobs__w->movesplit, memory_order_relaxed) |         \
-			  (jobs__w->top > jobs__w->end)))                                           \
-		jobs_spawn_slow_owner(jobs__w);
+	jobs__f++;                                                                                  \
+	jobs__w->top = jobs__f;                                                                     \
+	return jobs__f;
 
-/* Sync's fast-path test: the top frame is private (at or above the split point), no thief asks
- * for more (relaxed, as in jobs_sync), and it is this task's frame, not a detached job that a
- * call in the body pushed above it (those go to the generic slow path, which runs them first). */
-#define JOBS__SYNC_FAST(NAME)                                                                       \
-	jobs_frame *jobs__f = jobs__w->top - 1;                                                     \
-	if (JOBS_LIKELY(jobs__f >= jobs__w->split &&                                                \
-			!atomic_load_explicit(&jobs__w->movesplit, memory_order_relaxed) &&         \
-			jobs__f->fn == NAME##_jobs_stolen))
+/* relaxed: `movesplit` is a hint from thieves; seeing it late only delays publication. */
+#define JOBS__MOVESPLIT(w) atomic_load_explicit(&(w)->movesplit, memory_order_relaxed)
 
 /* The generated functions of a task. PARAMS: ", T1 a1, ..."; FIELDS: "T1 a1; ..."; FILL: stores
- * of the arguments into jobs__p; FROMP: ", jobs__p->a1, ..."; */
-#define JOBS__TASK(R, NAME, PARAMS, FIELDS, FILL, FROMP)                                           \
+ * of the arguments into jobs__p; FROMP: ", jobs__p->a1, ..."; ARGS: ", a1, ..."; */
+#define JOBS__TASK(R, NAME, PARAMS, FIELDS, FILL, FROMP, ARGS)                                     \
 	typedef struct NAME##_jobs_frame {                                                          \
-		JOBS__ID FIELDS                                                                              \
+		JOBS__ID FIELDS                                                                     \
 		R jobs__res;                                                                        \
 	} NAME##_jobs_frame;                                                                        \
 	_Static_assert(sizeof(NAME##_jobs_frame) <= JOBS_FRAME_PAYLOAD, #NAME "'s frame fits");     \
 	_Static_assert(_Alignof(NAME##_jobs_frame) <= 16, #NAME "'s frame alignment");              \
-	static R NAME##_jobs_work(jobs_worker *jobs__w JOBS__ID PARAMS);                                     \
+	static R NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__ID PARAMS);     \
 	/* A thief (or the generic slow path) runs the frame on its payload. */                     \
 	static __attribute__((unused)) void NAME##_jobs_stolen(jobs_worker *jobs__w, void *jobs__pv) \
 	{                                                                                           \
 		NAME##_jobs_frame *jobs__p = jobs__pv;                                              \
-		R jobs__r = NAME##_jobs_work(jobs__w JOBS__ID FROMP);                                        \
+		R jobs__r = NAME##_jobs_work(jobs__w, jobs__w->top JOBS__ID FROMP);                 \
 		jobs__p->jobs__res = jobs__r;                                                       \
 	}                                                                                           \
-	JOBS_TASK_INLINE void NAME##_jobs_spawn(jobs_worker *jobs__w JOBS__ID PARAMS)                      \
-	{                                                                                           \
-		JOBS__SPAWN_BODY(NAME, JOBS__ID FILL)                                                        \
-	}                                                                                           \
+	JOBS__TASK_SPAWN(NAME, PARAMS, FILL, ARGS)                                                  \
 	static __attribute__((noinline, unused)) R NAME##_jobs_sync_slow(jobs_worker *jobs__w)      \
 	{                                                                                           \
 		NAME##_jobs_frame jobs__fr;                                                         \
 		jobs_sync(jobs__w, &jobs__fr, sizeof jobs__fr);                                     \
+		jobs_task_unmark_owner(jobs__w);                                                    \
 		return jobs__fr.jobs__res;                                                          \
 	}                                                                                           \
-	JOBS_TASK_INLINE R NAME##_jobs_sync(jobs_worker *jobs__w)                                 \
+	/* jobs__f: the frame to join (the body's copy of top, already decremented) */             \
+	JOBS_TASK_INLINE R NAME##_jobs_sync(jobs_worker *jobs__w, jobs_frame *jobs__f)              \
 	{                                                                                           \
-		JOBS__SYNC_FAST(NAME)                                                               \
-		{                                                                                   \
+		if (JOBS_LIKELY(jobs__f >= jobs__w->task_split && !JOBS__MOVESPLIT(jobs__w))) {     \
 			jobs__w->top = jobs__f;                                                     \
 			NAME##_jobs_frame *jobs__p = (NAME##_jobs_frame *)(void *)jobs__f->payload; \
 			/* the arguments are read before the call: its spawns reuse the slot */     \
-			return NAME##_jobs_work(jobs__w JOBS__ID FROMP);                                     \
+			return NAME##_jobs_work(jobs__w, jobs__f JOBS__ID FROMP);                   \
 		}                                                                                   \
 		return NAME##_jobs_sync_slow(jobs__w);                                              \
 	}
 
-#define JOBS__VOID_TASK(NAME, PARAMS, FIELDS, FILL, FROMP)                                         \
+/* Spawn, fast and slow. The slow one re-reads w->top (the copy may be stale), writes the frame
+ * there and leaves publication, the overflow check and thieves' requests to the generic slow
+ * path; it returns the new top, which becomes the body's copy. */
+#define JOBS__TASK_SPAWN(NAME, PARAMS, FILL, ARGS)                                                 \
+	static __attribute__((noinline, unused)) jobs_frame *NAME##_jobs_spawn_slow(                \
+		jobs_worker *jobs__w JOBS__ID PARAMS)                                               \
+	{                                                                                           \
+		jobs_task_unmark_owner(jobs__w);                                                    \
+		jobs_frame *jobs__f = jobs__w->top;                                                 \
+		NAME##_jobs_frame *jobs__p = (NAME##_jobs_frame *)(void *)jobs__f->payload;         \
+		JOBS__ID FILL                                                                       \
+		jobs__f->fn = NAME##_jobs_stolen;                                                   \
+		jobs__w->top = jobs__f + 1;                                                         \
+		jobs_spawn_slow_owner(jobs__w);                                                     \
+		return jobs__w->top;                                                                \
+	}                                                                                           \
+	/* jobs__f: the body's copy of top */                                                       \
+	JOBS_TASK_INLINE jobs_frame *NAME##_jobs_spawn(jobs_worker *jobs__w, jobs_frame *jobs__f JOBS__ID PARAMS) \
+	{                                                                                           \
+		if (JOBS_LIKELY(jobs__f >= jobs__w->task_split && jobs__f < jobs__w->end &&         \
+				!JOBS__MOVESPLIT(jobs__w))) {                                       \
+			JOBS__SPAWN_BODY(NAME, JOBS__ID FILL)                                       \
+		}                                                                                   \
+		return NAME##_jobs_spawn_slow(jobs__w JOBS__ID ARGS);                               \
+	}
+
+#define JOBS__VOID_TASK(NAME, PARAMS, FIELDS, FILL, FROMP, ARGS)                                   \
 	typedef struct NAME##_jobs_frame {                                                          \
-		JOBS__ID FIELDS                                                                              \
+		JOBS__ID FIELDS                                                                     \
 	} NAME##_jobs_frame;                                                                        \
 	_Static_assert(sizeof(NAME##_jobs_frame) <= JOBS_FRAME_PAYLOAD, #NAME "'s frame fits");     \
 	_Static_assert(_Alignof(NAME##_jobs_frame) <= 16, #NAME "'s frame alignment");              \
-	static void NAME##_jobs_work(jobs_worker *jobs__w JOBS__ID PARAMS);                                  \
+	static void NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__ID PARAMS);  \
 	static __attribute__((unused)) void NAME##_jobs_stolen(jobs_worker *jobs__w, void *jobs__pv) \
 	{                                                                                           \
 		NAME##_jobs_frame *jobs__p = jobs__pv;                                              \
-		NAME##_jobs_work(jobs__w JOBS__ID FROMP);                                                    \
+		NAME##_jobs_work(jobs__w, jobs__w->top JOBS__ID FROMP);                             \
 	}                                                                                           \
-	JOBS_TASK_INLINE void NAME##_jobs_spawn(jobs_worker *jobs__w JOBS__ID PARAMS)                      \
-	{                                                                                           \
-		JOBS__SPAWN_BODY(NAME, JOBS__ID FILL)                                                        \
-	}                                                                                           \
+	JOBS__TASK_SPAWN(NAME, PARAMS, FILL, ARGS)                                                  \
 	static __attribute__((noinline, unused)) void NAME##_jobs_sync_slow(jobs_worker *jobs__w)   \
 	{                                                                                           \
 		NAME##_jobs_frame jobs__fr;                                                         \
 		jobs_sync(jobs__w, &jobs__fr, sizeof jobs__fr);                                     \
+		jobs_task_unmark_owner(jobs__w);                                                    \
 	}                                                                                           \
-	JOBS_TASK_INLINE void NAME##_jobs_sync(jobs_worker *jobs__w)                              \
+	JOBS_TASK_INLINE void NAME##_jobs_sync(jobs_worker *jobs__w, jobs_frame *jobs__f)           \
 	{                                                                                           \
-		JOBS__SYNC_FAST(NAME)                                                               \
-		{                                                                                   \
+		if (JOBS_LIKELY(jobs__f >= jobs__w->task_split && !JOBS__MOVESPLIT(jobs__w))) {     \
 			jobs__w->top = jobs__f;                                                     \
 			NAME##_jobs_frame *jobs__p = (NAME##_jobs_frame *)(void *)jobs__f->payload; \
-			NAME##_jobs_work(jobs__w JOBS__ID FROMP);                                            \
+			NAME##_jobs_work(jobs__w, jobs__f JOBS__ID FROMP);                          \
 			return;                                                                     \
 		}                                                                                   \
 		NAME##_jobs_sync_slow(jobs__w);                                                     \
@@ -155,43 +191,42 @@
 
 /* A list in parentheses, without them (lets a macro argument start with a comma). */
 #define JOBS__ID(...) __VA_ARGS__
-
-/* A list in parentheses, without them (lets a macro argument start with a comma). */
-#define JOBS__ID(...) __VA_ARGS__
+/* The hidden parameters of a task body may go unused (a task that spawns nothing). */
+#define JOBS__UNUSED __attribute__((unused))
 
 /* Arity 1..4. JOBS_TASK_DECL_k declares a task (use it before a task that calls it is defined, e.g.
  * for mutual recursion), JOBS_TASK_IMPL_k starts its definition, JOBS_TASK_k does both. */
 #define JOBS_TASK_DECL_1(R, NAME, T1, A1) \
-	JOBS__TASK(R, NAME, (, T1 A1), (T1 A1;), (jobs__p->A1 = A1;), (, jobs__p->A1))
-#define JOBS_TASK_IMPL_1(R, NAME, T1, A1) static R NAME##_jobs_work(jobs_worker *jobs__w, T1 A1)
+	JOBS__TASK(R, NAME, (, T1 A1), (T1 A1;), (jobs__p->A1 = A1;), (, jobs__p->A1), (, A1))
+#define JOBS_TASK_IMPL_1(R, NAME, T1, A1) static R NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1)
 #define JOBS_TASK_1(R, NAME, T1, A1) JOBS_TASK_DECL_1(R, NAME, T1, A1) JOBS_TASK_IMPL_1(R, NAME, T1, A1)
 #define JOBS_TASK_DECL_2(R, NAME, T1, A1, T2, A2) \
-	JOBS__TASK(R, NAME, (, T1 A1, T2 A2), (T1 A1; T2 A2;), (jobs__p->A1 = A1; jobs__p->A2 = A2;), (, jobs__p->A1, jobs__p->A2))
-#define JOBS_TASK_IMPL_2(R, NAME, T1, A1, T2, A2) static R NAME##_jobs_work(jobs_worker *jobs__w, T1 A1, T2 A2)
+	JOBS__TASK(R, NAME, (, T1 A1, T2 A2), (T1 A1; T2 A2;), (jobs__p->A1 = A1; jobs__p->A2 = A2;), (, jobs__p->A1, jobs__p->A2), (, A1, A2))
+#define JOBS_TASK_IMPL_2(R, NAME, T1, A1, T2, A2) static R NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1, T2 A2)
 #define JOBS_TASK_2(R, NAME, T1, A1, T2, A2) JOBS_TASK_DECL_2(R, NAME, T1, A1, T2, A2) JOBS_TASK_IMPL_2(R, NAME, T1, A1, T2, A2)
 #define JOBS_TASK_DECL_3(R, NAME, T1, A1, T2, A2, T3, A3) \
-	JOBS__TASK(R, NAME, (, T1 A1, T2 A2, T3 A3), (T1 A1; T2 A2; T3 A3;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3))
-#define JOBS_TASK_IMPL_3(R, NAME, T1, A1, T2, A2, T3, A3) static R NAME##_jobs_work(jobs_worker *jobs__w, T1 A1, T2 A2, T3 A3)
+	JOBS__TASK(R, NAME, (, T1 A1, T2 A2, T3 A3), (T1 A1; T2 A2; T3 A3;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3), (, A1, A2, A3))
+#define JOBS_TASK_IMPL_3(R, NAME, T1, A1, T2, A2, T3, A3) static R NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1, T2 A2, T3 A3)
 #define JOBS_TASK_3(R, NAME, T1, A1, T2, A2, T3, A3) JOBS_TASK_DECL_3(R, NAME, T1, A1, T2, A2, T3, A3) JOBS_TASK_IMPL_3(R, NAME, T1, A1, T2, A2, T3, A3)
 #define JOBS_TASK_DECL_4(R, NAME, T1, A1, T2, A2, T3, A3, T4, A4) \
-	JOBS__TASK(R, NAME, (, T1 A1, T2 A2, T3 A3, T4 A4), (T1 A1; T2 A2; T3 A3; T4 A4;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3; jobs__p->A4 = A4;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3, jobs__p->A4))
-#define JOBS_TASK_IMPL_4(R, NAME, T1, A1, T2, A2, T3, A3, T4, A4) static R NAME##_jobs_work(jobs_worker *jobs__w, T1 A1, T2 A2, T3 A3, T4 A4)
+	JOBS__TASK(R, NAME, (, T1 A1, T2 A2, T3 A3, T4 A4), (T1 A1; T2 A2; T3 A3; T4 A4;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3; jobs__p->A4 = A4;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3, jobs__p->A4), (, A1, A2, A3, A4))
+#define JOBS_TASK_IMPL_4(R, NAME, T1, A1, T2, A2, T3, A3, T4, A4) static R NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1, T2 A2, T3 A3, T4 A4)
 #define JOBS_TASK_4(R, NAME, T1, A1, T2, A2, T3, A3, T4, A4) JOBS_TASK_DECL_4(R, NAME, T1, A1, T2, A2, T3, A3, T4, A4) JOBS_TASK_IMPL_4(R, NAME, T1, A1, T2, A2, T3, A3, T4, A4)
 #define JOBS_VOID_TASK_DECL_1(NAME, T1, A1) \
-	JOBS__VOID_TASK(NAME, (, T1 A1), (T1 A1;), (jobs__p->A1 = A1;), (, jobs__p->A1))
-#define JOBS_VOID_TASK_IMPL_1(NAME, T1, A1) static void NAME##_jobs_work(jobs_worker *jobs__w, T1 A1)
+	JOBS__VOID_TASK(NAME, (, T1 A1), (T1 A1;), (jobs__p->A1 = A1;), (, jobs__p->A1), (, A1))
+#define JOBS_VOID_TASK_IMPL_1(NAME, T1, A1) static void NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1)
 #define JOBS_VOID_TASK_1(NAME, T1, A1) JOBS_VOID_TASK_DECL_1(NAME, T1, A1) JOBS_VOID_TASK_IMPL_1(NAME, T1, A1)
 #define JOBS_VOID_TASK_DECL_2(NAME, T1, A1, T2, A2) \
-	JOBS__VOID_TASK(NAME, (, T1 A1, T2 A2), (T1 A1; T2 A2;), (jobs__p->A1 = A1; jobs__p->A2 = A2;), (, jobs__p->A1, jobs__p->A2))
-#define JOBS_VOID_TASK_IMPL_2(NAME, T1, A1, T2, A2) static void NAME##_jobs_work(jobs_worker *jobs__w, T1 A1, T2 A2)
+	JOBS__VOID_TASK(NAME, (, T1 A1, T2 A2), (T1 A1; T2 A2;), (jobs__p->A1 = A1; jobs__p->A2 = A2;), (, jobs__p->A1, jobs__p->A2), (, A1, A2))
+#define JOBS_VOID_TASK_IMPL_2(NAME, T1, A1, T2, A2) static void NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1, T2 A2)
 #define JOBS_VOID_TASK_2(NAME, T1, A1, T2, A2) JOBS_VOID_TASK_DECL_2(NAME, T1, A1, T2, A2) JOBS_VOID_TASK_IMPL_2(NAME, T1, A1, T2, A2)
 #define JOBS_VOID_TASK_DECL_3(NAME, T1, A1, T2, A2, T3, A3) \
-	JOBS__VOID_TASK(NAME, (, T1 A1, T2 A2, T3 A3), (T1 A1; T2 A2; T3 A3;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3))
-#define JOBS_VOID_TASK_IMPL_3(NAME, T1, A1, T2, A2, T3, A3) static void NAME##_jobs_work(jobs_worker *jobs__w, T1 A1, T2 A2, T3 A3)
+	JOBS__VOID_TASK(NAME, (, T1 A1, T2 A2, T3 A3), (T1 A1; T2 A2; T3 A3;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3), (, A1, A2, A3))
+#define JOBS_VOID_TASK_IMPL_3(NAME, T1, A1, T2, A2, T3, A3) static void NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1, T2 A2, T3 A3)
 #define JOBS_VOID_TASK_3(NAME, T1, A1, T2, A2, T3, A3) JOBS_VOID_TASK_DECL_3(NAME, T1, A1, T2, A2, T3, A3) JOBS_VOID_TASK_IMPL_3(NAME, T1, A1, T2, A2, T3, A3)
 #define JOBS_VOID_TASK_DECL_4(NAME, T1, A1, T2, A2, T3, A3, T4, A4) \
-	JOBS__VOID_TASK(NAME, (, T1 A1, T2 A2, T3 A3, T4 A4), (T1 A1; T2 A2; T3 A3; T4 A4;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3; jobs__p->A4 = A4;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3, jobs__p->A4))
-#define JOBS_VOID_TASK_IMPL_4(NAME, T1, A1, T2, A2, T3, A3, T4, A4) static void NAME##_jobs_work(jobs_worker *jobs__w, T1 A1, T2 A2, T3 A3, T4 A4)
+	JOBS__VOID_TASK(NAME, (, T1 A1, T2 A2, T3 A3, T4 A4), (T1 A1; T2 A2; T3 A3; T4 A4;), (jobs__p->A1 = A1; jobs__p->A2 = A2; jobs__p->A3 = A3; jobs__p->A4 = A4;), (, jobs__p->A1, jobs__p->A2, jobs__p->A3, jobs__p->A4), (, A1, A2, A3, A4))
+#define JOBS_VOID_TASK_IMPL_4(NAME, T1, A1, T2, A2, T3, A3, T4, A4) static void NAME##_jobs_work(jobs_worker *jobs__w, jobs_frame *jobs__top JOBS__UNUSED, T1 A1, T2 A2, T3 A3, T4 A4)
 #define JOBS_VOID_TASK_4(NAME, T1, A1, T2, A2, T3, A3, T4, A4) JOBS_VOID_TASK_DECL_4(NAME, T1, A1, T2, A2, T3, A3, T4, A4) JOBS_VOID_TASK_IMPL_4(NAME, T1, A1, T2, A2, T3, A3, T4, A4)
 
 #endif /* OVSTAGE_JOBS_TASK_H */

@@ -43,8 +43,10 @@ jobs_worker *jobs_worker_new(jobs_sched *s, int index, uint32_t capacity)
 	w->dq = dq;
 	w->top = w->dq;
 	w->end = w->dq + capacity;
-	w->split = w->end;
 	w->allstolen_o = true;
+	w->task_floor = w->dq; /* no marked frames (jobs_task_mark_owner) */
+	w->task_lo = w->end + 1;
+	jobs_set_split_owner(w, w->end);
 	w->capacity = capacity;
 	w->index = index;
 	w->sched = s;
@@ -250,6 +252,9 @@ void jobs_schedule_ready(jobs_sched *s, jobs_slot *sl)
 		void *p = jobs_spawn_args(w);
 		memcpy(p, &sl, sizeof sl);
 		jobs_spawn(w, jobs_detached_frame);
+		/* It may outlive the call that made it ready, under a typed task that holds top in a
+		 * register: mark it (worker.h). */
+		jobs_task_mark_owner(w, w->top - 1);
 		/* A private frame is invisible to sleeping workers; if some sleep, publish it (which
 		 * notifies) so that a ready job does not wait for us to finish what we are doing.
 		 * relaxed: a heuristic for parallelism only — the owner runs its frames in any case. */

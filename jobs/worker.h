@@ -59,9 +59,12 @@ struct jobs_worker {
 
 	/* --- line 3+: owner-private (plain fields; only the owning thread touches them) --- */
 	_Alignas(JOBS_CACHE_LINE) jobs_frame *top; /* next free frame */
+	jobs_frame *task_split;    /* typed fast-path bound, max(split, task_floor); see jobs_set_split_owner */
+	jobs_frame *end;           /* dq + capacity: spawning here overflows */
 	jobs_frame *split;         /* owner's copy of the split point; `end` while allstolen_o */
 	jobs_frame *dq;            /* the frame array (capacity frames + a guard) */
-	jobs_frame *end;           /* dq + capacity: spawning here overflows */
+	jobs_frame *task_floor;    /* one past the highest frame pushed behind typed tasks' back (dq: none) */
+	jobs_frame *task_lo;       /* the lowest such frame since the last reset (end + 1: none) */
 	bool allstolen_o;          /* owner's copy of allstolen */
 	bool searching;            /* counted as searching in sched->idle */
 	unsigned depth;            /* nesting of help loops (wait/leapfrog), bounded by JOBS_MAX_HELP_DEPTH */
@@ -83,6 +86,39 @@ _Static_assert(offsetof(struct jobs_worker, movesplit) == JOBS_CACHE_LINE, "move
 _Static_assert(offsetof(struct jobs_worker, park) == 2 * JOBS_CACHE_LINE, "park: line 2, alone");
 _Static_assert(offsetof(struct jobs_worker, top) == 3 * JOBS_CACHE_LINE, "private half: line 3");
 _Static_assert(offsetof(struct jobs_worker, n_run) % JOBS_CACHE_LINE == 0, "statistics: own line");
+
+/* Every write of the owner's split goes through here: the typed fast paths (jobs_task.h) test
+ * task_split, which is split raised to task_floor. Owner only, plain fields. */
+static inline void jobs_set_split_owner(jobs_worker *w, jobs_frame *split)
+{
+	w->split = split;
+	w->task_split = split > w->task_floor ? split : w->task_floor;
+}
+
+/* A frame pushed at f by code other than the typed fast path that may still be on the deque when
+ * control returns to a typed task (jobs_schedule_ready's detached jobs): typed tasks hold `top` in
+ * a register, and a copy taken before this push is at or below f, so raising task_split above f
+ * sends every such copy to the slow path, which re-reads w->top (docs/jobs.md, "Typed tasks"). */
+static inline void jobs_task_mark_owner(jobs_worker *w, jobs_frame *f)
+{
+	if (f < w->task_lo)
+		w->task_lo = f;
+	if (f + 1 > w->task_floor)
+		w->task_floor = f + 1;
+	if (w->task_floor > w->task_split)
+		w->task_split = w->task_floor;
+}
+
+/* Drops the marks once every marked frame is gone (top at or below the lowest): from then on no
+ * typed task's copy of top is stale. Called on the typed slow paths. */
+static inline void jobs_task_unmark_owner(jobs_worker *w)
+{
+	if (w->top <= w->task_lo) {
+		w->task_lo = w->end + 1;
+		w->task_floor = w->dq;
+		w->task_split = w->split;
+	}
+}
 
 /* Slow paths of the fork-join fast paths (deque.c). */
 void jobs_spawn_slow_owner(jobs_worker *w);

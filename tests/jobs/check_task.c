@@ -336,6 +336,118 @@ START_TEST(test_detached_above_typed)
 }
 END_TEST
 
+/* ---- (e) stale copies of top at several levels ---- */
+
+/* Typed tasks hold the deque's top in a register. A submission inside a body pushes a detached
+ * frame behind the back of every typed task that is active, and the callee that made it may go
+ * on spawning and joining its own typed frames above it (its first spawn re-reads top) and
+ * return with the detached frame still there, leaving its caller's copy stale; the caller's next
+ * sync must not pop by that copy. Every node must run exactly once and every side job must run. */
+struct stale {
+	jobs_sched *s;
+	_Atomic long nodes; /* stale_fib calls */
+	_Atomic long ran, submitted;
+};
+
+static void stale_side(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)w;
+	(void)run;
+	struct stale *st = arg;
+	atomic_fetch_add_explicit(&st->ran, 1, memory_order_relaxed);
+}
+
+static void stale_submit(struct stale *st)
+{
+	jobs_job_desc d = {.fn = stale_side, .arg = st};
+	jobs_id id = 0;
+	if (jobs_submit(st->s, &d, &id) == JOBS_OK) {
+		atomic_fetch_add_explicit(&st->submitted, 1, memory_order_relaxed);
+		(void)jobs_release(st->s, id);
+	}
+}
+
+JOBS_TASK_DECL_2(long, stale_fib, struct stale *, st, int, n)
+
+/* Pushes a detached frame, forks its own subtree above it, may push another, returns without
+ * joining either. */
+JOBS_TASK_2(long, stale_mid, struct stale *, st, int, n)
+{
+	if (n % 3 == 0)
+		stale_submit(st);
+	long r = JOBS_CALL(stale_fib, st, n);
+	if (n % 4 == 1)
+		stale_submit(st);
+	return r;
+}
+
+JOBS_TASK_IMPL_2(long, stale_fib, struct stale *, st, int, n)
+{
+	atomic_fetch_add_explicit(&st->nodes, 1, memory_order_relaxed);
+	if (n < 2)
+		return n;
+	JOBS_SPAWN(stale_fib, st, n - 1);
+	long b = JOBS_CALL(stale_mid, st, n - 2); /* may leave detached frames above our frame */
+	if (n % 7 == 0) {
+		/* a second frame of ours above them, joined at once */
+		JOBS_SPAWN(stale_fib, st, n - 3 > 0 ? n - 3 : 0);
+		b += JOBS_SYNC(stale_fib) - (n - 3 > 0 ? fib_serial(n - 3) : 0);
+	}
+	return JOBS_SYNC(stale_fib) + b;
+}
+
+static long stale_nodes(int n)
+{
+	if (n < 2)
+		return 1;
+	long k = 1 + stale_nodes(n - 1) + stale_nodes(n - 2);
+	if (n % 7 == 0)
+		k += stale_nodes(n - 3 > 0 ? n - 3 : 0);
+	return k;
+}
+
+struct stale_job {
+	struct stale *st;
+	int n;
+	long r;
+};
+
+static void stale_job_fn(jobs_worker *w, void *arg, jobs_run *run)
+{
+	(void)run;
+	struct stale_job *j = arg;
+	j->r = JOBS_TASK_RUN(w, stale_fib, j->st, j->n);
+}
+
+START_TEST(test_stale_top_copies)
+{
+	/* more workers than cores: owners preempted between a push and the syncs below it */
+	static const int workers[] = {0, 1, 2, 5, 16};
+	for (size_t k = 0; k < sizeof workers / sizeof workers[0]; k++) {
+		int w = workers[k];
+		struct stale st;
+		st.s = jt_sched(w);
+		atomic_init(&st.nodes, 0);
+		atomic_init(&st.ran, 0);
+		atomic_init(&st.submitted, 0);
+		int n = jt_tsan() ? 13 : 17;
+		int rounds = (int)jt_scaled(6, 2);
+		for (int r = 0; r < rounds; r++) {
+			struct stale_job j = {&st, n, -1};
+			run_job(st.s, stale_job_fn, &j);
+			ck_assert_msg(j.r == fib_serial(n), "workers=%d round %d: fib(%d) = %ld", w, r, n, j.r);
+		}
+		jobs_sched_destroy(st.s); /* runs whatever side jobs are left */
+		ck_assert_msg(atomic_load(&st.nodes) == (long)rounds * stale_nodes(n),
+			      "workers=%d: %ld nodes ran, expected %ld", w, atomic_load(&st.nodes),
+			      (long)rounds * stale_nodes(n));
+		ck_assert_msg(atomic_load(&st.ran) == atomic_load(&st.submitted) && atomic_load(&st.ran) > 0,
+			      "workers=%d: %ld side jobs ran, %ld submitted", w, atomic_load(&st.ran),
+			      atomic_load(&st.submitted));
+	}
+}
+END_TEST
+
 static Suite *task_suite(void)
 {
 	Suite *su = suite_create("jobs_task");
@@ -346,6 +458,7 @@ static Suite *task_suite(void)
 	tcase_add_test(tc, test_leaves_once);
 	tcase_add_test(tc, test_mixed_generic_and_typed);
 	tcase_add_test(tc, test_detached_above_typed);
+	tcase_add_test(tc, test_stale_top_copies);
 	suite_add_tcase(su, tc);
 	return su;
 }
