@@ -18,6 +18,7 @@
  *    that changed after b (range_groups).
  *  - a column that does not exist, or has no data at N: zero groups.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +43,10 @@ typedef struct ovs_group {
 	ovs_hobj h;                 /* kind OVS_H_GROUP once fetched */
 	ovstage_read_group_t g;     /* what fetch_read_next hands out (points into this object) */
 	ovs_version *v;             /* pinned version (NULL for tombstone groups) */
-	ovx_primpath_list_t list;   /* the query's list, referenced while the group lives */
-	ovs_pd *pd;                 /* to drop that reference */
+	ovx_primpath_list_t list;   /* the query's list, valid while the group lives */
+	ovs_query *q;               /* the query (one reference): it holds the list's reference. A
+	                             * reference of the group's own on the list cost a slot lookup and
+	                             * a CAS each way, ~100 instructions a group */
 	DLTensor tensor;            /* the canonical 1-D tensor */
 	int64_t shape;              /* tensor.shape[0] */
 	int64_t stride;             /* tensor.strides[0] = 1 */
@@ -69,22 +72,92 @@ typedef struct ovs_read {
 	size_t capgroups;            /* capacity */
 	_Atomic size_t cursor;       /* next group to hand out */
 	ovs_op_wrap wrap;            /* the op's wrap (ovs_op_submit), embedded: no allocation per read */
+	ovs_column **cols;           /* attrs' columns as found at the call (NULL: none then; the op looks
+	                              * again), in attrs' block; NULL when attrs is */
 	ovx_token_t attrs_small[READ_SMALL_ATTRS]; /* attrs when there are this few (no allocation) */
+	ovs_column *cols_small[READ_SMALL_ATTRS];  /* cols likewise */
 	ovs_group *groups_small[READ_SMALL_GROUPS]; /* groups while there are this few (no allocation) */
 } ovs_read;
+
+/* Group structs are recycled through a list per thread (at most GROUP_CACHE_MAX): a consumer that
+ * reads 100 columns a step and releases their groups allocated and freed 100 structs a step, ~430
+ * instructions a group in calloc and free (bench/stage --only columns). Thread-private: no
+ * synchronisation (a struct freed on one thread and taken on another is plain memory). What a
+ * thread holds is freed when it exits (the key's destructor). */
+#define GROUP_CACHE_MAX 256
+typedef struct group_cache {
+	ovs_group *head;   /* linked through h.next */
+	unsigned n;        /* entries */
+	bool keyed;        /* the exit destructor is registered */
+} group_cache;
+static _Thread_local group_cache tls_groups;
+static pthread_key_t group_cache_key;
+static pthread_once_t group_cache_once = PTHREAD_ONCE_INIT;
+static bool group_cache_ok;
+
+static void group_cache_drain(void *arg)
+{
+	group_cache *gc = arg;
+	while (gc->head) {
+		ovs_group *g = gc->head;
+		gc->head = (ovs_group *)(void *)g->h.next;
+		free(g);
+	}
+	gc->n = 0;
+	gc->keyed = false; /* a destructor that recycles again registers again */
+}
+
+static void group_cache_init(void)
+{
+	group_cache_ok = pthread_key_create(&group_cache_key, group_cache_drain) == 0;
+}
+
+/* A zeroed group struct: the thread's cached one, or a fresh one (NULL when out of memory). */
+static ovs_group *group_alloc(void)
+{
+	group_cache *gc = &tls_groups;
+	ovs_group *g = gc->head;
+	if (!g)
+		return calloc(1, sizeof *g);
+	gc->head = (ovs_group *)(void *)g->h.next;
+	gc->n--;
+	memset(g, 0, sizeof *g);
+	return g;
+}
+
+static void group_free(ovs_group *g)
+{
+	group_cache *gc = &tls_groups;
+	if (gc->n < GROUP_CACHE_MAX) {
+		if (!gc->keyed) {
+			pthread_once(&group_cache_once, group_cache_init);
+			gc->keyed = group_cache_ok && pthread_setspecific(group_cache_key, gc) == 0;
+		}
+		if (gc->keyed) {
+			g->h.next = (ovs_hobj *)(void *)gc->head;
+			gc->head = g;
+			gc->n++;
+			return;
+		}
+	}
+	free(g);
+}
 
 static void group_destroy(ovs_hobj *h)
 {
 	ovs_group *g = (ovs_group *)h;
 	if (g->v)
 		ovs_version_unref(g->v);
-	ovs_pd_list_release(g->pd, g->list);
-	free(g->prim_index);
-	free(g->data_index);
-	free(g->row_tensors);
-	free(g->synth);
-	free(g->synth_shapes);
-	free(g);
+	ovs_query_put(g->q);
+	/* usually none of them (a view of a run): no five calls of free(NULL) per group */
+	if (g->prim_index || g->data_index || g->row_tensors || g->synth || g->synth_shapes) {
+		free(g->prim_index);
+		free(g->data_index);
+		free(g->row_tensors);
+		free(g->synth);
+		free(g->synth_shapes);
+	}
+	group_free(g);
 }
 
 static void read_destroy(ovs_hobj *h)
@@ -137,13 +210,13 @@ static ovstage_cuda_sync_t group_sync_of(const ovs_version *v)
 
 static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_delete)
 {
-	ovs_group *g = calloc(1, sizeof *g);
+	ovs_group *g = group_alloc();
 	if (!g)
 		return NULL;
 	ovs_hobj_init(&g->h, OVS_H_GROUP, group_destroy);
-	g->pd = r->st->pd;
+	g->q = r->q;
+	ovs_hobj_ref(&r->q->h); /* prims.list stays valid as long as the group (the query holds it) */
 	g->list = r->q->list;
-	ovs_pd_list_add_ref(g->pd, g->list); /* prims.list stays valid as long as the group */
 	g->g.attribute = c->name;
 	g->g.ordinal = v ? v->ordinal : 0;
 	g->g.is_delete = is_delete;
@@ -891,13 +964,13 @@ static ovstage_api_status_t read_derived(ovs_read *r, ovx_token_t t, derived_kin
 		free(E);
 		return OVSTAGE_OK;
 	}
-	ovs_group *g = calloc(1, sizeof *g);
+	ovs_group *g = group_alloc();
 	if (!g)
 		goto oom;
 	ovs_hobj_init(&g->h, OVS_H_GROUP, group_destroy);
-	g->pd = pd;
+	g->q = r->q;
+	ovs_hobj_ref(&r->q->h); /* the query holds the list (see ovs_group.q) */
 	g->list = r->q->list;
-	ovs_pd_list_add_ref(pd, g->list);
 	g->g.attribute = t;
 	g->g.ordinal = r->range.end_ordinal;
 	g->g.is_array = kind == D_CHILDREN;
@@ -999,7 +1072,7 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 				}
 				continue;
 			}
-			ovs_column *c = ovs_column_find(&st->store, r->attrs[i]);
+			ovs_column *c = r->cols[i] ? r->cols[i] : ovs_column_find(&st->store, r->attrs[i]);
 			if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
 				continue; /* missing attribute: zero groups, not an error */
 			ovstage_api_status_t s = read_column(r, c, err, sizeof err);
@@ -1029,15 +1102,15 @@ static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 /* A ready query's read is validated at the call (spec 2.11): the bounds of every column it reads
  * (every column with a schema when attrs is NULL; derived names are not floor-gated). The op checks
  * again against the state it pins. Sets the last error. */
-static ovstage_api_status_t check_bounds_at_call(ovs_stage *st, const ovx_token_t *attrs, size_t nattrs,
+static ovstage_api_status_t check_bounds_at_call(ovs_stage *st, ovs_column *const *found, size_t nattrs,
 						 const ovstage_ordinal_range_t *rg)
 {
 	size_t nc = atomic_load_explicit(&st->store.ncols, memory_order_acquire);
 	ovs_column **cols = atomic_load_explicit(&st->store.cols, memory_order_acquire);
-	size_t n = attrs ? nattrs : nc;
+	size_t n = found ? nattrs : nc;
 	char err[512];
 	for (size_t i = 0; i < n; i++) {
-		ovs_column *c = attrs ? ovs_column_find(&st->store, attrs[i]) : cols[i];
+		ovs_column *c = found ? found[i] : cols[i];
 		if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
 			continue; /* missing or derived: zero groups or synthesized, never refused */
 		uint64_t dropped;
@@ -1061,13 +1134,13 @@ static ovstage_api_status_t check_bounds_at_call(ovs_stage *st, const ovx_token_
  * reads of 64 / 256 MiB columns were bimodal, 1.0-1.7 or 11-12 us, on 2 cores). A column whose
  * latest version has holes (deleted prims) still takes the O(prims) path, which only the job
  * finds out; it then runs serially in the call, as it would have on the worker. */
-static bool read_identity_at_call(ovs_stage *st, ovs_query *q, const ovx_token_t *attrs, size_t nattrs,
+static bool read_identity_at_call(ovs_query *q, ovs_column *const *found, size_t nattrs,
 				  const ovstage_ordinal_range_t *rg)
 {
-	if (rg->has_start_ordinal || !attrs || !nattrs || nattrs > READ_INLINE_MAX_ATTRS)
+	if (rg->has_start_ordinal || !found || !nattrs || nattrs > READ_INLINE_MAX_ATTRS)
 		return false;
 	for (size_t i = 0; i < nattrs; i++) {
-		ovs_column *c = ovs_column_find(&st->store, attrs[i]);
+		ovs_column *c = found[i];
 		/* acquire: the schema fields below were published with has_schema */
 		if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire) || c->schema.is_array)
 			return false;
@@ -1076,6 +1149,14 @@ static bool read_identity_at_call(ovs_stage *st, ovs_query *q, const ovx_token_t
 			return false;
 	}
 	return true;
+}
+
+/* Frees a read that was never submitted (its attrs block and the struct; nothing else is held yet). */
+static void read_free_unsubmitted(ovs_read *r)
+{
+	if (r->attrs != r->attrs_small)
+		free(r->attrs);
+	free(r);
 }
 
 static void read_put(void *arg, bool ran)
@@ -1114,20 +1195,32 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	ovs_query *q = ovs_query_get(st, handle);
 	if (!q)
 		return ovs_rejected(OVSTAGE_ERROR_INVALID_HANDLE);
-	if (ovs_query_ready(q)) {
-		ovstage_api_status_t s = check_bounds_at_call(st, attr_count ? attrs : NULL, attr_count, &range);
-		if (s != OVSTAGE_OK) {
-			ovs_query_put(q);
-			return ovs_rejected(s);
+	ovs_read *r = calloc(1, sizeof *r);
+	if (r && attr_count) {
+		if (attr_count <= READ_SMALL_ATTRS) {
+			r->attrs = r->attrs_small;
+			r->cols = r->cols_small;
+		} else if ((r->attrs = malloc(attr_count * (sizeof *r->attrs + sizeof *r->cols)))) {
+			r->cols = (ovs_column **)(void *)(r->attrs + attr_count); /* the same block */
 		}
 	}
-	ovs_read *r = calloc(1, sizeof *r);
-	if (r && attr_count)
-		r->attrs = attr_count <= READ_SMALL_ATTRS ? r->attrs_small : malloc(attr_count * sizeof *r->attrs);
 	if (!r || (attr_count && !r->attrs)) {
 		free(r);
 		ovs_query_put(q);
 		return ovs_rejected(ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory"));
+	}
+	/* Each column looked up once, here: the checks below and the op use what was found (a column,
+	 * once published, is that token's for the stage's life; one not found yet is looked up again by
+	 * the op). Three lookups per column were ~18,000 instructions of a 100-column read. */
+	for (size_t i = 0; i < attr_count; i++)
+		r->cols[i] = ovs_column_find(&st->store, attrs[i]);
+	if (ovs_query_ready(q)) {
+		ovstage_api_status_t s = check_bounds_at_call(st, attr_count ? r->cols : NULL, attr_count, &range);
+		if (s != OVSTAGE_OK) {
+			read_free_unsubmitted(r);
+			ovs_query_put(q);
+			return ovs_rejected(s);
+		}
 	}
 	ovs_hobj_init(&r->h, OVS_H_READ, read_destroy);
 	r->st = st;
@@ -1145,7 +1238,7 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	 * which costs more than the read); big ones go to the workers. q->count is stable once the
 	 * query resolved. */
 	bool small = !after && ((attr_count ? attr_count : 8) * q->count <= READ_INLINE_MAX_ELEMS ||
-				read_identity_at_call(st, q, attrs, attr_count, &range));
+				read_identity_at_call(q, attr_count ? r->cols : NULL, attr_count, &range));
 	ovs_op_desc d = { .fn = read_job, .arg = r, .cleanup = read_put, .after = after ? &after : NULL,
 			   .after_count = after ? 1 : 0, .run_inline = small, .wrap = &r->wrap };
 	ovstage_enqueue_result_t res = ovs_op_submit(st, &d);
