@@ -71,6 +71,9 @@ typedef struct ovs_read {
 	size_t ngroups;              /* entries */
 	size_t capgroups;            /* capacity */
 	_Atomic size_t cursor;       /* next group to hand out */
+	ovs_version *gift;           /* while the op builds a latest read's groups: the version whose pin
+	                              * (one reference) the first group viewing it takes over, instead of
+	                              * a reference of its own and the pin's release (NULL: none) */
 	ovs_op_wrap wrap;            /* the op's wrap (ovs_op_submit), embedded: no allocation per read */
 	ovs_column **cols;           /* attrs' columns as found at the call (NULL: none then; the op looks
 	                              * again), in attrs' block; NULL when attrs is */
@@ -226,6 +229,13 @@ static ovs_group *new_group(ovs_read *r, ovs_column *c, ovs_version *v, bool is_
 	g->g.meta.attribute_write_floor_ordinal = atomic_load_explicit(&c->floor, memory_order_acquire);
 	g->g.meta.layout_generation = v ? v->generation : 0;
 	g->g.data.cuda_sync = group_sync_of(is_delete ? NULL : v); /* a tombstone group has no data */
+	if (v && !is_delete) { /* a value group holds its version (a tombstone group has no data) */
+		if (r->gift == v)
+			r->gift = NULL; /* the pin's reference is the group's now */
+		else
+			ovs_version_ref(v);
+		g->v = v;
+	}
 	return g;
 }
 
@@ -260,8 +270,7 @@ static void fill_values(ovs_group *g, ovs_column *c, ovs_version *v, const ovs_r
 			uint32_t k, size_t qn)
 {
 	(void)qn;
-	ovs_version_ref(v);
-	g->v = v;
+	(void)v; /* held by the group since new_group */
 	bool rows_block = is_block(R, k), elems_block = is_block(E, k);
 	uint32_t row0 = R && k ? R[0] : 0;
 	void *data = rows_block ? (char *)run->data + (size_t)row0 * c->row_bytes : run->data;
@@ -360,8 +369,7 @@ static bool fill_arrays(ovs_group *g, ovs_column *c, ovs_version *v, uint32_t *E
 		return false;
 	(void)qn;
 	bool block = is_block(E, k); /* the query positions are one ascending block: an offset */
-	ovs_version_ref(v);
-	g->v = v;
+	/* v: held by the group since new_group */
 	g->stride = 1;
 	for (uint32_t i = 0; i < k; i++) {
 		ovs_blob *b = v->blobs[R[i]];
@@ -440,11 +448,17 @@ static ovstage_api_status_t pin_versions(ovs_stage *st, ovs_column *c, const ovs
 	return OVSTAGE_OK;
 }
 
-/* Drops what pin_versions pinned (the groups hold their own references). */
-static void unpin_versions(read_pins *p)
+/* Drops what pin_versions pinned (the groups hold their own references), but for one pin of
+ * `given` (NULL: none), which a group took over (ovs_read.gift). */
+static void unpin_versions(read_pins *p, const ovs_version *given)
 {
-	for (size_t i = 0; i < p->n; i++)
+	for (size_t i = 0; i < p->n; i++) {
+		if (given && p->v[i] == given) {
+			given = NULL;
+			continue;
+		}
 		ovs_version_unref(p->v[i]);
+	}
 	if (p->v != p->small)
 		free(p->v);
 }
@@ -885,6 +899,9 @@ static ovstage_api_status_t read_range(ovs_read *r, ovs_column *c, uint64_t floo
 	return s;
 }
 
+static ovstage_api_status_t read_latest_pinned(ovs_read *r, ovs_column *c, uint64_t floor, read_pins *p, char *err,
+					       size_t errlen);
+
 /* Reads one column into groups: pins its history, checks the bounds against what it pinned, then
  * builds the groups of a latest or a range read. */
 static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, size_t errlen)
@@ -897,13 +914,24 @@ static ovstage_api_status_t read_column(ovs_read *r, ovs_column *c, char *err, s
 	ovstage_api_status_t s = pin_versions(r->st, c, &r->range, &p, err, errlen);
 	if (s != OVSTAGE_OK)
 		return s;
+	return read_latest_pinned(r, c, floor, &p, err, errlen);
+}
+
+/* A latest read of one column from what was pinned for it (p: its version as of the end, if any;
+ * dropped here): the checks against the floor loaded before the pin, then the groups. */
+static ovstage_api_status_t read_latest_pinned(ovs_read *r, ovs_column *c, uint64_t floor, read_pins *p, char *err,
+					       size_t errlen)
+{
 	ovs_version *v;
-	s = check_pinned(r->st, c, &r->range, floor, &p, &v, err, errlen);
+	ovstage_api_status_t s = check_pinned(r->st, c, &r->range, floor, p, &v, err, errlen);
+	r->gift = v; /* pinned once in p: the first group viewing it takes that reference */
 	if (s == OVSTAGE_OK && v && !latest_groups(r, c, v)) {
 		ovs_err_format(err, errlen, "out of memory building read groups");
 		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	unpin_versions(&p);
+	const ovs_version *given = v && !r->gift ? v : NULL;
+	r->gift = NULL;
+	unpin_versions(p, given);
 	return s;
 }
 
@@ -1054,13 +1082,74 @@ oom:
 	return OVSTAGE_ERROR_OUT_OF_MEMORY;
 }
 
+/* A latest read of named columns, READ_PIN_BATCH at a time: the columns' floors (each before the
+ * snapshot its pin loads, as read_column), one grace section that pins them all
+ * (ovs_pin_history_many), then each name's groups in the caller's order. As read_column per name
+ * would, less two locked RMWs and a section per column. */
+#define READ_PIN_BATCH 32
+static ovstage_api_status_t read_named_latest(ovs_read *r, char *err, size_t errlen)
+{
+	ovs_stage *st = r->st;
+	for (size_t b0 = 0; b0 < r->nattrs; b0 += READ_PIN_BATCH) {
+		size_t nb = r->nattrs - b0 < READ_PIN_BATCH ? r->nattrs - b0 : READ_PIN_BATCH;
+		ovs_column *cs[READ_PIN_BATCH];
+		uint64_t fl[READ_PIN_BATCH];
+		ovs_version *pv[READ_PIN_BATCH];
+		bool had[READ_PIN_BATCH];
+		int dk[READ_PIN_BATCH]; /* a derived name's kind, or -1 */
+		for (size_t j = 0; j < nb; j++) {
+			size_t i = b0 + j;
+			derived_kind k;
+			cs[j] = NULL;
+			dk[j] = derived_kind_of(st, r->attrs[i], &k) ? (int)k : -1;
+			if (dk[j] >= 0)
+				continue;
+			ovs_column *c = r->cols[i] ? r->cols[i] : ovs_column_find(&st->store, r->attrs[i]);
+			if (!c || !atomic_load_explicit(&c->has_schema, memory_order_acquire))
+				continue; /* missing attribute: zero groups, not an error */
+			cs[j] = c;
+			/* Floor first (acquire), then the snapshot: the seal publishes the snapshot before
+			 * the floor. */
+			fl[j] = atomic_load_explicit(&c->floor, memory_order_acquire);
+		}
+		ovs_pin_history_many(&st->store.grace, cs, nb, r->range.end_ordinal, pv, had);
+		ovstage_api_status_t s = OVSTAGE_OK;
+		for (size_t j = 0; j < nb; j++) {
+			if (s != OVSTAGE_OK) { /* failed: drop the pins left */
+				ovs_unpin(pv[j]);
+				continue;
+			}
+			if (dk[j] >= 0) {
+				s = read_derived(r, r->attrs[b0 + j], (derived_kind)dk[j], err, errlen);
+			} else if (cs[j]) {
+				read_pins p;
+				p.v = p.small;
+				p.n = pv[j] != NULL;
+				p.small[0] = pv[j];
+				p.had_any = had[j];
+				s = read_latest_pinned(r, cs[j], fl[j], &p, err, errlen);
+			}
+		}
+		if (s != OVSTAGE_OK)
+			return s;
+	}
+	return OVSTAGE_OK;
+}
+
 static void read_job(jobs_worker *w, void *arg, jobs_run *run)
 {
 	(void)w;
 	ovs_read *r = arg;
 	ovs_stage *st = r->st;
 	char err[512];
-	if (r->attrs) {
+	if (r->attrs && !r->range.has_start_ordinal) {
+		ovstage_api_status_t s = read_named_latest(r, err, sizeof err);
+		if (s != OVSTAGE_OK) {
+			ovs_op_fail(run, s, "read_attributes: %s", err);
+			ovs_opstate_finish(&r->state, s);
+			return;
+		}
+	} else if (r->attrs) {
 		for (size_t i = 0; i < r->nattrs; i++) {
 			derived_kind dk;
 			if (derived_kind_of(st, r->attrs[i], &dk)) {
@@ -1285,11 +1374,13 @@ ovstage_api_status_t ovs_fetch_read_next(ovstage_context_t *ctx, ovstage_read_ha
 	}
 	ovs_group *g = r->groups[i];
 	r->groups[i] = NULL; /* owned by the handle table from now on */
-	uint64_t id = ovs_handle_insert(&st->handles, &g->h);
-	ovs_hobj_unref(&g->h);
+	/* the read's reference on the group becomes the table's (no add and drop of one more) */
+	uint64_t id = ovs_handle_insert_take(&st->handles, &g->h);
 	ovs_hobj_unref(h);
-	if (!id)
+	if (!id) {
+		ovs_hobj_unref(&g->h); /* still ours: nobody can reach it */
 		return ovs_err_set(OVSTAGE_ERROR_OUT_OF_MEMORY, "out of memory registering a read group");
+	}
 	g->g.read_group_id = id;
 	*out_group = g->g;
 	return OVSTAGE_OK;
