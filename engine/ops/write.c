@@ -71,6 +71,8 @@ typedef struct write_op {
 	bool touches_gpu;            /* an entry may issue CUDA work (inline: the caller's device is kept) */
 	int64_t unsealed;            /* bytes of the deltas the op published, added to the store's unsealed
 	                              * count once when its body ends (write_job) */
+	bool applied_all;            /* every entry was applied (published): its columns' max_applied
+	                              * reached the ordinal (ovs_inflight_done_applied) */
 	ovs_gpu_ptr_cache ptrs;      /* the allocation of the last CUDA tensor checked at the call: the
 	                              * entries of a step whose tensors are slices of one buffer cost one
 	                              * pointer query between them (zeroed: nothing cached) */
@@ -156,14 +158,20 @@ static void write_op_free(void *arg, bool ran)
 	(void)ran;
 	write_op *op = arg;
 	for (size_t i = 0; i < op->n; i++) {
-		release_managed(&op->e[i], op->gx.gpu); /* exactly once: adopted tensors left the list */
-		ovs_gpu_fence_release(op->e[i].fence);  /* safe while a wait on it is pending */
-		free(op->e[i].staging);
-		ovs_column_discard(&op->st->store, op->e[i].col); /* a refused write's new column */
+		write_entry *e = &op->e[i];
+		/* usually nothing but the column: a host tensor of a column that existed (no calls) */
+		if (e->managed)
+			release_managed(e, op->gx.gpu); /* exactly once: adopted tensors left the list */
+		if (e->fence)
+			ovs_gpu_fence_release(e->fence); /* safe while a wait on it is pending */
+		if (e->staging)
+			free(e->staging);
+		if (e->col && e->col->prepared)
+			ovs_column_discard(&op->st->store, e->col); /* a refused write's new column */
 	}
 	ovs_query_put(op->q);
 	if (op->inflight)
-		ovs_inflight_done(op->st, op->inflight);
+		ovs_inflight_done_applied(op->st, op->inflight, op->applied_all);
 	op_release(op);
 }
 
@@ -1455,6 +1463,7 @@ static void write_job_entries(jobs_worker *w, write_op *op, jobs_run *run)
 			return;
 		}
 	}
+	op->applied_all = true; /* each entry's publish_entry ran ovs_sequencer_applied */
 	/* The deferred copies of every entry, in one launch (or one per OVS_COPY_BATCH_MAX); before the
 	 * completion is recorded, which is what a seal reading these deltas waits for (docs/gpu.md). A
 	 * launch that fails is retried copy by copy, so an error here is a fault of the device: the op
