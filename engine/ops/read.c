@@ -1346,6 +1346,9 @@ ovstage_enqueue_result_t ovs_read_attributes(ovstage_context_t *ctx, ovstage_que
 	return res;
 }
 
+static ovstage_api_status_t fetch_next(ovs_stage *st, ovstage_read_handle_t read_handle, ovstage_timeout_ns_t timeout,
+				       ovstage_read_group_t *out_group);
+
 ovstage_api_status_t ovs_fetch_read_next(ovstage_context_t *ctx, ovstage_read_handle_t read_handle,
 					 ovstage_timeout_ns_t timeout, ovstage_read_group_t *out_group)
 {
@@ -1353,7 +1356,15 @@ ovstage_api_status_t ovs_fetch_read_next(ovstage_context_t *ctx, ovstage_read_ha
 	ovs_stage *st = ovs_stage_of(ctx);
 	if (!st || !out_group)
 		return ovs_err_set(OVSTAGE_ERROR_INVALID_ARGUMENT, "%s is NULL", !st ? "instance" : "out_group");
-	memset(out_group, 0, sizeof *out_group);
+	ovstage_api_status_t s = fetch_next(st, read_handle, timeout, out_group);
+	if (s != OVSTAGE_OK) /* a fetched group is copied out whole: zeroed only when there is none */
+		memset(out_group, 0, sizeof *out_group);
+	return s;
+}
+
+static ovstage_api_status_t fetch_next(ovs_stage *st, ovstage_read_handle_t read_handle, ovstage_timeout_ns_t timeout,
+				       ovstage_read_group_t *out_group)
+{
 	ovs_hobj *h = ovs_handle_get(&st->handles, read_handle, OVS_H_READ);
 	if (!h)
 		return ovs_handle_invalid(&st->handles, read_handle, "read handle");
