@@ -5,7 +5,8 @@
  * tensors, waits), rows_latency.c (tiny write round trip, read latency), rows_bulk.c (full and sparse
  * writes), rows_commit.c (per-ordinal commits and producer scaling), rows_steploop.c (a simulator's step
  * loop beside a bare loop), rows_hierarchy.c (world matrices of a forest, full and incremental, beside
- * a serial loop), lmdb_peer.c (the LMDB side).
+ * a serial loop), rows_columns.c (a 100-column step: write, seal, latest read, beside the bare copies),
+ * lmdb_peer.c (the LMDB side).
  * Every measurement function runs ONE repetition and returns its figure; the caller keeps the best.
  */
 #ifndef OVSTAGE_BENCH_STAGE_H
@@ -26,7 +27,7 @@
 typedef struct bench_opts {
 	bool quick;
 	int reps;
-	const char *only; /* NULL = every section; else "latency", "bulk", "commit", "paths", "steploop" or "hierarchy" */
+	const char *only; /* NULL = every section; else "latency", "bulk", "commit", "paths", "steploop", "hierarchy" or "columns" */
 } bench_opts;
 
 /* ---- util.c ---- */
@@ -93,5 +94,6 @@ void rows_commit(const bench_opts *o);
 void rows_paths(const bench_opts *o);
 void rows_steploop(const bench_opts *o);
 void rows_hierarchy(const bench_opts *o);
+void rows_columns(const bench_opts *o);
 
 #endif /* OVSTAGE_BENCH_STAGE_H */

@@ -2,9 +2,9 @@
  * main.c — ovstage_bench_stage: the stage's write, seal and read paths beside memcpy, the bare job
  * system and LMDB, measured in the same run and printed as one markdown table.
  *
- *   ovstage_bench_stage [--quick] [--reps R] [--only latency|bulk|commit|paths|steploop|hierarchy] [--json PATH]
+ *   ovstage_bench_stage [--quick] [--reps R] [--only latency|bulk|commit|paths|steploop|hierarchy|columns] [--json PATH]
  *
- * --only runs one section of rows (to iterate on it); the default runs all six. --json also writes
+ * --only runs one section of rows (to iterate on it); the default runs all seven. --json also writes
  * every row (figure, peer, ratio, target, met), the notes, the machine and the date to PATH
  * (bench/tools/plot.py turns it into plots).
  * Figures are the best of R repetitions (R = 3, --quick: 2 and smaller sizes where it says so).
@@ -12,7 +12,8 @@
  * Sections: latency (tiny write round trip, read latency), bulk (full and sparse writes), commit
  * (per-ordinal commits, producer scaling), paths (bulk path interning), steploop (a simulator's step
  * loop beside a bare loop), hierarchy (world matrices of 10^6 prims in 1000 trees, full and after
- * changing 1 % of the locals, beside a serial loop; rows_hierarchy.c).
+ * changing 1 % of the locals, beside a serial loop; rows_hierarchy.c), columns (a step of 100 columns ×
+ * 4096 rows: write, seal, latest read, beside the bare copies; rows_columns.c).
  * The engine's worker count comes from OVSTAGE_WORKERS (default: one per core). Never asserts:
  * the exit status is always 0; a peer that is not available prints n/a.
  */
@@ -42,12 +43,12 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
 			 (!strcmp(argv[i + 1], "latency") || !strcmp(argv[i + 1], "bulk") || !strcmp(argv[i + 1], "commit") ||
 			  !strcmp(argv[i + 1], "paths") || !strcmp(argv[i + 1], "steploop") ||
-			  !strcmp(argv[i + 1], "hierarchy")))
+			  !strcmp(argv[i + 1], "hierarchy") || !strcmp(argv[i + 1], "columns")))
 			o.only = argv[++i];
 		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
 			json = argv[++i];
 		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			printf("usage: %s [--quick] [--reps R] [--only latency|bulk|commit|paths|steploop|hierarchy] [--json PATH]\n", argv[0]);
+			printf("usage: %s [--quick] [--reps R] [--only latency|bulk|commit|paths|steploop|hierarchy|columns] [--json PATH]\n", argv[0]);
 			return 0;
 		} else
 			fprintf(stderr, "ovstage_bench_stage: ignoring unknown option '%s'\n", argv[i]);
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
 		rows_steploop(&o);
 	if (!o.only || !strcmp(o.only, "hierarchy"))
 		rows_hierarchy(&o);
+	if (!o.only || !strcmp(o.only, "columns"))
+		rows_columns(&o);
 	table_print(true);
 	notes_print();
 	printf("- total benchmark time: %.1f s\n", (double)(now_ns() - t0) / 1e9);

@@ -66,10 +66,10 @@ static void shard_unlock(ovs_handle_shard *s)
 void ovs_handles_init(ovs_handles *h, uint64_t serial)
 {
 	h->space = 1 + (serial - 1) % OVS_HANDLE_SPACES; /* 1..65535: a handle is never 0 */
-	for (int k = 0; k < 9; k++)
-		atomic_init(&h->live[k], 0);
 	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) {
 		atomic_init(&h->shards[i].lock, 0);
+		for (int k = 0; k < 9; k++)
+			atomic_init(&h->shards[i].live[k], 0);
 		for (int b = 0; b < OVS_HANDLE_BUCKETS; b++)
 			h->shards[i].buckets[b] = NULL;
 	}
@@ -127,17 +127,28 @@ static uint64_t next_id(const ovs_handles *h)
 	return h->space << OVS_HANDLE_SPACE_SHIFT | seq;
 }
 
-/* Links o under id (the table takes its reference). Cannot fail. */
-static uint64_t link_object(ovs_handles *h, uint64_t id, ovs_hobj *o)
+/* Moves a shard's live count of `kind` by d. Caller holds the shard's lock, so a plain load and
+ * store suffice (relaxed: ovs_handles_live reads the counts unlocked, as a statistic; the lock's
+ * release and acquire order the stores of successive holders). */
+static void live_add_locked(ovs_handle_shard *s, ovs_handle_kind kind, int64_t d)
+{
+	atomic_store_explicit(&s->live[kind], atomic_load_explicit(&s->live[kind], memory_order_relaxed) + d,
+			      memory_order_relaxed);
+}
+
+/* Links o under id (the table takes its reference: a new one unless `take`, then the caller's).
+ * Cannot fail. */
+static uint64_t link_object(ovs_handles *h, uint64_t id, ovs_hobj *o, bool take)
 {
 	o->id = id;
-	ovs_hobj_ref(o);
+	if (!take)
+		ovs_hobj_ref(o);
 	ovs_handle_shard *s = shard_of(h, id);
 	shard_lock(s);
 	o->next = s->buckets[bucket_of(id)];
 	s->buckets[bucket_of(id)] = o;
+	live_add_locked(s, o->kind, 1);
 	shard_unlock(s);
-	atomic_fetch_add_explicit(&h->live[o->kind], 1, memory_order_relaxed);
 	return id;
 }
 
@@ -158,14 +169,20 @@ void ovs_handle_unprepare(void *prepared)
 uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o)
 {
 	uint64_t id = next_id(h);
-	return id ? link_object(h, id, o) : 0;
+	return id ? link_object(h, id, o, false) : 0;
+}
+
+uint64_t ovs_handle_insert_take(ovs_handles *h, ovs_hobj *o)
+{
+	uint64_t id = next_id(h);
+	return id ? link_object(h, id, o, true) : 0;
 }
 
 uint64_t ovs_handle_insert_prepared(ovs_handles *h, void *prepared, ovs_hobj *o)
 {
 	uint64_t id = ((prepared_id *)prepared)->id;
 	free(prepared);
-	return link_object(h, id, o);
+	return link_object(h, id, o, false);
 }
 
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
@@ -202,18 +219,20 @@ ovs_hobj *ovs_handle_remove(ovs_handles *h, uint64_t id, ovs_handle_kind kind)
 				found = o;
 				*pp = o->next;
 				o->next = NULL;
+				live_add_locked(s, kind, -1);
 			}
 			break;
 		}
 	shard_unlock(s);
-	if (found)
-		atomic_fetch_sub_explicit(&h->live[kind], 1, memory_order_relaxed);
 	return found;
 }
 
 int64_t ovs_handles_live(ovs_handles *h, ovs_handle_kind kind)
 {
-	return atomic_load_explicit(&h->live[kind], memory_order_relaxed);
+	int64_t n = 0;
+	for (int i = 0; i < OVS_HANDLE_SHARDS; i++) /* relaxed: a statistic (see live_add_locked) */
+		n += atomic_load_explicit(&h->shards[i].live[kind], memory_order_relaxed);
+	return n;
 }
 
 /* The kind of this table's live entry `id`, or 0 if it has none (a diagnostic: may be stale at once). */

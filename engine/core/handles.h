@@ -62,13 +62,16 @@ struct ovs_hobj {
 typedef struct ovs_handle_shard {
 	_Atomic uint32_t lock;                         /* guards the buckets: 1 while held (a spin lock
 	                                               * held for a few instructions, see handles.c) */
+	_Atomic int64_t live[9];                       /* live handles of this shard per kind, by
+	                                               * ovs_handle_kind: stored under the lock (no
+	                                               * locked add on a line every insert shared),
+	                                               * summed by ovs_handles_live */
 	ovs_hobj *buckets[OVS_HANDLE_BUCKETS];         /* chained hash map id -> object (the table
 	                                               * holds one reference to each) */
 } ovs_handle_shard;
 
 typedef struct ovs_handles {
 	uint64_t space;                           /* this table's space (bits 63..48 of its handles) */
-	_Atomic int64_t live[9];                  /* live handles per kind, by ovs_handle_kind (destroy reports them) */
 	ovs_handle_shard shards[OVS_HANDLE_SHARDS];
 } ovs_handles;
 
@@ -88,6 +91,9 @@ void *ovs_handle_prepare(ovs_handles *h);
 uint64_t ovs_handle_insert_prepared(ovs_handles *h, void *prepared, ovs_hobj *o);
 void ovs_handle_unprepare(void *prepared);
 uint64_t ovs_handle_insert(ovs_handles *h, ovs_hobj *o);
+/* The same, but the table takes over the caller's reference instead of adding one (the caller must
+ * not drop it; on failure, 0, it still holds it). */
+uint64_t ovs_handle_insert_take(ovs_handles *h, ovs_hobj *o);
 /* Looks up and takes a reference (NULL if absent, of another kind or of another instance). */
 ovs_hobj *ovs_handle_get(ovs_handles *h, uint64_t id, ovs_handle_kind kind);
 /* Removes the entry and returns the object with the table's reference transferred to the caller

@@ -83,6 +83,17 @@ void ovs_inflight_done(ovs_stage *st, ovs_inflight *f)
 	pthread_mutex_unlock(&st->seq_lock);
 }
 
+void ovs_inflight_done_applied(ovs_stage *st, ovs_inflight *f, bool all_applied)
+{
+	if (!all_applied || f == tls_submitting) {
+		ovs_inflight_done(st, f);
+		return;
+	}
+	/* left_unapplied(st, f) is false: every column's max_applied is at f's ordinal or above.
+	 * release: pruning (under the lock) frees the record after seeing it done. */
+	atomic_store_explicit(&f->done, true, memory_order_release);
+}
+
 /* Frees records of finished mutations. Caller holds seq_lock. */
 static void prune_locked(ovs_stage *st)
 {

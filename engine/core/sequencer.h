@@ -56,5 +56,9 @@ void ovs_sequencer_applied(ovs_column *c, ovstage_ordinal_t ordinal);
  * its columns leaves no mark there: that column's max_written falls back to what completed or is
  * still in flight, so latest reads above the floor are not refused for a write that failed. */
 void ovs_inflight_done(ovs_stage *st, ovs_inflight *f);
+/* The same for an op that knows it applied every column it touches at its ordinal (each one's
+ * ovs_sequencer_applied ran): nothing to look up or recompute (a lookup per column of the op
+ * otherwise). all_applied false: ovs_inflight_done. */
+void ovs_inflight_done_applied(ovs_stage *st, ovs_inflight *f, bool all_applied);
 
 #endif /* OVSTAGE_ENGINE_SEQUENCER_H */

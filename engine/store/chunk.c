@@ -274,7 +274,7 @@ static bool compute_runs(ovs_version *v, size_t rb, size_t *held)
 {
 	uint32_t shift = v->chunk_shift, n = 0;
 	if (v->nchunks == 1 && v->chunks[0]) { /* one chunk, one run (a small column) */
-		if (v->runs != &v->run1)
+		if (v->runs && v->runs != &v->run1)
 			free(v->runs);
 		v->runs = &v->run1;
 		v->nruns = 1;
@@ -596,6 +596,8 @@ bool ovs_chunks_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v,
 
 void ovs_chunks_drop_spares(ovs_column *c)
 {
+	if (!c->spares) /* a stream of full writes never has spares: nothing to free each seal */
+		return;
 	for (uint32_t j = 0; j < c->nspares; j++)
 		ovs_chunk_unref(c->spares[j]);
 	free(c->spares);

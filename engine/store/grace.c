@@ -161,6 +161,24 @@ size_t ovs_pin_history(ovs_grace *g, ovs_column *c, ovstage_ordinal_t end, bool 
 	return n;
 }
 
+void ovs_pin_history_many(ovs_grace *g, ovs_column *const *cols, size_t n, ovstage_ordinal_t end, ovs_version **out,
+			  bool *had)
+{
+	unsigned p = ovs_grace_enter(g);
+	ovs_snapshot *snap = ovs_grace_snapshot_acq(g);
+	for (size_t i = 0; i < n; i++) {
+		ovs_version *v = cols[i] ? ovs_snapshot_version(snap, cols[i]) : NULL;
+		had[i] = v != NULL;
+		/* acquire on `older`: as in ovs_pin_history */
+		while (v && v->ordinal > end)
+			v = atomic_load_explicit(&v->older, memory_order_acquire);
+		if (v)
+			ovs_version_ref(v);
+		out[i] = v;
+	}
+	ovs_grace_leave(g, p);
+}
+
 /* The change sets below the chain that ends at `last` (its versions left retention) with an
  * ordinal above `folded`, newest first: counts them all, pins (into out) those from index skip on,
  * at most cap (*pinned of them). Inside the grace section. */

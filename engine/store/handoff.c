@@ -28,7 +28,9 @@ ovs_delta *ovs_handoff_swap(_Atomic(ovs_delta *) *slot, ovs_delta *d)
 
 void ovs_handoff_put(_Atomic(ovs_delta *) *slot, ovs_delta *d)
 {
-	ovs_delta_free(ovs_handoff_swap(slot, d));
+	ovs_delta *old = ovs_handoff_swap(slot, d);
+	if (old) /* usually the column's next write took the slot's last one */
+		ovs_delta_free(old);
 }
 
 ovs_delta *ovs_handoff_take(_Atomic(ovs_delta *) *slot)

@@ -27,8 +27,11 @@ void ovs_chset_release(ovs_chset *s, ovs_recycle *rc)
 		ovs_chset *older = atomic_load_explicit(&s->older, memory_order_relaxed); /* last holder */
 		if (s->map)
 			ovs_rowmap_unref(s->map);
-		free(s->own);
-		free(atomic_load_explicit(&s->copy, memory_order_relaxed)); /* last holder */
+		if (s->own) /* a run or every row has none: no call of free(NULL) per set */
+			free(s->own);
+		uint32_t *copy = atomic_load_explicit(&s->copy, memory_order_relaxed); /* last holder */
+		if (copy)
+			free(copy);
 		if (s->counter && s->bytes)
 			/* relaxed: a statistic */
 			atomic_fetch_sub_explicit(s->counter, (int64_t)s->bytes, memory_order_relaxed);

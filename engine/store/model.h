@@ -231,9 +231,10 @@ static_assert(offsetof(ovs_column, inbox) - offsetof(ovs_column, floor) >= OVS_C
 /* Immutable map of columns to their latest sealed versions, replaced by each seal. */
 typedef struct ovs_snapshot {
 	uint64_t seq;                /* publication counter */
-	size_t ncols;                /* entries */
-	ovs_column **cols;           /* columns known when published */
-	ovs_version **versions;      /* their latest versions (references held by the snapshot) */
+	size_t ncols;                /* entries: the columns published when it was (entry i = index i) */
+	ovs_column **cols;           /* columns known when published, by index */
+	ovs_version **versions;      /* their latest versions (references held by the snapshot); NULL for
+	                              * a column with none yet */
 } ovs_snapshot;
 
 /* What a seal retired (the previous snapshot, the versions cut from retention), freed at the start

@@ -14,12 +14,13 @@
 
 ovs_version *ovs_snapshot_version(const ovs_snapshot *snap, const ovs_column *c)
 {
-	if (!snap)
+	/* Entry i is the column of index i (publish): one load, where a scan of the entries made every
+	 * pin O(columns) — 26,000 instructions of a 100-column read. The column check answers for a
+	 * column published after the snapshot (its index is past the end, or, prepared and never
+	 * published, its index is 0 and entry 0 is another column). */
+	if (!snap || c->index >= snap->ncols || snap->cols[c->index] != c)
 		return NULL;
-	for (size_t i = 0; i < snap->ncols; i++)
-		if (snap->cols[i] == c)
-			return snap->versions[i];
-	return NULL;
+	return snap->versions[c->index];
 }
 
 /* Room in the column's ring of change sets that left retention for k more (sealer). */
@@ -210,7 +211,8 @@ static void free_snapshot(ovs_store *st, ovs_snapshot *snap)
 	if (!snap)
 		return;
 	for (size_t i = 0; i < snap->ncols; i++)
-		ovs_version_release(st, snap->cols[i], snap->versions[i]);
+		if (snap->versions[i]) /* NULL: a column not sealed yet */
+			ovs_version_release(st, snap->cols[i], snap->versions[i]);
 	free(snap); /* its arrays are in the same block (publish) */
 }
 
@@ -336,18 +338,17 @@ static ovstage_api_status_t publish(ovs_store *st, ovs_column **cols, size_t nco
 	}
 	ovs_version **sv = (ovs_version **)(void *)(snap + 1);
 	ovs_column **sc = (ovs_column **)(void *)(sv + slots);
-	size_t k = 0;
+	/* Entry i is column i (ovs_snapshot_version looks a column up by its index), NULL where it has no
+	 * version yet. */
 	for (size_t i = 0; i < total; i++) {
-		if (!all[i]->latest)
-			continue;
-		sc[k] = all[i];
-		sv[k] = all[i]->latest;
-		ovs_version_ref(sv[k]);
-		k++;
+		sc[i] = all[i];
+		sv[i] = all[i]->latest;
+		if (sv[i])
+			ovs_version_ref(sv[i]);
 	}
 	snap->cols = sc;
 	snap->versions = sv;
-	snap->ncols = k;
+	snap->ncols = total;
 	ovs_snapshot *prev = ovs_grace_snapshot_owner(&st->grace);
 	snap->seq = prev ? prev->seq + 1 : 1;
 	/* The versions (and everything sealed into them) become visible to readers all at once. */

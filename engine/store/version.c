@@ -100,12 +100,14 @@ static void version_free(ovs_version *v, ovs_recycle *rc, ovs_column *c)
 		if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
 			return;
 		ovs_version *older = atomic_load_explicit(&v->older, memory_order_relaxed);
-		if (v->blobs)
+		if (v->blobs) {
 			for (uint32_t r = 0; r < v->rows; r++)
 				ovs_blob_unref(v->blobs[r]);
-		free(v->blobs);
+			free(v->blobs);
+		}
 		ovs_version_chunks_release(v, rc); /* before the deltas: then a full delta's buffer is theirs */
-		free(v->present);
+		if (v->present) /* usually none (every row present): no call of free(NULL) */
+			free(v->present);
 		ovs_gpu_event_release(v->ready); /* safe while readers' waits on it are pending */
 		ovs_delta *d = v->deltas;
 		while (d) {

@@ -62,6 +62,89 @@ static ovstage_api_status_t run(const ovstage_write_data_t *wd, uint32_t query_c
 
 /* ---- Fixed-size layouts ---------------------------------------------------------------------- */
 
+/* The fast path of a compact 1-D fixed tensor (shape [N], no strides or a unit stride) makes the
+ * layout the general path makes of the same payload written as shape [N, 1] (one trailing dimension of
+ * 1 folds into the same lanes), field by field; and its refusals are the general path's. */
+static void layouts_equal(const ovs_layout *a, const ovs_layout *b)
+{
+	ck_assert_int_eq(a->kind, b->kind);
+	ck_assert_int_eq(a->is_array, b->is_array);
+	ck_assert_int_eq(a->semantic, b->semantic);
+	ck_assert(a->dtype.code == b->dtype.code && a->dtype.bits == b->dtype.bits && a->dtype.lanes == b->dtype.lanes);
+	ck_assert_uint_eq(a->elem_bytes, b->elem_bytes);
+	ck_assert_uint_eq(a->count, b->count);
+	ck_assert_uint_eq(a->row_count, b->row_count);
+	ck_assert_uint_eq(a->row_bytes, b->row_bytes);
+	ck_assert_uint_eq(a->row_len, b->row_len);
+	ck_assert(a->device.device_type == b->device.device_type && a->device.device_id == b->device.device_id);
+	ck_assert_int_eq(a->host_accessible, b->host_accessible);
+	ck_assert_ptr_eq(a->index_map, b->index_map);
+	ck_assert_ptr_eq(a->mask, b->mask);
+	ck_assert_ptr_eq(a->view.base, b->view.base);
+	ck_assert_uint_eq(a->view.elem_bytes, b->view.elem_bytes);
+	ck_assert_uint_eq(a->view.elems, b->view.elems);
+	ck_assert_int_eq(a->view.ndim, b->view.ndim);
+	for (int32_t k = 0; k < a->view.ndim; k++) {
+		ck_assert_int_eq(a->view.shape[k], b->view.shape[k]);
+		ck_assert_int_eq(a->view.stride[k], b->view.stride[k]);
+	}
+	ck_assert_int_eq(a->view.dense, b->view.dense);
+	ck_assert_uint_eq(a->src_row_elems, b->src_row_elems);
+	ck_assert_ptr_eq(a->row_base, b->row_base);
+	ck_assert_int_eq(a->row_stride, b->row_stride);
+	ck_assert_int_eq(a->row_dense, b->row_dense);
+	ck_assert_int_eq(a->contiguous, b->contiguous);
+	ck_assert_uint_eq(a->tensor_count, b->tensor_count);
+}
+
+START_TEST(fixed_fast_path_matches_general)
+{
+	static float data[64];
+	const DLDataType dts[] = { F32(1), F32(3), F64(2), U8, DT(kDLInt, 16, 4) };
+	const int64_t ns[] = { 1, 2, 64 };
+	for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+		for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
+			for (int strided = 0; strided < 2; strided++) {
+				int64_t s1[1] = { ns[k] }, one[1] = { 1 }, s2[2] = { ns[k], 1 };
+				DLTensor t1 = mk(data, dts[d], 1, s1, strided ? one : NULL), t2 = mk(data, dts[d], 2, s2, NULL);
+				t1.byte_offset = t2.byte_offset = 8;
+				ovstage_write_data_t w1 = wd_of(&t1, 1, false), w2 = wd_of(&t2, 1, false);
+				w1.semantic = w2.semantic = OVSTAGE_SEMANTIC_NONE;
+				ovs_layout a, b;
+				ASSERT_OK(run(&w1, (uint32_t)ns[k], &a));
+				ASSERT_OK(run(&w2, (uint32_t)ns[k], &b));
+				layouts_equal(&a, &b);
+				ck_assert_ptr_eq(a.tensors, &t1);
+				/* count given explicitly: the same */
+				w1.count = (uint32_t)ns[k];
+				ASSERT_OK(run(&w1, (uint32_t)ns[k] + 5, &a));
+				layouts_equal(&a, &b);
+			}
+	/* what the fast path leaves to the general path is refused as before */
+	int64_t s[1] = { 4 }, st2[1] = { 2 };
+	DLTensor t = mk(data, F32(1), 1, s, NULL);
+	ovstage_write_data_t w = wd_of(&t, 1, false);
+	ASSERT_REJECT(run(&w, 5, &(ovs_layout){ 0 }), OVSTAGE_ERROR_INVALID_ARGUMENT, "shape[0] = 4 != logical element count 5");
+	t.data = NULL;
+	ASSERT_REJECT(run(&w, 4, &(ovs_layout){ 0 }), OVSTAGE_ERROR_INVALID_ARGUMENT, "data is NULL");
+	t.data = data;
+	t.dtype = DT(kDLFloat, 8, 1);
+	ASSERT_REJECT(run(&w, 4, &(ovs_layout){ 0 }), OVSTAGE_ERROR_NOT_SUPPORTED, "not a storable dtype");
+	t.dtype = F32(1);
+	t.device.device_id = -1;
+	ASSERT_REJECT(run(&w, 4, &(ovs_layout){ 0 }), OVSTAGE_ERROR_INVALID_ARGUMENT, "device_id = -1 is negative");
+	t.device.device_id = 0;
+	w.semantic = (ovstage_attribute_semantic_t)999;
+	ASSERT_REJECT(run(&w, 4, &(ovs_layout){ 0 }), OVSTAGE_ERROR_INVALID_ARGUMENT, "semantic = 999");
+	w.semantic = OVSTAGE_SEMANTIC_NONE;
+	t.strides = st2; /* a stride of 2: the general path's strided view */
+	ovs_layout g;
+	ASSERT_OK(run(&w, 4, &g));
+	ck_assert(!g.contiguous);
+	ck_assert_int_eq(g.row_stride, 8);
+}
+END_TEST
+
 START_TEST(fixed_canonical_and_convenience_normalise_alike)
 {
 	/* point3f: shape [2] lanes 3 == shape [2, 3] lanes 1 */
@@ -971,6 +1054,7 @@ static Suite *layout_suite(void)
 	Suite *s = suite_create("layout");
 	TCase *tc = tcase_create("rules");
 	tcase_add_test(tc, fixed_canonical_and_convenience_normalise_alike);
+	tcase_add_test(tc, fixed_fast_path_matches_general);
 	tcase_add_test(tc, fixed_flat_tensor_not_reinterpreted);
 	tcase_add_test(tc, fixed_tensor_count_must_be_one);
 	tcase_add_test(tc, fixed_scalar_ndim0_rejected);

@@ -207,6 +207,102 @@ START_TEST(test_write_seal_read)
 }
 END_TEST
 
+/* A step over many columns, as bench/stage --only columns: one write of 40 columns (the duplicate
+ * check's table, past 8 entries), then reads naming them with a missing name and a derived one in
+ * between (the latest read pins 32 names per grace section: two sections), groups fetched and
+ * released after the read and after later seals (each group holds its version: a group takes over
+ * the read's pin). */
+enum { MC_COLS = 40, MC_PRIMS = 8 };
+START_TEST(test_many_columns_step)
+{
+	fixture f;
+	setup_n(&f, MC_PRIMS);
+	ovx_token_t t[MC_COLS];
+	char nm[32];
+	for (int c = 0; c < MC_COLS; c++) {
+		snprintf(nm, sizeof nm, "mc%d", c);
+		t[c] = tok(&f, nm);
+	}
+	static float vals[MC_COLS][MC_PRIMS];
+	tensor1 tt[MC_COLS];
+	ovstage_attribute_write_t w[MC_COLS];
+	/* a duplicate far apart: refused at the call, naming both entries */
+	for (int c = 0; c < MC_COLS; c++) {
+		w[c].attribute = A(c == 37 ? t[3] : t[c]);
+		w[c].data = fdata(&tt[c], vals[c], MC_PRIMS, 1);
+	}
+	ovstage_enqueue_result_t e = ovstage_write_attributes(f.st, f.q, w, MC_COLS, 1, OVSTAGE_PRIM_MODE_UPSERT);
+	ck_assert_int_eq(e.status, OVSTAGE_ERROR_INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(last_error(), "writes[3] and writes[37] both write"));
+	for (uint64_t ord = 1; ord <= 3; ord++) {
+		for (int c = 0; c < MC_COLS; c++) {
+			for (int i = 0; i < MC_PRIMS; i++)
+				vals[c][i] = (float)(ord * 10000 + (uint64_t)c * 100 + (uint64_t)i);
+			w[c].attribute = A(t[c]);
+			w[c].data = fdata(&tt[c], vals[c], MC_PRIMS, 1);
+		}
+		wait_ok(&f, ovstage_write_attributes(f.st, f.q, w, MC_COLS, ord, OVSTAGE_PRIM_MODE_UPSERT));
+		seal(&f, ord);
+	}
+	/* names: the 40 columns, with a missing one at 5 and usd-path at 33 */
+	ovx_token_t names[MC_COLS + 2];
+	int col_of[MC_COLS + 2];
+	size_t nn = 0;
+	for (int c = 0; c < MC_COLS; c++) {
+		if (c == 5) {
+			col_of[nn] = -1;
+			names[nn++] = tok(&f, "mc_missing");
+		}
+		if (c == 33) {
+			col_of[nn] = -2;
+			names[nn++] = tok(&f, "usd-path");
+		}
+		col_of[nn] = c;
+		names[nn++] = t[c];
+	}
+	ovstage_read_group_t g[2][MC_COLS + 2];
+	int ng[2] = { 0, 0 };
+	for (int k = 0; k < 2; k++) { /* as of 2 (an older retained version), then latest (3) */
+		uint64_t end = k == 0 ? 2 : 3;
+		ovstage_read_handle_t rh;
+		wait_ok(&f, ovstage_read_attributes(f.st, f.q, names, nn, latest(end), &rh));
+		while (ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g[k][ng[k]]) == OVSTAGE_OK)
+			ng[k]++;
+		wait_ok(&f, ovstage_release_read(f.st, rh)); /* the groups outlive it */
+		ck_assert_int_eq(ng[k], MC_COLS + 1); /* every column and usd-path; nothing for the missing name */
+	}
+	/* later seals: the groups keep their versions */
+	for (uint64_t ord = 4; ord <= 6; ord++) {
+		for (int c = 0; c < MC_COLS; c++)
+			for (int i = 0; i < MC_PRIMS; i++)
+				vals[c][i] = -1.0f;
+		wait_ok(&f, ovstage_write_attributes(f.st, f.q, w, MC_COLS, ord, OVSTAGE_PRIM_MODE_UPSERT));
+		seal(&f, ord);
+	}
+	for (int k = 0; k < 2; k++) {
+		uint64_t end = k == 0 ? 2 : 3;
+		int gi = 0;
+		for (size_t j = 0; j < nn; j++) {
+			if (col_of[j] == -1)
+				continue;
+			ovstage_read_group_t *gr = &g[k][gi++];
+			ck_assert_uint_eq(gr->attribute, names[j]); /* in the order of the names */
+			if (col_of[j] == -2)
+				continue; /* usd-path: path ids */
+			ck_assert_uint_eq(gr->ordinal, end);
+			ck_assert_uint_eq(gr->prims.count, MC_PRIMS);
+			const float *d = gr->data.tensors[0].data;
+			for (int i = 0; i < MC_PRIMS; i++)
+				ck_assert_float_eq(d[i], (float)(end * 10000 + (uint64_t)col_of[j] * 100 + (uint64_t)i));
+		}
+		for (int i = ng[k] - 1; i >= 0; i--) /* released last to first */
+			ck_assert_int_eq(ovstage_release_group(f.st, &g[k][i]), OVSTAGE_OK);
+		ck_assert_int_eq(ovstage_release_group(f.st, &g[k][0]), OVSTAGE_ERROR_INVALID_HANDLE);
+	}
+	teardown(&f);
+}
+END_TEST
+
 START_TEST(test_unsealed_not_visible)
 {
 	fixture f;
@@ -2280,6 +2376,7 @@ static Suite *stage_suite(void)
 	TCase *tc = tcase_create("api");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_write_seal_read);
+	tcase_add_test(tc, test_many_columns_step);
 	tcase_add_test(tc, test_unsealed_not_visible);
 	tcase_add_test(tc, test_floor_violation_sync);
 	tcase_add_test(tc, test_same_ordinal_submission_order);
