@@ -5194,18 +5194,28 @@ static PyObject *mod_gpu_status(PyObject *mod, PyObject *unused)
 
 /* gpu_pool_stats(device) -> dict: ovstage_ext_get_gpu_pool_stats (OvstageError INVALID_ARGUMENT
  * naming the ordinal for one the process cannot use; ValueError for one beyond a C int). */
+/* A CUDA device ordinal argument as a C int (false with ValueError or TypeError set). */
+static bool device_arg(PyObject *arg, const char *fn, int *dev)
+{
+	long d = PyLong_AsLong(arg);
+	if (d == -1 && PyErr_Occurred())
+		return false;
+	if (d < INT_MIN || d > INT_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: CUDA device ordinal %ld is out of range", fn, d);
+		return false;
+	}
+	*dev = (int)d;
+	return true;
+}
+
 static PyObject *mod_gpu_pool_stats(PyObject *mod, PyObject *arg)
 {
 	(void)mod;
-	long dev = PyLong_AsLong(arg);
-	if (dev == -1 && PyErr_Occurred())
+	int dev;
+	if (!device_arg(arg, "gpu_pool_stats", &dev))
 		return NULL;
-	if (dev < INT_MIN || dev > INT_MAX) {
-		PyErr_Format(PyExc_ValueError, "gpu_pool_stats: CUDA device ordinal %ld is out of range", dev);
-		return NULL;
-	}
 	ovstage_ext_gpu_pool_stats_t s;
-	int rc = ovstage_ext_get_gpu_pool_stats((int)dev, &s);
+	int rc = ovstage_ext_get_gpu_pool_stats(dev, &s);
 	if (rc != OVSTAGE_OK)
 		return raise_last(rc, "gpu_pool_stats");
 	return Py_BuildValue("{sKsKsKsKsKsKsK}", "bound_bytes", (unsigned long long)s.bound_bytes, "retained_bytes",
@@ -5219,15 +5229,11 @@ static PyObject *mod_gpu_pool_stats(PyObject *mod, PyObject *arg)
 static PyObject *mod_gpu_device_info(PyObject *mod, PyObject *arg)
 {
 	(void)mod;
-	long dev = PyLong_AsLong(arg);
-	if (dev == -1 && PyErr_Occurred())
+	int dev;
+	if (!device_arg(arg, "gpu_device_info", &dev))
 		return NULL;
-	if (dev < INT_MIN || dev > INT_MAX) {
-		PyErr_Format(PyExc_ValueError, "gpu_device_info: CUDA device ordinal %ld is out of range", dev);
-		return NULL;
-	}
 	ovstage_ext_gpu_device_info_t s;
-	int rc = ovstage_ext_get_gpu_device_info((int)dev, &s);
+	int rc = ovstage_ext_get_gpu_device_info(dev, &s);
 	if (rc != OVSTAGE_OK)
 		return raise_last(rc, "gpu_device_info");
 	return Py_BuildValue("{sssisisKsK}", "pci_bus_id", s.pci_bus_id, "near_workers", s.near_workers, "worker_count",
