@@ -132,7 +132,7 @@ typedef struct gpu_poller {
 	_Atomic uint64_t pushed;              /* items ever pushed (statistics; pending = pushed - resolved) */
 	_Alignas(64) pthread_mutex_t lock;    /* held by the one thread polling this device */
 	gpu_item *list, **tail;               /* the poller's items, oldest first (lock) */
-	_Atomic uint64_t resolved;            /* items ever resolved (statistics) */
+	_Atomic uint64_t resolved;            /* items ever resolved (statistics; written under lock) */
 } gpu_poller;
 
 static gpu_poller g_pollers[OVS_GPU_MAX_DEVICES];
@@ -192,7 +192,10 @@ static void resolve(gpu_poller *p, gpu_item *it, cudaError_t r)
 		it->fn(it->arg); /* deleters run even after a GPU fault: the memory is no longer read */
 	ovs_gpu_event_give(it->ev);
 	atomic_fetch_sub_explicit(&it->g->pending, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&p->resolved, 1, memory_order_relaxed); /* relaxed: statistics */
+	/* Only the holder of p->lock writes it: a plain increment (relaxed load and store; the lock orders
+	 * successive holders, and ovs_gpu_poll_stats reads it unlocked as a statistic). */
+	atomic_store_explicit(&p->resolved, atomic_load_explicit(&p->resolved, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	atomic_fetch_sub_explicit(&g_outstanding, 1, memory_order_relaxed);
 	free(it);
 }

@@ -45,21 +45,16 @@ static bool place(jobs_topology *t, hwloc_bitmap_t near)
 	if (!t->order)
 		return false;
 	int k = 0;
-	for (int pass = 0; pass < 2; pass++)
+	for (int pass = 0; pass < 2; pass++) {
 		for (int c = 0; c < t->n_cores; c++) {
 			hwloc_obj_t o = hwloc_get_obj_by_type(topo, core_type(topo), (unsigned)c);
 			bool is_near = near && o && o->cpuset && hwloc_bitmap_intersects(o->cpuset, near);
 			if (is_near == (pass == 0))
 				t->order[k++] = c;
 		}
-	t->near_cores = 0;
-	if (near)
-		for (int i = 0; i < t->n_cores; i++) {
-			hwloc_obj_t o = hwloc_get_obj_by_type(topo, core_type(topo), (unsigned)t->order[i]);
-			if (!o || !o->cpuset || !hwloc_bitmap_intersects(o->cpuset, near))
-				break;
-			t->near_cores++;
-		}
+		if (pass == 0)
+			t->near_cores = k; /* the first pass placed exactly the near cores */
+	}
 	return true;
 }
 
