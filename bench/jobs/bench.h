@@ -53,6 +53,11 @@ long bench_fib_serial(int n);
 /* Counts the calls that spawn (n >= 2) in the same recursion shape: checks bench_fib_spawns. */
 uint64_t bench_fib_count_spawns(int n);
 
+/* ---- ceiling.c ---- */
+/* threads threads each run bench_fib_serial(n) at once, sharing nothing; returns the ns until the
+ * last finishes (0 if they could not all be started), *result the common result (-1 if one differs) */
+uint64_t bench_fib_serial_many_ns(int threads, int n, long *result);
+
 /* ---- ours.c ---- */
 typedef struct ours_pool ours_pool;
 ours_pool *ours_create(int workers);   /* < 0 = one per core (hwloc) */

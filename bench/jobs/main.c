@@ -285,7 +285,7 @@ static const char *pct_or_na(double v)
  */
 
 /* The fib sides, in the order their repetitions interleave. */
-enum { F_SERIAL, F_T1, F_L1, F_TW, F_LW, F_O1, F_OW, F_TBB1, F_TBBW, F_OMP1, F_OMPW, F_COUNT };
+enum { F_SERIAL, F_T1, F_L1, F_TW, F_LW, F_O1, F_OW, F_TBB1, F_TBBW, F_OMP1, F_OMPW, F_SW, F_COUNT };
 
 static const double trickle_hz[] = {100, 1000, 10000};
 enum { N_TRICKLE = 3 };
@@ -432,6 +432,7 @@ static uint64_t fib_once(run *b, int f, long *r)
 	case F_TBB1: return tbb_fib_ns(1, N, r);
 	case F_TBBW: return tbb_fib_ns(W, N, r);
 	case F_OMP1: return omp_fib_ns(1, N, r);
+	case F_SW: return bench_fib_serial_many_ns(W, N, r);
 	default: return omp_fib_ns(W, N, r);
 	}
 }
@@ -454,12 +455,13 @@ static void bench_fib(run *b)
 				      "oneTBB task_group, 1 thread",
 				      fmt("oneTBB task_group, %d threads", W),
 				      "OpenMP tasks, 1 thread",
-				      fmt("OpenMP tasks, %d threads", W)};
+				      fmt("OpenMP tasks, %d threads", W),
+				      fmt("serial C, %d independent runs at once", W)};
 	uint64_t fspent[F_COUNT] = {0};
 	bool slow = b->o.slow_peers;
 	bool favail[F_COUNT] = {true, b->p1 != NULL, lace_available(), b->pw != NULL, lace_available(),
 				b->p1 != NULL, b->pw != NULL, slow && tbb_available(), slow && tbb_available(),
-				slow && omp_available(), slow && omp_available()};
+				slow && omp_available(), slow && omp_available(), W > 1};
 	fprintf(stderr, "fib(%d):\n", N);
 	for (int rep = 0; rep < R; rep++) {
 		for (int f = 0; f < F_COUNT; f++) {
@@ -615,6 +617,25 @@ static void row_fib_speedup(const run *b, const char *what, int one, int all)
 	    fmt("ours %s, 1 worker", what), ms_or_na(t1), k ? fmt("%.2f× faster", sp) : "n/a",
 	    W == 2 ? "≥ 1.85× (2 cores)" : fmt("≥ %.2f× (1.85× per 2 cores)", tgt),
 	    b->fwrong[one] || b->fwrong[all] ? "WRONG RESULT" : met(k, sp >= tgt));
+}
+
+/* fib: the machine's ceiling for the speedup (ceiling.c): W serial runs at once against one alone.
+ * W x t_alone / t_all is the most any scheduler can get out of W cores on this work; the ratio of
+ * our speedup to it is what the scheduler itself leaves. */
+static void row_fib_ceiling(const run *b)
+{
+	int W = b->W;
+	uint64_t ts = b->fbest[F_SERIAL], tall = b->fbest[F_SW], t1 = b->fbest[F_T1], tw = b->fbest[F_TW];
+	if (W < 2 || !ts || !tall)
+		return;
+	double ceil = (double)W * (double)ts / (double)tall;
+	table_row(fmt("%s serial, %d independent runs at once vs one alone (the cores' ceiling)", b->fibname, W),
+	    ms_or_na(tall), "serial C, one run alone", ms_or_na(ts), fmt("ceiling %.2f× of %d", ceil, W),
+	    "— (info: no scheduler scales past it)", b->fwrong[F_SW] ? "WRONG RESULT" : "—");
+	if (t1 && tw)
+		table_row(fmt("%s typed, %d workers: speedup against the ceiling", b->fibname, W),
+		    fmt("%.2f×", (double)t1 / (double)tw), "the ceiling (row above)", fmt("%.2f×", ceil),
+		    fmt("%.0f %% of it", 100.0 * (double)t1 / (double)tw / ceil), "— (info)", "—");
 }
 
 /* fib: the generic frames (jobs_forkjoin.h) against serial */
@@ -806,6 +827,7 @@ int main(int argc, char **argv)
 		row_fib_typed_serial(&b);
 		rows_fib_lace(&b);
 		row_fib_speedup(&b, "typed", F_T1, F_TW);
+		row_fib_ceiling(&b);
 		row_fib_generic_serial(&b);
 		row_fib_speedup(&b, "generic", F_O1, F_OW);
 		rows_fib_peers(&b);
