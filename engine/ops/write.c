@@ -37,6 +37,12 @@
  * so the caller is not held up by big copies. */
 #define WRITE_INLINE_MAX_BYTES ((size_t)4 << 20)
 
+/* Writes under a mask of more elements than this go to the pool whatever they copy: the mask is
+ * counted and its selected elements listed in parallel there (a device column's masked write copies
+ * nothing on the host, but 1 Mi elements is 16 Ki mask words to scan twice, tens of microseconds on
+ * one core; 4 Mi took the caller 142 us on the H200, docs/performance.md). */
+#define WRITE_INLINE_MAX_MASK ((uint32_t)1 << 20)
+
 typedef struct write_entry {
 	ovs_column *col;                     /* target column: prepared at the call (not yet visible when
 	                                      * new), published by the sequencer at admission */
@@ -249,19 +255,28 @@ static uint32_t mask_count(const uint64_t *mask, uint32_t n)
 	return mask_count_words(mask, n, 0, (n + 63) / 64);
 }
 
-/* The positions of the set bits of mask[0, n) into out, in order; returns how many. One pass over
- * the words with a count-trailing-zeros per set bit (no branch per element). */
-static uint32_t mask_positions(const uint64_t *mask, uint32_t n, uint32_t *out)
+/* The positions of the set bits of mask words [w0, w1) of mask[0, n) into out, in order, each
+ * through map when it is set (map[position]); returns how many. One pass over the words with a
+ * count-trailing-zeros per set bit (no branch per element). */
+static uint32_t mask_positions_words(const uint64_t *mask, uint32_t n, uint32_t w0, uint32_t w1,
+				     const uint32_t *map, uint32_t *out)
 {
 	uint32_t k = 0, nw = (n + 63) / 64;
-	for (uint32_t wd = 0; wd < nw; wd++) {
+	for (uint32_t wd = w0; wd < w1; wd++) {
 		uint64_t bits = mask[wd];
 		if (wd == nw - 1 && n % 64)
 			bits &= ((uint64_t)1 << (n % 64)) - 1;
-		for (uint32_t base = wd * 64; bits; bits &= bits - 1)
-			out[k++] = base + (uint32_t)__builtin_ctzll(bits);
+		for (uint32_t base = wd * 64; bits; bits &= bits - 1) {
+			uint32_t i = base + (uint32_t)__builtin_ctzll(bits);
+			out[k++] = map ? map[i] : i;
+		}
 	}
 	return k;
+}
+
+static uint32_t mask_positions(const uint64_t *mask, uint32_t n, uint32_t *out)
+{
+	return mask_positions_words(mask, n, 0, (n + 63) / 64, NULL, out);
 }
 
 /* The next run [*i, *end) of selected elements at or after *i (mask NULL: everything up to n);
@@ -405,6 +420,38 @@ static void gather_masked(jobs_worker *w, gather_ctx *cx)
 	}
 	ovs_exec x = ovs_exec_cpu(w);
 	ovs_parallel_for(&x, (words + GATHER_GRAIN - 1) / GATHER_GRAIN, 1, 1, gather_blocks, cx);
+}
+
+/* Positions (or their rows) of a large mask split across the workers like gather_masked: blocks
+ * [lo, hi) start at output prefix[lo], so the parts write disjoint outputs. */
+typedef struct positions_ctx {
+	const uint64_t *mask;   /* the write's mask */
+	uint32_t n;             /* logical elements */
+	const uint32_t *map;    /* element -> row (NULL: the position itself) */
+	const uint32_t *prefix; /* selected elements before each GATHER_GRAIN-word block */
+	uint32_t *out;          /* out: one entry per selected element, in element order */
+} positions_ctx;
+
+static void positions_blocks(void *p, size_t lo, size_t hi)
+{
+	const positions_ctx *pc = p;
+	uint32_t words = (pc->n + 63) / 64, w1 = (uint32_t)hi * GATHER_GRAIN;
+	mask_positions_words(pc->mask, pc->n, (uint32_t)lo * GATHER_GRAIN, w1 < words ? w1 : words, pc->map,
+			     pc->out + pc->prefix[lo]);
+}
+
+/* The selected elements' rows (map NULL: their positions) into out; returns how many. In parallel
+ * when prefix is set (mask_count_prefix kept it: a large mask with many selected). */
+static uint32_t mask_rows(jobs_worker *w, const uint64_t *mask, uint32_t n, const uint32_t *map,
+			  const uint32_t *prefix, uint32_t nsel, uint32_t *out)
+{
+	uint32_t words = (n + 63) / 64;
+	if (!w || !prefix)
+		return mask_positions_words(mask, n, 0, words, map, out);
+	positions_ctx pc = { mask, n, map, prefix, out };
+	ovs_exec x = ovs_exec_cpu(w);
+	ovs_parallel_for(&x, (words + GATHER_GRAIN - 1) / GATHER_GRAIN, 1, 1, positions_blocks, &pc);
+	return nsel; /* the join orders every part's writes before this returns */
 }
 
 /* The per-block counts of a parallel count: counts[b + 1] = bits set in block b. */
@@ -669,12 +716,9 @@ static ovstage_api_status_t rows_from_map(jobs_worker *w, ovs_store *store, cons
 	}
 	if (host_values && !l->is_array && !l->index_map && ovs_layout_contiguous_base(l))
 		return rows_gather(w, store, l, map, prefix, nsel, rl, err, errlen);
-	/* the selected positions, then (unless the map is the identity) their rows */
-	rl->k = mask_positions(l->mask, n, rl->rows);
+	/* the selected elements' rows (the positions themselves when the map is the identity) */
+	rl->k = mask_rows(w, l->mask, n, map->identity ? NULL : map->rows, prefix, nsel, rl->rows);
 	rl->positions = map->identity;
-	if (!map->identity)
-		for (uint32_t j = 0; j < rl->k; j++)
-			rl->rows[j] = map->rows[rl->rows[j]];
 	return OVSTAGE_OK;
 }
 
@@ -739,7 +783,7 @@ static ovstage_api_status_t map_rows(jobs_worker *w, write_op *op, write_entry *
 	*set_prims = reassert || !map;
 	ovstage_api_status_t s = map ? rows_from_map(w, &st->store, l, map, prefix, nsel, host_values, rl, err, errlen)
 				     : rows_create(op, e, rl, err, errlen);
-	free(prefix); /* only the gather uses it */
+	free(prefix); /* only the gather and mask_rows use it */
 	if (s != OVSTAGE_OK)
 		row_list_release(rl);
 	return s;
@@ -1750,6 +1794,8 @@ static ovstage_enqueue_result_t submit_write(ovs_stage *st, write_op *op, size_t
 		op->touches_gpu |= dev_col || e->layout.device.device_type == kDLCUDA || e->fence;
 		if (e->layout.is_array)
 			inline_ok = false; /* per-row blobs: cost not known from the layout */
+		else if (e->layout.mask && e->layout.count > WRITE_INLINE_MAX_MASK)
+			inline_ok = false; /* its mask is counted and listed split across the workers there */
 		else if (dev_col && e->layout.device.device_type == kDLCUDA)
 			/* device to device: the call only enqueues the copy (the hand-off would cost more)
 			 * unless the producer is still running: then the receipt cannot complete before it

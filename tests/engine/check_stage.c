@@ -1032,9 +1032,9 @@ START_TEST(test_sparse_seals_match_model)
 }
 END_TEST
 
-
-/* Reads the latest value of every element of f->q into vals (n of them); false where absent. */
-static void read_all_f(fixture *f, ovx_token_t attr, uint64_t n_ord, float *vals, bool *present)
+/* Reads the latest value of every element of f->q, a float32 x lanes column, into vals (lane 0; n
+ * of them); false where absent. Every other lane k must be lane 0 + k (the tests' values). */
+static void read_all_lanes(fixture *f, ovx_token_t attr, uint64_t n_ord, int lanes, float *vals, bool *present)
 {
 	memset(present, 0, f->n * sizeof *present);
 	ovstage_read_handle_t rh;
@@ -1045,13 +1045,35 @@ static void read_all_f(fixture *f, ovx_token_t attr, uint64_t n_ord, float *vals
 		const float *d = g.data.tensors[0].data;
 		for (uint32_t i = 0; i < g.prims.count; i++) {
 			uint32_t e = g.prims.index_map ? g.prims.index_map[i] : g.prims.offset + i;
-			vals[e] = d[g.data.index_map ? g.data.index_map[i] : i];
+			const float *row = d + (size_t)(g.data.index_map ? g.data.index_map[i] : i) * (size_t)lanes;
+			for (int k = 1; k < lanes; k++)
+				ck_assert_msg(row[k] == row[0] + (float)k, "prim %u lane %d: %g, lane 0 %g", e, k,
+					      (double)row[k], (double)row[0]);
+			vals[e] = row[0];
 			present[e] = true;
 		}
 		ck_assert_int_eq(ovstage_release_group(f->st, &g), OVSTAGE_OK);
 	}
 	ck_assert_int_eq(s, OVSTAGE_ERROR_END_OF_ITERATION);
 	wait_ok(f, ovstage_release_read(f->st, rh));
+}
+
+/* The same for a float32 column. */
+static void read_all_f(fixture *f, ovx_token_t attr, uint64_t n_ord, float *vals, bool *present)
+{
+	read_all_lanes(f, attr, n_ord, 1, vals, present);
+}
+
+/* Step s's pattern of test_large_masks_*: whether element i of n is selected. */
+static bool large_mask_selects(int s, uint32_t i, uint32_t n, uint64_t *rng)
+{
+	return s == 1 ? true
+	       : s == 2 ? i >= 37000 && i < 77000
+	       : s == 3 ? i % 3 == 0
+	       : s == 4 ? tst_rnd(rng) % 10 < 3
+	       : s == 5 ? tst_rnd(rng) % 200 == 0
+	       : s == 6 ? i >= n - 20000
+			: i >= 65536 - 64 * 300 && i < 65536 + 64 * 300;
 }
 
 START_TEST(test_large_masks_parallel_gather)
@@ -1073,14 +1095,7 @@ START_TEST(test_large_masks_parallel_gather)
 	for (int s = 1; s <= STEPS; s++) {
 		memset(mask, 0, (N + 63) / 64 * sizeof *mask);
 		for (uint32_t i = 0; i < N; i++) {
-			bool sel = s == 1 ? true
-				   : s == 2 ? i >= 37000 && i < 77000
-				   : s == 3 ? i % 3 == 0
-				   : s == 4 ? tst_rnd(&rng) % 10 < 3
-				   : s == 5 ? tst_rnd(&rng) % 200 == 0
-				   : s == 6 ? i >= N - 20000
-					    : i >= 65536 - 64 * 300 && i < 65536 + 64 * 300;
-			if (sel)
+			if (large_mask_selects(s, i, N, &rng))
 				mask[i / 64] |= (uint64_t)1 << (i % 64);
 			src[i] = (float)i + 0.25f * (float)s;
 		}
@@ -1101,6 +1116,73 @@ START_TEST(test_large_masks_parallel_gather)
 			ck_assert_msg(present[i] && got[i] == model[i], "step %d element %u: %g, want %g", s, i,
 				      present[i] ? (double)got[i] : -1.0, (double)model[i]);
 	}
+	free(src);
+	free(model);
+	free(got);
+	free(present);
+	free(mask);
+	teardown(&f);
+}
+END_TEST
+
+START_TEST(test_large_masks_strided_rows)
+{
+	/* The same patterns from a strided host source (every other float32x8 of a 2N array: 6.4 MB,
+	 * so the write runs on a worker), which lists the selected elements' rows from the mask (split
+	 * across the workers by the same blocks) and copies the values apart: through the fixture's
+	 * query (an identity row map) and a reversed one (its element j is prim N-1-j: a cached map
+	 * that is not the identity). Every element must get exactly its own value or keep the previous
+	 * one. */
+	enum { N = 200003, STEPS = 7, L = 8 };
+	fixture f;
+	setup_n(&f, N);
+	ovx_token_t t = tok(&f, "strided");
+	char (*names)[32] = malloc(N * sizeof *names);
+	const char **rev = malloc(N * sizeof *rev);
+	float *src = malloc(2 * N * L * sizeof *src), *model = malloc(N * sizeof *model), *got = malloc(N * sizeof *got);
+	bool *present = malloc(N * sizeof *present);
+	uint64_t *mask = calloc((N + 63) / 64, sizeof *mask);
+	ck_assert(names && rev && src && model && got && present && mask);
+	for (uint32_t j = 0; j < N; j++) {
+		snprintf(names[j], sizeof names[j], "/World/P%u", N - 1 - j);
+		rev[j] = names[j];
+	}
+	ovstage_query_handle_t qr = query_of(&f, rev, N, NULL);
+	uint64_t rng = 7;
+	for (int s = 1; s <= 2 * STEPS; s++) {
+		bool reversed = s > STEPS;
+		int pat = reversed ? s - STEPS : s;
+		memset(mask, 0, (N + 63) / 64 * sizeof *mask);
+		for (uint32_t j = 0; j < N; j++) {
+			if (large_mask_selects(pat, j, N, &rng))
+				mask[j / 64] |= (uint64_t)1 << (j % 64);
+			for (int k = 0; k < L; k++) {
+				src[(2 * j) * L + k] = (float)j + 0.25f * (float)s + (float)k;
+				src[(2 * j + 1) * L + k] = -1.0f; /* never written: the stride skips it */
+			}
+		}
+		int64_t stride = 2;
+		tensor1 tt;
+		ovstage_write_data_t w = fdata(&tt, src, N, L);
+		tt.t.strides = &stride;
+		if (pat > 1) {
+			w.mask = mask;
+			w.count = N;
+		}
+		wait_ok(&f, ovstage_write_attribute(f.st, reversed ? qr : f.q, A(t), (uint64_t)s, w,
+						    OVSTAGE_PRIM_MODE_UPSERT));
+		for (uint32_t j = 0; j < N; j++)
+			if (pat == 1 || (mask[j / 64] >> (j % 64) & 1))
+				model[reversed ? N - 1 - j : j] = src[2 * j * L];
+		seal(&f, (uint64_t)s);
+		read_all_lanes(&f, t, (uint64_t)s, L, got, present);
+		for (uint32_t i = 0; i < N; i++)
+			ck_assert_msg(present[i] && got[i] == model[i], "step %d element %u: %g, want %g", s, i,
+				      present[i] ? (double)got[i] : -1.0, (double)model[i]);
+	}
+	wait_ok(&f, ovstage_release_query(f.st, qr));
+	free(names);
+	free(rev);
 	free(src);
 	free(model);
 	free(got);
@@ -2392,6 +2474,7 @@ static Suite *stage_suite(void)
 	tcase_add_test(tc, test_map_unmap_zero_copy);
 	tcase_add_test(tc, test_sparse_seals_match_model);
 	tcase_add_test(tc, test_large_masks_parallel_gather);
+	tcase_add_test(tc, test_large_masks_strided_rows);
 	tcase_add_test(tc, test_blocks_overwriting_whole_chunks);
 	tcase_add_test(tc, test_clone_subtree);
 	tcase_add_test(tc, test_retention_soak_bounded);
