@@ -37,12 +37,6 @@
  * so the caller is not held up by big copies. */
 #define WRITE_INLINE_MAX_BYTES ((size_t)4 << 20)
 
-/* Writes under a mask of more elements than this go to the pool whatever they copy: the mask is
- * counted and its selected elements listed in parallel there (a device column's masked write copies
- * nothing on the host, but 1 Mi elements is 16 Ki mask words to scan twice, tens of microseconds on
- * one core; 4 Mi took the caller 142 us on the H200, docs/performance.md). */
-#define WRITE_INLINE_MAX_MASK ((uint32_t)1 << 20)
-
 typedef struct write_entry {
 	ovs_column *col;                     /* target column: prepared at the call (not yet visible when
 	                                      * new), published by the sequencer at admission */
@@ -1794,8 +1788,6 @@ static ovstage_enqueue_result_t submit_write(ovs_stage *st, write_op *op, size_t
 		op->touches_gpu |= dev_col || e->layout.device.device_type == kDLCUDA || e->fence;
 		if (e->layout.is_array)
 			inline_ok = false; /* per-row blobs: cost not known from the layout */
-		else if (e->layout.mask && e->layout.count > WRITE_INLINE_MAX_MASK)
-			inline_ok = false; /* its mask is counted and listed split across the workers there */
 		else if (dev_col && e->layout.device.device_type == kDLCUDA)
 			/* device to device: the call only enqueues the copy (the hand-off would cost more)
 			 * unless the producer is still running: then the receipt cannot complete before it
