@@ -713,6 +713,11 @@ static ovstage_api_status_t rows_from_map(jobs_worker *w, ovs_store *store, cons
 	/* the selected elements' rows (the positions themselves when the map is the identity) */
 	rl->k = mask_rows(w, l->mask, n, map->identity ? NULL : map->rows, prefix, nsel, rl->rows);
 	rl->positions = map->identity;
+	/* A mask's positions increase, and a block map (rows[i] = rows[0] + i) keeps their gaps: the
+	 * shape is known without the push's scan of the rows (13 us of a 4 Mi-element 1 % write on the
+	 * H200, docs/performance.md). */
+	if (map->identity || map->contig)
+		row_list_set_shape(rl, true, !rl->k || rl->rows[rl->k - 1] - rl->rows[0] == rl->k - 1);
 	return OVSTAGE_OK;
 }
 

@@ -1129,32 +1129,33 @@ START_TEST(test_large_masks_strided_rows)
 {
 	/* The same patterns from a strided host source (every other float32x8 of a 2N array: 6.4 MB,
 	 * so the write runs on a worker), which lists the selected elements' rows from the mask (split
-	 * across the workers by the same blocks) and copies the values apart: through the fixture's
-	 * query (an identity row map) and a reversed one (its element j is prim N-1-j: a cached map
-	 * that is not the identity). Every element must get exactly its own value or keep the previous
-	 * one. */
-	enum { N = 200003, STEPS = 7, L = 8 };
+	 * across the workers by the same blocks) and copies the values apart, through three cached row
+	 * maps: the fixture's query (the identity), a reversed one (element j is prim N-1-j) and a block
+	 * (element j is prim B0+j: the rows' shape is set from the mask, not scanned). Every element
+	 * must get exactly its own value or keep the previous one. */
+	enum { N = 200003, STEPS = 7, L = 8, B0 = 3001 };
 	fixture f;
 	setup_n(&f, N);
 	ovx_token_t t = tok(&f, "strided");
 	char (*names)[32] = malloc(N * sizeof *names);
-	const char **rev = malloc(N * sizeof *rev);
+	const char **rev = malloc(N * sizeof *rev), **blk = malloc(N * sizeof *blk);
 	float *src = malloc(2 * N * L * sizeof *src), *model = malloc(N * sizeof *model), *got = malloc(N * sizeof *got);
 	bool *present = malloc(N * sizeof *present);
 	uint64_t *mask = calloc((N + 63) / 64, sizeof *mask);
-	ck_assert(names && rev && src && model && got && present && mask);
+	ck_assert(names && rev && blk && src && model && got && present && mask);
 	for (uint32_t j = 0; j < N; j++) {
-		snprintf(names[j], sizeof names[j], "/World/P%u", N - 1 - j);
-		rev[j] = names[j];
+		snprintf(names[j], sizeof names[j], "/World/P%u", j);
+		rev[j] = names[N - 1 - j];
+		blk[j] = names[(B0 + j) % N];
 	}
-	ovstage_query_handle_t qr = query_of(&f, rev, N, NULL);
+	ovstage_query_handle_t qs[3] = { f.q, query_of(&f, rev, N, NULL), query_of(&f, blk, N - B0, NULL) };
 	uint64_t rng = 7;
-	for (int s = 1; s <= 2 * STEPS; s++) {
-		bool reversed = s > STEPS;
-		int pat = reversed ? s - STEPS : s;
+	for (int s = 1; s <= 3 * STEPS; s++) {
+		int phase = (s - 1) / STEPS, pat = s - phase * STEPS;
+		uint32_t nq = phase == 2 ? N - B0 : N; /* elements of the query */
 		memset(mask, 0, (N + 63) / 64 * sizeof *mask);
-		for (uint32_t j = 0; j < N; j++) {
-			if (large_mask_selects(pat, j, N, &rng))
+		for (uint32_t j = 0; j < nq; j++) {
+			if (large_mask_selects(pat, j, nq, &rng))
 				mask[j / 64] |= (uint64_t)1 << (j % 64);
 			for (int k = 0; k < L; k++) {
 				src[(2 * j) * L + k] = (float)j + 0.25f * (float)s + (float)k;
@@ -1163,26 +1164,27 @@ START_TEST(test_large_masks_strided_rows)
 		}
 		int64_t stride = 2;
 		tensor1 tt;
-		ovstage_write_data_t w = fdata(&tt, src, N, L);
+		ovstage_write_data_t w = fdata(&tt, src, nq, L);
 		tt.t.strides = &stride;
 		if (pat > 1) {
 			w.mask = mask;
-			w.count = N;
+			w.count = nq;
 		}
-		wait_ok(&f, ovstage_write_attribute(f.st, reversed ? qr : f.q, A(t), (uint64_t)s, w,
-						    OVSTAGE_PRIM_MODE_UPSERT));
-		for (uint32_t j = 0; j < N; j++)
+		wait_ok(&f, ovstage_write_attribute(f.st, qs[phase], A(t), (uint64_t)s, w, OVSTAGE_PRIM_MODE_UPSERT));
+		for (uint32_t j = 0; j < nq; j++)
 			if (pat == 1 || (mask[j / 64] >> (j % 64) & 1))
-				model[reversed ? N - 1 - j : j] = src[2 * j * L];
+				model[phase == 0 ? j : phase == 1 ? N - 1 - j : B0 + j] = src[2 * j * L];
 		seal(&f, (uint64_t)s);
 		read_all_lanes(&f, t, (uint64_t)s, L, got, present);
 		for (uint32_t i = 0; i < N; i++)
 			ck_assert_msg(present[i] && got[i] == model[i], "step %d element %u: %g, want %g", s, i,
 				      present[i] ? (double)got[i] : -1.0, (double)model[i]);
 	}
-	wait_ok(&f, ovstage_release_query(f.st, qr));
+	wait_ok(&f, ovstage_release_query(f.st, qs[1]));
+	wait_ok(&f, ovstage_release_query(f.st, qs[2]));
 	free(names);
 	free(rev);
+	free(blk);
 	free(src);
 	free(model);
 	free(got);
