@@ -1064,6 +1064,14 @@ static void read_all_f(fixture *f, ovx_token_t attr, uint64_t n_ord, float *vals
 	read_all_lanes(f, attr, n_ord, 1, vals, present);
 }
 
+/* After step s of test_large_masks_*: every element i of n read back present with model[i]. */
+static void expect_model(int s, const float *got, const bool *present, const float *model, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_msg(present[i] && got[i] == model[i], "step %d element %u: %g, want %g", s, i,
+			      present[i] ? (double)got[i] : -1.0, (double)model[i]);
+}
+
 /* Step s's pattern of test_large_masks_*: whether element i of n is selected. */
 static bool large_mask_selects(int s, uint32_t i, uint32_t n, uint64_t *rng)
 {
@@ -1112,9 +1120,7 @@ START_TEST(test_large_masks_parallel_gather)
 				model[i] = src[i];
 		seal(&f, (uint64_t)s);
 		read_all_f(&f, t, (uint64_t)s, got, present);
-		for (uint32_t i = 0; i < N; i++)
-			ck_assert_msg(present[i] && got[i] == model[i], "step %d element %u: %g, want %g", s, i,
-				      present[i] ? (double)got[i] : -1.0, (double)model[i]);
+		expect_model(s, got, present, model, N);
 	}
 	free(src);
 	free(model);
@@ -1176,9 +1182,7 @@ START_TEST(test_large_masks_strided_rows)
 				model[phase == 0 ? j : phase == 1 ? N - 1 - j : B0 + j] = src[2 * j * L];
 		seal(&f, (uint64_t)s);
 		read_all_lanes(&f, t, (uint64_t)s, L, got, present);
-		for (uint32_t i = 0; i < N; i++)
-			ck_assert_msg(present[i] && got[i] == model[i], "step %d element %u: %g, want %g", s, i,
-				      present[i] ? (double)got[i] : -1.0, (double)model[i]);
+		expect_model(s, got, present, model, N);
 	}
 	wait_ok(&f, ovstage_release_query(f.st, qs[1]));
 	wait_ok(&f, ovstage_release_query(f.st, qs[2]));
