@@ -146,57 +146,65 @@ static void cuda_scatter_rows(ovs_exec *x, void *dst, const uint32_t *rows, uint
 	scratch_free(x, drows, (size_t)n * sizeof *rows);
 }
 
-static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb)
+static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, const uint32_t *drows,
+			     uint32_t n, size_t rb)
 {
 	if (!n)
 		return;
-	uint32_t *drows = scratch_up(x, rows, (size_t)n * sizeof *rows);
-	if (drows)
-		note(x, (cudaError_t)ovs_cuda_gather_rows(x->stream, dst, src, drows, n, rb));
-	scratch_free(x, drows, (size_t)n * sizeof *rows);
+	uint32_t *up = drows ? NULL : scratch_up(x, rows, (size_t)n * sizeof *rows);
+	if (drows || up)
+		note(x, (cudaError_t)ovs_cuda_gather_rows(x->stream, dst, src, drows ? drows : up, n, rb));
+	if (up)
+		scratch_free(x, up, (size_t)n * sizeof *rows);
 }
 
-/* The bytes of chunked_up's upload. */
-static size_t chunked_bytes(uint32_t nbases, uint32_t n)
+/* The bytes of chunked_up's upload: the table, and the rows unless they are on the device already. */
+static size_t chunked_bytes(uint32_t nbases, uint32_t n, bool rows_up)
 {
-	return (size_t)nbases * sizeof(void *) + (size_t)n * sizeof(uint32_t);
+	return (size_t)nbases * sizeof(void *) + (rows_up ? (size_t)n * sizeof(uint32_t) : 0);
 }
 
-/* A chunk table and a row list in one upload of chunked_bytes (the table first, then the rows at
- * *rows_out), and the narrowest alignment of the bases (*align: it decides the kernels' word). NULL
- * on failure (noted). */
-static unsigned char *chunked_up(ovs_exec *x, void *const *bases, uint32_t nbases, const uint32_t *rows, uint32_t n,
-				 const uint32_t **rows_out, unsigned *align)
+/* A chunk table, and the row list unless drows holds it already, in one upload of chunked_bytes
+ * (the table first, then the rows); *rows_out: the rows on the device (drows or the uploaded ones);
+ * *align: the narrowest alignment of the bases (it decides the kernels' word). NULL on failure
+ * (noted). */
+static unsigned char *chunked_up(ovs_exec *x, void *const *bases, uint32_t nbases, const uint32_t *rows,
+				 const uint32_t *drows, uint32_t n, const uint32_t **rows_out, unsigned *align)
 {
-	size_t tb = (size_t)nbases * sizeof(void *), bytes = chunked_bytes(nbases, n);
-	unsigned char *h = malloc(bytes);
-	if (!h) {
-		note(x, cudaErrorMemoryAllocation);
-		return NULL;
-	}
+	size_t tb = (size_t)nbases * sizeof(void *), bytes = chunked_bytes(nbases, n, !drows);
 	uintptr_t any = 0;
 	for (uint32_t j = 0; j < nbases; j++)
 		any |= (uintptr_t)bases[j];
-	memcpy(h, bases, tb);
-	memcpy(h + tb, rows, (size_t)n * sizeof *rows);
-	unsigned char *d = scratch_up(x, h, bytes);
-	free(h);
 	*align = (any & 7) == 0 ? 8 : (any & 3) == 0 ? 4 : 1;
-	*rows_out = d ? (const uint32_t *)(d + tb) : NULL;
+	unsigned char *d;
+	if (drows) { /* the table alone: straight from the caller's array (staged before it returns) */
+		d = scratch_up(x, bases, tb);
+	} else {
+		unsigned char *h = malloc(bytes);
+		if (!h) {
+			note(x, cudaErrorMemoryAllocation);
+			return NULL;
+		}
+		memcpy(h, bases, tb);
+		memcpy(h + tb, rows, (size_t)n * sizeof *rows);
+		d = scratch_up(x, h, bytes);
+		free(h);
+	}
+	*rows_out = !d ? NULL : drows ? drows : (const uint32_t *)(d + tb);
 	return d;
 }
 
 static void cuda_scatter_chunked(ovs_exec *x, void *const *bases, uint32_t nbases, uint32_t shift,
-				 const uint32_t *rows, uint32_t n, const void *src, size_t rb)
+				 const uint32_t *rows, const uint32_t *drows, uint32_t n, const void *src, size_t rb)
 {
 	if (!n)
 		return;
-	const uint32_t *drows;
+	const uint32_t *dr;
 	unsigned align;
-	unsigned char *d = chunked_up(x, bases, nbases, rows, n, &drows, &align);
+	unsigned char *d = chunked_up(x, bases, nbases, rows, drows, n, &dr, &align);
 	if (d)
-		note(x, (cudaError_t)ovs_cuda_scatter_chunked(x->stream, (void *const *)d, shift, drows, n, src, rb, align));
-	scratch_free(x, d, chunked_bytes(nbases, n));
+		note(x, (cudaError_t)ovs_cuda_scatter_chunked(x->stream, (void *const *)d, shift, dr, n, src, rb, align));
+	scratch_free(x, d, chunked_bytes(nbases, n, !drows));
 }
 
 static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint32_t nbases, uint32_t shift,
@@ -204,12 +212,12 @@ static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint
 {
 	if (!n)
 		return;
-	const uint32_t *drows;
+	const uint32_t *dr;
 	unsigned align;
-	unsigned char *d = chunked_up(x, bases, nbases, rows, n, &drows, &align);
+	unsigned char *d = chunked_up(x, bases, nbases, rows, NULL, n, &dr, &align);
 	if (d)
-		note(x, (cudaError_t)ovs_cuda_gather_chunked(x->stream, dst, (void *const *)d, shift, drows, n, rb, align));
-	scratch_free(x, d, chunked_bytes(nbases, n));
+		note(x, (cudaError_t)ovs_cuda_gather_chunked(x->stream, dst, (void *const *)d, shift, dr, n, rb, align));
+	scratch_free(x, d, chunked_bytes(nbases, n, true));
 }
 
 /* The segments' source pointers and offsets in one upload (the pointers first, then the n + 1

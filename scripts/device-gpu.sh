@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (the device tool): build the CUDA build, run the GPU suite, compute-sanitizer
 # (memcheck with leak check, racecheck) on it, and bench/gpu; every log goes to $OUT (or ./device-out).
-# Usage: bash scripts/device-gpu.sh [build|test|sanitize|bench|python|demo|stage-ab|jobs-ab|jobs-lace|fuzz]...
+# Usage: bash scripts/device-gpu.sh [build|test|sanitize|bench|python|demo|gpu-ab|stage-ab|jobs-ab|jobs-lace|fuzz]...
 #        (default: build test sanitize bench)
 # .debs must hold the benchmark peers too (docs/gpu.md, "Recipe": EXTRA_DEBS for oneTBB and LMDB).
 set -uo pipefail
@@ -24,6 +24,17 @@ for s in $steps; do
                 echo "$t $tool rc=$?"; tail -4 "$out/$log.log"; done; done ;;
     bench) timeout 240 build-gpu/bench/gpu/ovstage_bench_gpu --markdown ${BENCH_ONLY:+--only $BENCH_ONLY} \
              >"$out/bench.md" 2>&1; echo "bench rc=$?"; cat "$out/bench.md" ;;
+    gpu-ab) # bench/gpu of an old tree (OLD_SRC, default old-src/) against this one, interleaved, three runs
+            # each; BENCH_ONLY picks rows (default sparse); one summary line per run
+            old=${OLD_SRC:-old-src}; [ -d "$old" ] || { echo "gpu-ab: no $old/"; continue; }
+            (cd "$old" && cmake -S . -B build-old -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+               -DOVSTAGE_BUILD_BENCH=ON -DOVSTAGE_BUILD_PYTHON=OFF -DOVSTAGE_BUILD_TESTS=OFF >/dev/null &&
+             cmake --build build-old -j16 --target ovstage_bench_gpu >/dev/null) || echo "gpu-ab: old build failed"
+            for i in 1 2 3; do for v in old new; do
+              b=build-gpu/bench/gpu/ovstage_bench_gpu; [ $v = old ] && b=$old/build-old/bench/gpu/ovstage_bench_gpu
+              timeout 120 $b --markdown --only ${BENCH_ONLY:-sparse} >"$out/gpu-$v-$i.md" 2>&1
+              echo "$v $i: $(grep -E 'step:|^\| ' "$out/gpu-$v-$i.md" | grep -v -E '^\| (row|---)' | tr '\n' ' ' | tr -s ' ')"
+            done; done ;;
     stage-ab) # bench/stage, an old tree (old-src/, e.g. `git archive OLD | tar -x -C old-src`) against
               # this one, interleaved, three runs each; STAGE_ONLY picks sections (default: commit latency)
               [ -d old-src ] || { echo "stage-ab: no old-src/"; continue; }

@@ -302,7 +302,7 @@ static bool output_values(const ovs_hier *h, hc_op *o, const uint64_t *pairs, si
 		for (size_t j = 0; j < n; j++)
 			nodes[j] = (uint32_t)pairs[j];
 		/* the node list is uploaded before it returns (cuda_memops.c), so it may go now */
-		ovs_gpu_memops()->gather_rows(o->gx, d->values, h->dworld, nodes, (uint32_t)n, XFORM_BYTES);
+		ovs_gpu_memops()->gather_rows(o->gx, d->values, h->dworld, nodes, NULL, (uint32_t)n, XFORM_BYTES);
 	}
 	free(nodes);
 	return d->values != NULL;

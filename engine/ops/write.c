@@ -18,6 +18,7 @@
 #include "copy.h"
 #include "errors.h"
 #include "layout.h"
+#include "mask_bits.h"
 #include "ops.h"
 #include "device.h"
 #include "exec.h"
@@ -224,55 +225,6 @@ static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, DLDevic
 	return check_schema(st, e, err, errlen);
 }
 
-/* Bits set in mask[0 .. n) (the selected elements). The build targets baseline x86-64, where
- * __builtin_popcountll is a library call per word; a clone for CPUs with POPCNT is picked at load
- * time. Zero words (a block's unselected part) cost a test each. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-/* (not under ThreadSanitizer: the clone's resolver runs at relocation, before TSan's runtime) */
-__attribute__((target_clones("popcnt", "default")))
-#endif
-static uint32_t mask_count_words(const uint64_t *mask, uint32_t n, uint32_t w0, uint32_t w1)
-{
-	uint32_t c = 0, full = n / 64 < w1 ? n / 64 : w1, wd = w0;
-	for (; wd + 4 <= full; wd += 4) /* unrolled, branch-free: a popcnt per word */
-		c += (uint32_t)(__builtin_popcountll(mask[wd]) + __builtin_popcountll(mask[wd + 1]) +
-				__builtin_popcountll(mask[wd + 2]) + __builtin_popcountll(mask[wd + 3]));
-	for (; wd < full; wd++)
-		c += (uint32_t)__builtin_popcountll(mask[wd]);
-	if (n % 64 && n / 64 >= w0 && n / 64 < w1)
-		c += (uint32_t)__builtin_popcountll(mask[n / 64] & (((uint64_t)1 << (n % 64)) - 1));
-	return c;
-}
-
-static uint32_t mask_count(const uint64_t *mask, uint32_t n)
-{
-	return mask_count_words(mask, n, 0, (n + 63) / 64);
-}
-
-/* The positions of the set bits of mask words [w0, w1) of mask[0, n) into out, in order, each
- * through map when it is set (map[position]); returns how many. One pass over the words with a
- * count-trailing-zeros per set bit (no branch per element). */
-static uint32_t mask_positions_words(const uint64_t *mask, uint32_t n, uint32_t w0, uint32_t w1,
-				     const uint32_t *map, uint32_t *out)
-{
-	uint32_t k = 0, nw = (n + 63) / 64;
-	for (uint32_t wd = w0; wd < w1; wd++) {
-		uint64_t bits = mask[wd];
-		if (wd == nw - 1 && n % 64)
-			bits &= ((uint64_t)1 << (n % 64)) - 1;
-		for (uint32_t base = wd * 64; bits; bits &= bits - 1) {
-			uint32_t i = base + (uint32_t)__builtin_ctzll(bits);
-			out[k++] = map ? map[i] : i;
-		}
-	}
-	return k;
-}
-
-static uint32_t mask_positions(const uint64_t *mask, uint32_t n, uint32_t *out)
-{
-	return mask_positions_words(mask, n, 0, (n + 63) / 64, NULL, out);
-}
-
 /* The next run [*i, *end) of selected elements at or after *i (mask NULL: everything up to n);
  * false when there is none. Whole words at a time: zero words are skipped, full words extend. */
 static bool next_run(const uint64_t *mask, uint32_t n, uint32_t *i, uint32_t *end)
@@ -430,8 +382,8 @@ static void positions_blocks(void *p, size_t lo, size_t hi)
 {
 	const positions_ctx *pc = p;
 	uint32_t words = (pc->n + 63) / 64, w1 = (uint32_t)hi * GATHER_GRAIN;
-	mask_positions_words(pc->mask, pc->n, (uint32_t)lo * GATHER_GRAIN, w1 < words ? w1 : words, pc->map,
-			     pc->out + pc->prefix[lo]);
+	ovs_mask_list(pc->mask, pc->n, (uint32_t)lo * GATHER_GRAIN, w1 < words ? w1 : words, pc->map,
+		      pc->out + pc->prefix[lo], pc->prefix[hi] - pc->prefix[lo]);
 }
 
 /* The selected elements' rows (map NULL: their positions) into out; returns how many. In parallel
@@ -441,7 +393,7 @@ static uint32_t mask_rows(jobs_worker *w, const uint64_t *mask, uint32_t n, cons
 {
 	uint32_t words = (n + 63) / 64;
 	if (!w || !prefix)
-		return mask_positions_words(mask, n, 0, words, map, out);
+		return ovs_mask_list(mask, n, 0, words, map, out, nsel);
 	positions_ctx pc = { mask, n, map, prefix, out };
 	ovs_exec x = ovs_exec_cpu(w);
 	ovs_parallel_for(&x, (words + GATHER_GRAIN - 1) / GATHER_GRAIN, 1, 1, positions_blocks, &pc);
@@ -461,7 +413,7 @@ static void count_blocks(void *p, size_t lo, size_t hi)
 	uint32_t nw = (cc->n + 63) / 64;
 	for (size_t b = lo; b < hi; b++) {
 		uint32_t w1 = (uint32_t)(b + 1) * GATHER_GRAIN;
-		cc->counts[b + 1] = mask_count_words(cc->mask, cc->n, (uint32_t)b * GATHER_GRAIN, w1 < nw ? w1 : nw);
+		cc->counts[b + 1] = ovs_mask_count(cc->mask, cc->n, (uint32_t)b * GATHER_GRAIN, w1 < nw ? w1 : nw);
 	}
 }
 
@@ -474,7 +426,7 @@ static uint32_t mask_count_prefix(jobs_worker *w, const uint64_t *mask, uint32_t
 	uint32_t nw = (n + 63) / 64, nb = (nw + GATHER_GRAIN - 1) / GATHER_GRAIN;
 	*prefix = nb > 1 ? malloc((nb + 1) * sizeof **prefix) : NULL;
 	if (!*prefix)
-		return mask_count(mask, n);
+		return ovs_mask_count(mask, n, 0, nw);
 	uint32_t *p = *prefix;
 	count_ctx cc = { mask, n, p };
 	ovs_exec x = ovs_exec_cpu(w);
@@ -988,7 +940,7 @@ static uint32_t *selected_sources(const ovs_layout *l, uint32_t k)
 	if (!src)
 		return NULL;
 	if (l->mask && !l->index_map) {
-		mask_positions(l->mask, n, src);
+		ovs_mask_list(l->mask, n, 0, (n + 63) / 64, NULL, src, k);
 		return src;
 	}
 	for (uint32_t wd = 0; wd < (n + 63) / 64 && j < k; wd++) {
@@ -1017,8 +969,8 @@ static bool device_reads_source(const ovs_exec *x, const ovs_layout *l)
  * a masked or index-mapped write from a device the column's cannot read. The staging block goes back
  * to the context's cache after the gather is issued (reused in stream order). */
 static ovstage_api_status_t gather_from_peer_staged(ovs_exec *x, const ovs_layout *l, const void *base,
-						    const uint32_t *rows, uint32_t k, void *dst, char *err,
-						    size_t errlen)
+						    const uint32_t *rows, const uint32_t *drows, uint32_t k, void *dst,
+						    char *err, size_t errlen)
 {
 	const ovs_memops *ops = ovs_gpu_memops();
 	size_t bytes = (size_t)l->row_count * l->elem_bytes; /* the layout's span fits size_t (layout.h) */
@@ -1029,14 +981,15 @@ static ovstage_api_status_t gather_from_peer_staged(ovs_exec *x, const ovs_layou
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
 	ops->copy(x, tmp, base, bytes);
-	ops->gather_rows(x, dst, tmp, rows, k, l->elem_bytes);
+	ops->gather_rows(x, dst, tmp, rows, drows, k, l->elem_bytes);
 	ovs_gpu_free(x->gpu, tmp, bytes ? bytes : 1);
 	return OVSTAGE_OK;
 }
 
-/* The k selected elements' bytes, in element order, into device memory dst. */
+/* The k selected elements' bytes, in element order, into device memory dst. positions: their source
+ * rows when the caller has them listed (dpositions: the same on x's device, or NULL), else NULL. */
 static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint32_t k, const uint32_t *positions,
-					  void *dst, char *err, size_t errlen)
+					  const uint32_t *dpositions, void *dst, char *err, size_t errlen)
 {
 	size_t rb = l->elem_bytes;
 	const void *base = ovs_layout_contiguous_base(l);
@@ -1074,12 +1027,12 @@ static ovstage_api_status_t device_values(ovs_exec *x, const ovs_layout *l, uint
 		ovs_err_format(err, errlen, "out of memory listing %u source rows", k);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	const uint32_t *rows = positions ? positions : src;
+	const uint32_t *rows = positions ? positions : src, *drows = positions ? dpositions : NULL;
 	ovstage_api_status_t s = OVSTAGE_OK;
 	if (device_reads_source(x, l)) /* the column's device, or a peer it reaches: gather in place */
-		ops->gather_rows(x, dst, base, rows, k, rb); /* uploaded before it returns */
+		ops->gather_rows(x, dst, base, rows, drows, k, rb); /* uploaded before it returns */
 	else
-		s = gather_from_peer_staged(x, l, base, rows, k, dst, err, errlen);
+		s = gather_from_peer_staged(x, l, base, rows, drows, k, dst, err, errlen);
 	free(src);
 	return s;
 }
@@ -1232,7 +1185,7 @@ static ovstage_api_status_t fill_full_delta_dev(ovs_exec *x, ovs_store *store, w
 			       ovs_gpu_device(x->gpu));
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	return device_values(x, l, rl->k, NULL, d->full->data, err, errlen);
+	return device_values(x, l, rl->k, NULL, NULL, d->full->data, err, errlen);
 }
 
 /* SPARSE on a device: the host row list as on the CPU, the values in device memory. */
@@ -1248,7 +1201,12 @@ static ovstage_api_status_t fill_sparse_delta_dev(ovs_exec *x, ovs_store *store,
 		ovs_err_format(err, errlen, "out of device memory copying %u rows", rl->k);
 		return OVSTAGE_ERROR_OUT_OF_MEMORY;
 	}
-	return device_values(x, l, rl->k, rl->positions && !l->index_map ? d->rows : NULL, d->values, err, errlen);
+	/* Where the rows are the source positions (a mask through the identity map), the gather reads
+	 * them from the device copy the delta keeps for its seal: one upload serves the write, the
+	 * seal's apply and its replays (docs/gpu.md). */
+	const uint32_t *pos = rl->positions && !l->index_map ? d->rows : NULL;
+	const uint32_t *dpos = pos && !l->host_accessible ? ovs_delta_rows_dev(store, x, d) : NULL;
+	return device_values(x, l, rl->k, pos, dpos, d->values, err, errlen);
 }
 
 /* Phases 2 and 3: the delta of the kind the row list calls for, filled (it takes the list). On

@@ -74,9 +74,11 @@ static void cpu_scatter_rows(ovs_exec *x, void *dst, const uint32_t *rows, uint3
 		memcpy((char *)dst + (size_t)rows[i] * rb, (const char *)src + (size_t)i * rb, rb);
 }
 
-static void cpu_gather_rows(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb)
+static void cpu_gather_rows(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, const uint32_t *drows,
+			    uint32_t n, size_t rb)
 {
 	(void)x;
+	(void)drows; /* host rows are the rows */
 	for (uint32_t i = 0; i < n; i++)
 		memcpy((char *)dst + (size_t)i * rb, (const char *)src + (size_t)rows[i] * rb, rb);
 }

@@ -55,13 +55,16 @@ typedef struct ovs_memops {
 	void (*fill)(ovs_exec *x, void *dst, int byte, size_t bytes);
 	/* dst row rows[i] = src row i, for i < n, rows of rb bytes */
 	void (*scatter_rows)(ovs_exec *x, void *dst, const uint32_t *rows, uint32_t n, const void *src, size_t rb);
-	/* dst row i = src row rows[i], for i < n */
-	void (*gather_rows)(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, uint32_t n, size_t rb);
+	/* dst row i = src row rows[i], for i < n. drows: the same list in memory of x's device, or NULL
+	 * (a device backend then uploads rows for the call; the CPU ignores it). */
+	void (*gather_rows)(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, const uint32_t *drows,
+			    uint32_t n, size_t rb);
 	/* Row rows[i] of a chunked column = src row i, where row r lives at bases[r >> shift] +
-	 * (r & (2^shift - 1)) * rb; rows of a chunk whose base is NULL are skipped. Device backends only
-	 * (the CPU's seal applies rows with its own loops); NULL on the CPU. */
+	 * (r & (2^shift - 1)) * rb; rows of a chunk whose base is NULL are skipped. drows as for
+	 * gather_rows (a delta's rows kept on the device: ovs_delta_rows_dev). Device backends only (the
+	 * CPU's seal applies rows with its own loops); NULL on the CPU. */
 	void (*scatter_chunked)(ovs_exec *x, void *const *bases, uint32_t nbases, uint32_t shift, const uint32_t *rows,
-				uint32_t n, const void *src, size_t rb);
+				const uint32_t *drows, uint32_t n, const void *src, size_t rb);
 	/* dst row i = row rows[i] of a chunked column (addressed as for scatter_chunked), for i < n; rows
 	 * equal to UINT32_MAX, and rows of a chunk whose base is NULL, are skipped (dst keeps its bytes).
 	 * Device backends only (gather.c copies host rows itself); NULL on the CPU. */

@@ -14,6 +14,7 @@
 
 #include "chunk.h"
 #include "copy.h"
+#include "delta.h"
 #include "errors.h"
 #include "exec.h"
 #include "store.h"
@@ -208,8 +209,8 @@ static void apply_split(ovs_exec *x, apply_fn fn, ovs_chunk **t, const uint8_t *
  * chunk go in one memcpy. */
 /* The device form of apply_sparse: one scatter kernel over the delta's rows, with a chunk table in
  * which chunks not to be written are NULL. */
-static void apply_sparse_dev(ovs_exec *x, ovs_chunk **t, uint32_t nch, const uint8_t *how, uint8_t want, uint32_t shift,
-			     size_t rb, const ovs_delta *d)
+static void apply_sparse_dev(ovs_store *st, ovs_exec *x, ovs_chunk **t, uint32_t nch, const uint8_t *how, uint8_t want,
+			     uint32_t shift, size_t rb, ovs_delta *d)
 {
 	void **bases = malloc((nch ? nch : 1) * sizeof *bases);
 	const ovs_chunk *any = NULL;
@@ -221,16 +222,18 @@ static void apply_sparse_dev(ovs_exec *x, ovs_chunk **t, uint32_t nch, const uin
 		bases[j] = t[j] && (!how || how[j] == want) ? chunk_data(t[j]) : NULL;
 		any = any ? any : t[j];
 	}
+	/* the rows stay on the device with the delta: its replays in later seals upload only the table */
 	if (any)
-		any->buf->ops->scatter_chunked(x, bases, nch, shift, d->rows, d->nrows, d->values, rb);
+		any->buf->ops->scatter_chunked(x, bases, nch, shift, d->rows, ovs_delta_rows_dev(st, x, d), d->nrows,
+					       d->values, rb);
 	free(bases);
 }
 
-static void apply_sparse(ovs_exec *x, ovs_chunk **t, uint32_t nch, const uint8_t *how, uint8_t want, uint32_t shift,
-			 size_t rb, const ovs_delta *d)
+static void apply_sparse(ovs_store *st, ovs_exec *x, ovs_chunk **t, uint32_t nch, const uint8_t *how, uint8_t want,
+			 uint32_t shift, size_t rb, ovs_delta *d)
 {
 	if (x->gpu) {
-		apply_sparse_dev(x, t, nch, how, want, shift, rb, d);
+		apply_sparse_dev(st, x, t, nch, how, want, shift, rb, d);
 		return;
 	}
 	if (d->contig) /* one block: a memcpy per chunk it spans */
@@ -395,7 +398,7 @@ typedef struct chunk_geo {
 
 /* A full write covering every row: its buffer becomes the version's chunks, no copy. What came
  * before it at this ordinal is overwritten; what came after applies on top. */
-static bool adopt_full(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_delta *last_full, const chunk_geo *g)
+static bool adopt_full(ovs_store *st, ovs_exec *x, ovs_version *v, ovs_delta *last_full, const chunk_geo *g)
 {
 	ovs_buffer *b = last_full->full;
 	uint64_t cap = b->capacity / g->rb;
@@ -405,9 +408,9 @@ static bool adopt_full(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_del
 		if (!v->chunks[j])
 			return false;
 	}
-	for (const ovs_delta *d = last_full->next; d; d = d->next)
+	for (ovs_delta *d = last_full->next; d; d = d->next)
 		if (d->kind == OVS_DELTA_SPARSE)
-			apply_sparse(x, v->chunks, g->nch, NULL, 0, g->shift, g->rb, d);
+			apply_sparse(st, x, v->chunks, g->nch, NULL, 0, g->shift, g->rb, d);
 	return true;
 }
 
@@ -486,7 +489,7 @@ static bool copy_chunks(ovs_store *st, ovs_exec *x, ovs_version *v, const ovs_ve
 
 /* Spares (how == 2): take them and replay the retained versions' deltas (oldest first) onto them,
  * skipping a delta this ordinal rewrites anyway. */
-static void catch_up_spares(ovs_exec *x, ovs_column *c, ovs_version *v, const uint8_t *how, ovs_version **chain,
+static void catch_up_spares(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, const uint8_t *how, ovs_version **chain,
 			    size_t nchain, const ovs_delta *ds, const chunk_geo *g)
 {
 	for (uint32_t j = 0; j < g->nch; j++)
@@ -501,7 +504,7 @@ static void catch_up_spares(ovs_exec *x, ovs_column *c, ovs_version *v, const ui
 			else if (overwritten(d, ds))
 				atomic_fetch_add_explicit(&g_replays_skipped, 1, memory_order_relaxed);
 			else
-				apply_sparse(x, v->chunks, g->nch, how, 2, g->shift, g->rb, d);
+				apply_sparse(st, x, v->chunks, g->nch, how, 2, g->shift, g->rb, d);
 }
 
 /* The unmarked chunks are prev's, shared; then the statistics. */
@@ -549,13 +552,13 @@ static bool build_cow(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v,
 	bool ok = !ncopy || copy_chunks(st, x, v, prev, how, ncopy, g);
 	if (ok) {
 		if (replay)
-			catch_up_spares(x, c, v, how, chain, nchain, ds, g);
+			catch_up_spares(st, x, c, v, how, chain, nchain, ds, g);
 		share_rest(v, prev, how, ncopy, g);
 		for (ovs_delta *d = ds; d; d = d->next) {
 			if (d->kind == OVS_DELTA_FULL)
 				apply_full(x, v->chunks, g->shift, g->rb, d);
 			else if (d->kind == OVS_DELTA_SPARSE)
-				apply_sparse(x, v->chunks, g->nch, NULL, 0, g->shift, g->rb, d);
+				apply_sparse(st, x, v->chunks, g->nch, NULL, 0, g->shift, g->rb, d);
 		}
 	}
 	free(how);

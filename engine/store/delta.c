@@ -147,8 +147,25 @@ void ovs_delta_free(ovs_delta *d)
 		ovs_buffer_unref(d->values_buf);
 	else
 		free(d->values);
+	ovs_buffer_unref(d->rows_dev);
 	ovs_buffer_unref(d->full);
 	free(d);
+}
+
+const uint32_t *ovs_delta_rows_dev(ovs_store *st, ovs_exec *x, ovs_delta *d)
+{
+	if (d->rows_dev)
+		return d->rows_dev->data;
+	if (!d->nrows || !d->rows || !x->gpu)
+		return NULL;
+	size_t bytes = (size_t)d->nrows * sizeof *d->rows;
+	d->rows_dev = ovs_buffer_new_in(st, x, bytes);
+	if (!d->rows_dev)
+		return NULL;
+	/* host to device from pageable memory: staged by the driver before it returns, ordered before
+	 * every later use on x's engine stream (the only stream that uses it) */
+	d->rows_dev->ops->copy(x, d->rows_dev->data, d->rows, bytes);
+	return d->rows_dev->data;
 }
 
 static int cmp_delta(const void *a, const void *b)

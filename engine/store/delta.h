@@ -18,6 +18,11 @@ void ovs_column_push_delta_acc(ovs_store *st, ovs_column *c, ovs_delta *d, int64
 /* Adds bytes (negative: subtracts) to the store's unsealed count. */
 void ovs_unsealed_add(ovs_store *st, int64_t bytes);
 void ovs_delta_free(ovs_delta *d);
+/* The delta's rows in memory of x's device (x a device context: the column's), uploaded at the
+ * first call and kept in d->rows_dev for the applies and replays that follow; NULL when it has no
+ * rows or the upload could not be made (callers then pass NULL and the backend uploads per call).
+ * Called by the delta's one holder: the writer before the push, the sealer after the take. */
+const uint32_t *ovs_delta_rows_dev(ovs_store *st, ovs_exec *x, ovs_delta *d);
 
 /* Seal side: drains the inbox into c->pending, sorted by (ordinal, op id). false when out of memory
  * (nothing is lost: the deltas stay pending for the next seal). */

@@ -11,7 +11,7 @@ bool ovs_handoff_keeps(const ovs_delta *d)
 	 * buffer, so their reads of its bytes happen before the next writer overwrites them (as
 	 * pool_give after the last unref). */
 	return d->kind == OVS_DELTA_FULL && b && !b->managed && !b->gpu && b->size_class != UINT32_MAX && !d->rows &&
-	       !d->values && !d->blobs && !d->rows_buf && !d->values_buf && !d->rows_map &&
+	       !d->values && !d->blobs && !d->rows_buf && !d->values_buf && !d->rows_map && !d->rows_dev &&
 	       atomic_load_explicit(&b->refs, memory_order_acquire) == 1;
 }
 

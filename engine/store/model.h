@@ -104,6 +104,9 @@ typedef struct ovs_delta {
 	ovs_buffer *rows_buf;       /* rows lives in this pooled buffer (large deltas), else malloc'd */
 	const ovs_rowmap *rows_map; /* or rows are this query row map's (a reference held) */
 	ovs_buffer *values_buf;     /* values likewise */
+	ovs_buffer *rows_dev;       /* a device column's SPARSE delta: rows uploaded to the column's device
+	                             * (one reference), made by the write's gather or the first apply and
+	                             * reused by every later apply and replay; NULL until then */
 	size_t bytes;               /* what it holds, counted in the stage's unsealed total until sealed */
 	bool sorted;                /* rows strictly increasing (set at push, by the writer's thread) */
 	bool contig;                /* rows[i] = rows[0] + i: one block (set at push) */
