@@ -362,7 +362,8 @@ void ovs_buffer_unref(ovs_buffer *b)
 void *ovs_delta_array(ovs_store *st, size_t bytes, ovs_buffer **buf)
 {
 	*buf = NULL;
-	if (bytes < OVS_DELTA_POOLED_MIN)
+	/* in a buffer also from one chunk up: a block delta's values can then be the chunks (chunk.c) */
+	if (bytes < OVS_DELTA_POOLED_MIN && bytes < st->chunk_bytes)
 		return malloc(bytes ? bytes : 1);
 	*buf = ovs_buffer_new(st, bytes);
 	return *buf ? (*buf)->data : NULL;

@@ -27,7 +27,7 @@
 #define OVS_MAX_HELD_FACTOR 3
 
 /* Process-wide statistics (tests check that each path is taken; relaxed: counters only). */
-static _Atomic uint64_t g_shared, g_copied, g_replayed, g_compactions, g_replays_skipped;
+static _Atomic uint64_t g_shared, g_copied, g_replayed, g_compactions, g_replays_skipped, g_adopted;
 
 void ovs_chunk_stats(ovs_chunk_stats_t *out)
 {
@@ -36,6 +36,7 @@ void ovs_chunk_stats(ovs_chunk_stats_t *out)
 	out->replayed = atomic_load_explicit(&g_replayed, memory_order_relaxed);
 	out->compactions = atomic_load_explicit(&g_compactions, memory_order_relaxed);
 	out->replays_skipped = atomic_load_explicit(&g_replays_skipped, memory_order_relaxed);
+	out->adopted = atomic_load_explicit(&g_adopted, memory_order_relaxed);
 }
 
 ovs_chunk *ovs_chunk_new(ovs_store *st, ovs_buffer *buf, size_t off, uint32_t cap_rows)
@@ -258,12 +259,15 @@ static bool overwritten(const ovs_delta *d, const ovs_delta *ds)
 	return false;
 }
 
-/* Copies a full delta's rows into the chunks of t (all private: the delta marked them). */
-static void apply_full(ovs_exec *x, ovs_chunk **t, uint32_t shift, size_t rb, const ovs_delta *d)
+/* Copies a full delta's rows into the chunks of t (all private: the delta marked them) whose mark in
+ * `how` is `want` (how == NULL: all of them). */
+static void apply_full(ovs_exec *x, ovs_chunk **t, const uint8_t *how, uint8_t want, uint32_t shift, size_t rb,
+		       const ovs_delta *d)
 {
 	for (uint32_t j = 0; ((uint64_t)j << shift) < d->nrows; j++)
-		chunk_copy(x, t[j], chunk_data(t[j]), (const char *)d->full->data + ((size_t)j << shift) * rb,
-			 (size_t)rows_in(d->nrows, shift, j) * rb);
+		if (!how || how[j] == want)
+			chunk_copy(x, t[j], chunk_data(t[j]), (const char *)d->full->data + ((size_t)j << shift) * rb,
+				   (size_t)rows_in(d->nrows, shift, j) * rb);
 }
 
 static bool adjacent(const ovs_chunk *a, const ovs_chunk *b, uint32_t shift, size_t rb)
@@ -414,22 +418,79 @@ static bool adopt_full(ovs_store *st, ovs_exec *x, ovs_version *v, ovs_delta *la
 	return true;
 }
 
-/* Marks in `how` the chunks this ordinal changes and those prev cannot provide (new, or too small). */
-static void mark_changed(uint8_t *how, const ovs_delta *ds, const ovs_version *prev, const chunk_geo *g)
+/* Chunk marks of the version being built (build_cow). */
+enum {
+	HOW_SHARED = 0,  /* prev's chunk, shared */
+	HOW_COPIED = 1,  /* a copy slot, filled from prev, then the ordinal's deltas */
+	HOW_SPARE = 2,   /* a caught-up spare, then the ordinal's deltas */
+	HOW_ADOPTED = 3  /* a block delta's own values (adoptable_chunks), nothing to copy or apply */
+};
+
+/* The chunks a block delta's values can be, with no copy: [*j0, *j1) are those whose rows of the
+ * version it covers whole (the column's last chunk also when the block ends the version), for a
+ * contiguous SPARSE delta whose values live in a buffer (a chunk holds a buffer). False if none. */
+static bool adoptable_chunks(const ovs_delta *d, const chunk_geo *g, uint32_t *j0, uint32_t *j1)
 {
-	for (const ovs_delta *d = ds; d; d = d->next) {
+	if (d->kind != OVS_DELTA_SPARSE || !d->contig || !d->nrows || !d->values_buf)
+		return false;
+	uint64_t r0 = d->rows[0], r1 = r0 + d->nrows; /* rows [r0, r1) */
+	uint64_t a = (r0 + g->cr - 1) >> g->shift, b = r1 >= g->rows ? g->nch : r1 >> g->shift;
+	*j0 = (uint32_t)a;
+	*j1 = (uint32_t)b;
+	return a < b;
+}
+
+/* Marks in `how` the chunks this ordinal changes (HOW_COPIED), those a block delta covers whole with
+ * nothing after it at this ordinal touching them (HOW_ADOPTED; from[j] = that delta, from == NULL:
+ * nothing is adopted), and those prev cannot provide (new, or too small). The deltas are in op-id
+ * order, so a later delta's mark replaces an earlier one's. Returns the count adopted. */
+static uint32_t mark_changed(uint8_t *how, ovs_delta **from, ovs_delta *ds, const ovs_version *prev,
+			     const chunk_geo *g)
+{
+	for (ovs_delta *d = ds; d; d = d->next) {
+		uint32_t j0, j1;
 		if (d->kind == OVS_DELTA_FULL)
-			memset(how, 1, (size_t)(((uint64_t)d->nrows + g->cr - 1) >> g->shift));
+			memset(how, HOW_COPIED, (size_t)(((uint64_t)d->nrows + g->cr - 1) >> g->shift));
 		else if (d->kind == OVS_DELTA_SPARSE && d->contig && d->nrows)
-			memset(how + (d->rows[0] >> g->shift), 1,
+			memset(how + (d->rows[0] >> g->shift), HOW_COPIED,
 			       (size_t)((d->rows[d->nrows - 1] >> g->shift) - (d->rows[0] >> g->shift)) + 1);
 		else if (d->kind == OVS_DELTA_SPARSE)
 			for (uint32_t i = 0; i < d->nrows; i++)
-				how[d->rows[i] >> g->shift] = 1;
+				how[d->rows[i] >> g->shift] = HOW_COPIED;
+		if (from && adoptable_chunks(d, g, &j0, &j1))
+			for (uint32_t j = j0; j < j1; j++) {
+				how[j] = HOW_ADOPTED;
+				from[j] = d;
+			}
 	}
-	for (uint32_t j = 0; j < g->nch; j++)
+	uint32_t nadopt = 0;
+	for (uint32_t j = 0; j < g->nch; j++) {
+		if (how[j] == HOW_ADOPTED) { /* needs nothing of prev */
+			nadopt++;
+			continue;
+		}
 		if (!prev || j >= prev->nchunks || prev->chunks[j]->cap_rows < rows_in(g->rows, g->shift, j))
-			how[j] = 1;
+			how[j] = HOW_COPIED;
+	}
+	return nadopt;
+}
+
+/* The adopted chunks: views of their deltas' value buffers (a reference on the buffer each). */
+static bool adopt_chunks(ovs_store *st, ovs_version *v, const uint8_t *how, ovs_delta *const *from,
+			 const chunk_geo *g)
+{
+	for (uint32_t j = 0; j < g->nch; j++) {
+		if (how[j] != HOW_ADOPTED)
+			continue;
+		const ovs_delta *d = from[j];
+		uint64_t first = (uint64_t)j << g->shift, avail = (uint64_t)d->rows[0] + d->nrows - first;
+		size_t off = (size_t)((const unsigned char *)d->values - (const unsigned char *)d->values_buf->data) +
+			     (size_t)(first - d->rows[0]) * g->rb;
+		v->chunks[j] = ovs_chunk_new(st, d->values_buf, off, (uint32_t)(avail < g->cr ? avail : g->cr));
+		if (!v->chunks[j])
+			return false;
+	}
+	return true;
 }
 
 /* Copies prev's rows into the copy slots (how == 1), runs of chunks adjacent on both sides in one
@@ -508,7 +569,8 @@ static void catch_up_spares(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_versi
 }
 
 /* The unmarked chunks are prev's, shared; then the statistics. */
-static void share_rest(ovs_version *v, ovs_version *prev, const uint8_t *how, uint32_t ncopy, const chunk_geo *g)
+static void share_rest(ovs_version *v, ovs_version *prev, const uint8_t *how, uint32_t ncopy, uint32_t nadopt,
+		       const chunk_geo *g)
 {
 	uint32_t nshared = 0, nreplayed = 0;
 	for (uint32_t j = 0; j < g->nch; j++) {
@@ -526,6 +588,8 @@ static void share_rest(ovs_version *v, ovs_version *prev, const uint8_t *how, ui
 		atomic_fetch_add_explicit(&g_copied, ncopy, memory_order_relaxed);
 	if (nreplayed)
 		atomic_fetch_add_explicit(&g_replayed, nreplayed, memory_order_relaxed);
+	if (nadopt)
+		atomic_fetch_add_explicit(&g_adopted, nadopt, memory_order_relaxed);
 }
 
 /* Builds the chunk table of a version that a full write does not cover: marks, copies, catches up,
@@ -533,35 +597,51 @@ static void share_rest(ovs_version *v, ovs_version *prev, const uint8_t *how, ui
 static bool build_cow(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
 		      ovs_delta *ds, const chunk_geo *g)
 {
-	uint8_t *how = calloc(g->nch ? g->nch : 1, 1); /* per chunk: 0 shared, 1 copied, 2 a caught-up spare */
+	uint8_t *how = calloc(g->nch ? g->nch : 1, 1); /* per chunk: a HOW_ mark */
 	if (!how)
 		return false;
-	mark_changed(how, ds, prev, g);
+	/* a table of adopting deltas only when some delta could adopt a chunk (out of memory: copy) */
+	ovs_delta **from = NULL;
+	for (ovs_delta *d = ds; d && !from; d = d->next) {
+		uint32_t j0, j1;
+		if (adoptable_chunks(d, g, &j0, &j1))
+			from = calloc(g->nch, sizeof *from);
+	}
+	uint32_t nadopt = mark_changed(how, from, ds, prev, g);
 	ovs_version **chain = NULL;
 	size_t nchain = 0;
 	bool replay = spares_usable(c, prev, &chain, &nchain);
 	uint32_t ncopy = 0;
 	for (uint32_t j = 0; j < g->nch; j++) {
-		if (!how[j])
+		if (how[j] != HOW_COPIED)
 			continue;
 		if (replay && j < c->nspares && c->spares[j] && c->spares[j]->cap_rows >= rows_in(g->rows, g->shift, j))
-			how[j] = 2;
+			how[j] = HOW_SPARE;
 		else
 			ncopy++;
 	}
-	bool ok = !ncopy || copy_chunks(st, x, v, prev, how, ncopy, g);
+	bool ok = (!ncopy || copy_chunks(st, x, v, prev, how, ncopy, g)) && (!nadopt || adopt_chunks(st, v, how, from, g));
 	if (ok) {
 		if (replay)
 			catch_up_spares(st, x, c, v, how, chain, nchain, ds, g);
-		share_rest(v, prev, how, ncopy, g);
+		share_rest(v, prev, how, ncopy, nadopt, g);
+		/* This ordinal's deltas in op-id order onto the private chunks; an adopted chunk holds its
+		 * values already (its delta is the last to touch it), so the deltas skip it: mark 1 = apply. */
+		const uint8_t *apply = NULL;
+		if (nadopt) {
+			for (uint32_t j = 0; j < g->nch; j++)
+				how[j] = how[j] != HOW_ADOPTED;
+			apply = how;
+		}
 		for (ovs_delta *d = ds; d; d = d->next) {
 			if (d->kind == OVS_DELTA_FULL)
-				apply_full(x, v->chunks, g->shift, g->rb, d);
+				apply_full(x, v->chunks, apply, 1, g->shift, g->rb, d);
 			else if (d->kind == OVS_DELTA_SPARSE)
-				apply_sparse(st, x, v->chunks, g->nch, NULL, 0, g->shift, g->rb, d);
+				apply_sparse(st, x, v->chunks, g->nch, apply, 1, g->shift, g->rb, d);
 		}
 	}
 	free(how);
+	free(from);
 	free(chain);
 	return ok;
 }

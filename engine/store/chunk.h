@@ -48,6 +48,7 @@ void ovs_chunks_drop_spares(ovs_column *c);
  * their rows, since the process started (tests and diagnostics). */
 typedef struct ovs_chunk_stats_t {
 	uint64_t shared, copied, replayed, compactions, replays_skipped;
+	uint64_t adopted; /* chunks that are a block delta's own values (no copy, no apply) */
 } ovs_chunk_stats_t;
 void ovs_chunk_stats(ovs_chunk_stats_t *out);
 
