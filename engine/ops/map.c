@@ -271,16 +271,12 @@ static void map_job(jobs_worker *w, void *arg, jobs_run *run)
 		}
 	}
 	bool identity = true, created_rows = false;
-	for (uint32_t i = 0; s == OVSTAGE_OK && i < n; i++) {
-		bool created = false;
-		m->rows[i] = ovs_column_row_create(c, m->q->paths[i], &created);
-		if (m->rows[i] == UINT32_MAX) {
-			s = OVSTAGE_ERROR_OUT_OF_MEMORY;
-			ovs_err_format(err, sizeof err, "out of memory giving prim %u a row", i);
-		}
-		created_rows = created_rows || created;
-		identity = identity && m->rows[i] == i;
+	if (s == OVSTAGE_OK && !ovs_column_rows_create(c, m->q->paths, n, m->rows, &created_rows)) {
+		s = OVSTAGE_ERROR_OUT_OF_MEMORY;
+		ovs_err_format(err, sizeof err, "out of memory giving %u prims rows", n);
 	}
+	for (uint32_t i = 0; s == OVSTAGE_OK && i < n && identity; i++)
+		identity = m->rows[i] == i;
 	if (s == OVSTAGE_OK) /* the column's row bytes once settled */
 		s = map_alloc(w, m, n, ovs_dtype_bytes(m->dtype), err, sizeof err);
 	if (s == OVSTAGE_OK)

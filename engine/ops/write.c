@@ -673,28 +673,39 @@ static ovstage_api_status_t rows_from_map(jobs_worker *w, ovs_store *store, cons
 	return OVSTAGE_OK;
 }
 
-/* The rows of the selected elements by lookup, creating rows for new prims; for a write of the
- * whole query, also the complete row map publish_entry caches (when the entry succeeds). */
+/* The rows of the selected elements by lookup, creating rows for new prims (one block for those
+ * of this write: ovs_column_rows_create); for a write of the whole query, also the complete row map
+ * publish_entry caches (when the entry succeeds). */
 static ovstage_api_status_t rows_create(write_op *op, write_entry *e, row_list *rl, char *err, size_t errlen)
 {
 	const ovs_layout *l = &e->layout;
 	uint32_t n = l->count;
 	const ovx_primpath_t *paths = op->q->paths;
-	for (uint32_t i = 0; i < n; i++) {
-		if (!ovs_layout_selected(l, i))
-			continue;
-		bool created;
-		uint32_t r = ovs_column_row_create(e->col, paths[i], &created);
-		if (r == UINT32_MAX) {
-			ovs_err_format(err, errlen, "cannot map prim %llu to a row (out of memory or path id too "
-				       "large)", (unsigned long long)paths[i]);
+	ovx_primpath_t *sel = NULL; /* the selected elements' paths, when a mask leaves some out */
+	if (l->mask) {
+		sel = malloc(((size_t)n ? (size_t)n : 1) * sizeof *sel);
+		if (!sel) {
+			ovs_err_format(err, errlen, "out of memory mapping %u prims to rows", n);
 			return OVSTAGE_ERROR_OUT_OF_MEMORY;
 		}
-		if (r != i)
-			rl->identity = false;
-		e->created_rows = e->created_rows || created;
-		rl->rows[rl->k++] = r;
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < n; i++)
+			if (ovs_layout_selected(l, i))
+				sel[k++] = paths[i];
+		n = k;
+		paths = sel;
 	}
+	bool created;
+	bool ok = ovs_column_rows_create(e->col, paths, n, rl->rows, &created);
+	free(sel);
+	if (!ok) {
+		ovs_err_format(err, errlen, "cannot map %u prims to rows (out of memory or a path id too large)", n);
+		return OVSTAGE_ERROR_OUT_OF_MEMORY;
+	}
+	e->created_rows = e->created_rows || created;
+	rl->k = n;
+	for (uint32_t j = 0; j < n && rl->identity; j++)
+		rl->identity = rl->rows[j] == j;
 	if (!l->mask && n == op->q->count && n) {
 		/* every prim of the query has a row now: cache the map (when the entry succeeds) */
 		rl->new_map = ovs_rowmap_alloc(e->col, n);

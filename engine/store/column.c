@@ -239,6 +239,51 @@ uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created
 	return v - 1;
 }
 
+bool ovs_column_rows_create(ovs_column *c, const ovx_primpath_t *paths, uint32_t n, uint32_t *rows, bool *created)
+{
+	*created = false;
+	uint32_t nmiss = 0;
+	for (uint32_t j = 0; j < n; j++) { /* lock-free: the rows that exist */
+		rows[j] = ovs_column_row(c, paths[j]);
+		nmiss += rows[j] == UINT32_MAX;
+	}
+	if (!nmiss)
+		return true;
+	/* the missing ones' radix slots first (allocating nodes, lock-free), then one locked pass */
+	_Atomic uint32_t **slot = malloc((size_t)nmiss * sizeof *slot);
+	if (!slot)
+		return false;
+	for (uint32_t j = 0, m = 0; j < n; j++)
+		if (rows[j] == UINT32_MAX && !(slot[m++] = ovs_radix_slot(&c->rows, paths[j], true))) {
+			free(slot);
+			return false;
+		}
+	pthread_mutex_lock(&c->rows_lock);
+	/* relaxed: rows are assigned under the lock (as in ovs_column_row_create) */
+	uint32_t first = atomic_load_explicit(&c->nrows, memory_order_relaxed), next = first;
+	for (uint32_t j = 0, m = 0; j < n; j++) {
+		if (rows[j] != UINT32_MAX)
+			continue;
+		_Atomic uint32_t *sl = slot[m++];
+		uint32_t v = atomic_load_explicit(sl, memory_order_relaxed); /* another writer's, or ours (a repeat) */
+		if (!v) {
+			v = ++next;
+			/* release: a thread that reads the row number (acquire) sees the radix slot's path. */
+			atomic_store_explicit(sl, v, memory_order_release);
+		}
+		rows[j] = v - 1;
+	}
+	if (next != first) {
+		/* release: a writer that sees the count (acquire) sees every row below it assigned. */
+		atomic_store_explicit(&c->nrows, next, memory_order_release);
+		atomic_fetch_add_explicit(&c->generation, 1, memory_order_relaxed);
+		*created = true;
+	}
+	pthread_mutex_unlock(&c->rows_lock);
+	free(slot);
+	return true;
+}
+
 bool ovs_prim_exists(ovs_store *st, ovx_primpath_t path)
 {
 	_Atomic uint32_t *slot = ovs_radix_slot(&st->prims, path, false);

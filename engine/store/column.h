@@ -27,6 +27,12 @@ uint32_t ovs_column_row(ovs_column *c, ovx_primpath_t path);
 /* Row of a path, creating it: lock-free when it exists, else under the column's rows_lock, so rows
  * are numbered densely in first-write order. UINT32_MAX on OOM. */
 uint32_t ovs_column_row_create(ovs_column *c, ovx_primpath_t path, bool *created);
+/* Rows of n paths (rows[j] for paths[j]), creating those that have none under one hold of the
+ * column's rows_lock, numbered consecutively in j order: a write's new prims get one block of rows
+ * even while other writers create theirs (per-prim creation interleaved concurrent producers' first
+ * writes row by row, so no producer's later writes were ever one block). A path repeated in paths
+ * gets one row. *created: some row was made. False (nothing created) when out of memory. */
+bool ovs_column_rows_create(ovs_column *c, const ovx_primpath_t *paths, uint32_t n, uint32_t *rows, bool *created);
 
 /* Prim existence (latest state). Setting a prim's state to 1 (exists) from another counts it in
  * st->prim_creations. */
