@@ -325,33 +325,48 @@ static bool add_value_groups(ovs_read *r, ovs_column *c, ovs_version *v, uint32_
 		fill_values(g, c, v, &v->runs[0], E, R, k, qn);
 		return true;
 	}
-	/* Several runs: count per run, then scatter the elements in query order. */
-	bool ok = true;
-	uint32_t *cnt = calloc(v->nruns, sizeof *cnt), *at = malloc(k * sizeof *at);
-	if (!cnt || !at)
-		ok = false;
+	/* Several runs: each element's run (a cursor: consecutive elements mostly stay in one run, so
+	 * the binary search runs only where they cross to another), then one pass scatters them into
+	 * per-run lists in query order (a pass per run made a read of 262,144 elements over nine runs
+	 * 2.4 M compares: a fifth of a 4-producer step loop's CPU). */
+	uint32_t nr = v->nruns, *cnt = calloc(nr, sizeof *cnt), *at = malloc(k * sizeof *at), cur = 0;
+	uint32_t **e = calloc(nr, sizeof *e), **d = calloc(nr, sizeof *d);
+	bool ok = cnt && at && e && d;
 	for (uint32_t i = 0; ok && i < k; i++) {
-		at[i] = ovs_version_run_of(v, R[i]);
-		cnt[at[i]]++;
+		const ovs_run *ru = &v->runs[cur];
+		if (R[i] < ru->row0 || R[i] - ru->row0 >= ru->nrows)
+			cur = ovs_version_run_of(v, R[i]);
+		at[i] = cur;
+		cnt[cur]++;
 	}
-	for (uint32_t ri = 0; ok && ri < v->nruns; ri++) {
+	for (uint32_t ri = 0; ok && ri < nr; ri++)
+		if (cnt[ri] && (!(e[ri] = malloc(cnt[ri] * sizeof **e)) || !(d[ri] = malloc(cnt[ri] * sizeof **d))))
+			ok = false;
+	if (ok) {
+		memset(cnt, 0, nr * sizeof *cnt); /* now: entries filled per run */
+		for (uint32_t i = 0; i < k; i++) {
+			uint32_t ri = at[i], j = cnt[ri]++;
+			e[ri][j] = E[i];
+			d[ri][j] = R[i] - v->runs[ri].row0;
+		}
+	}
+	for (uint32_t ri = 0; ok && ri < nr; ri++) {
 		if (!cnt[ri])
 			continue;
-		uint32_t *e = malloc(cnt[ri] * sizeof *e), *d = malloc(cnt[ri] * sizeof *d), n = 0;
-		ovs_group *g = e && d ? add_new_group(r, c, v, false) : NULL;
+		ovs_group *g = add_new_group(r, c, v, false);
 		if (!g) {
-			free(e);
-			free(d);
 			ok = false;
 			break;
 		}
-		for (uint32_t i = 0; i < k; i++)
-			if (at[i] == ri) {
-				e[n] = E[i];
-				d[n++] = R[i] - v->runs[ri].row0;
-			}
-		fill_values(g, c, v, &v->runs[ri], e, d, n, qn);
+		fill_values(g, c, v, &v->runs[ri], e[ri], d[ri], cnt[ri], qn); /* takes them */
+		e[ri] = d[ri] = NULL;
 	}
+	for (uint32_t ri = 0; e && d && ri < nr; ri++) { /* what no group took (failure) */
+		free(e[ri]);
+		free(d[ri]);
+	}
+	free(e);
+	free(d);
 	free(cnt);
 	free(at);
 	free(E);
