@@ -283,6 +283,8 @@ static bool chset_merge(ovs_chset *cs, ovs_delta *ds, size_t nd, size_t n)
 	if (deltas_disjoint_sorted(ds, ord, nd)) {
 		for (size_t i = 0; i < nd && ord[i]; i++)
 			k = append_rows(chg, k, ord[i]);
+		u = k; /* disjoint and each strictly increasing: nothing to drop (the dedup pass cost 1-2 ns
+		        * a row: 0.5 ms of a 4-producer 262,144-prim seal) */
 	} else if (words <= n && (dense = calloc(words, sizeof *dense))) {
 		/* Rows covering much of the column (producers whose prims got rows in the order of their
 		 * first writes, which raced, so their sorted lists interleave): a bitmap of the column's
