@@ -627,14 +627,39 @@ static bool identity_groups(ovs_read *r, ovs_column *c, ovs_version *v, size_t q
 	return true;
 }
 
+/* The query's rows are a few blocks (map->pieces) that all hold values in v: one view per block and
+ * run of v it crosses, prims.offset its first query position, no index maps, no per-prim work. */
+static bool piece_groups(ovs_read *r, ovs_column *c, ovs_version *v, const ovs_rowmap *map)
+{
+	for (uint32_t p = 0; p < map->npieces; p++) {
+		uint32_t e0 = map->pieces[p].elem, r0 = map->pieces[p].row;
+		uint32_t len = (p + 1 < map->npieces ? map->pieces[p + 1].elem : map->n) - e0;
+		for (uint32_t a = r0, ri = ovs_version_run_of(v, r0); a < r0 + len; ri++) {
+			const ovs_run *ru = &v->runs[ri];
+			uint32_t end = ru->row0 + ru->nrows < r0 + len ? ru->row0 + ru->nrows : r0 + len;
+			ovs_group *g = add_new_group(r, c, v, false);
+			if (!g)
+				return false;
+			ovs_run slice = { a, end - a, (char *)ru->data + (size_t)(a - ru->row0) * c->row_bytes };
+			fill_values(g, c, v, &slice, NULL, NULL, end - a, end - a);
+			g->g.prims.offset = e0 + (a - r0);
+			a = end;
+		}
+	}
+	return true;
+}
+
 /* A latest read of v: the query's elements whose rows hold values in v (a view of v's runs when the
- * query is the column's first rows in order). */
+ * query is the column's first rows in order, or a few blocks of them). */
 static bool latest_groups(ovs_read *r, ovs_column *c, ovs_version *v)
 {
 	size_t qn = r->q->count;
 	const ovs_rowmap *map = read_rowmap(r, c);
 	if (map && map->identity && !v->present && qn <= v->rows)
 		return identity_groups(r, c, v, qn);
+	if (map && map->npieces && map->n / map->npieces >= 64 && !v->present && map->max_row < v->rows &&
+	    !c->schema.is_array && v->nruns)
+		return piece_groups(r, c, v, map);
 	read_elems el;
 	if (!elems_alloc(&el, qn, false))
 		return false;

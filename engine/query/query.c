@@ -79,6 +79,23 @@ const ovs_rowmap *ovs_query_rowmap_install(ovs_query *q, ovs_rowmap *m)
 		m->contig = m->contig && m->rows[i] == m->rows[i - 1] + 1;
 		m->sorted = m->rows[i] > m->rows[i - 1];
 	}
+	/* its blocks (up to OVS_ROWMAP_PIECES) and highest row, for reads (read.c: piece_groups) */
+	m->npieces = 0;
+	m->max_row = 0;
+	for (uint32_t i = 0; i < m->n; i++) {
+		m->max_row = m->rows[i] > m->max_row ? m->rows[i] : m->max_row;
+		if (i && m->rows[i] == m->rows[i - 1] + 1)
+			continue;
+		if (m->npieces == UINT32_MAX)
+			continue; /* too many: only the highest row is still wanted */
+		if (m->npieces == OVS_ROWMAP_PIECES) {
+			m->npieces = UINT32_MAX;
+			continue;
+		}
+		m->pieces[m->npieces++] = (ovs_rowmap_piece){ i, m->rows[i] };
+	}
+	if (m->npieces == UINT32_MAX)
+		m->npieces = 0;
 	const struct ovs_column *c = m->col;
 	pthread_mutex_lock(&q->rowmap_lock);
 	/* relaxed: installs and growth are serialised by the lock */

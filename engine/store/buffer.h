@@ -164,6 +164,17 @@ void ovs_count_version(int sign);
  * A query's row map for one column: the row of each of its prims. Immutable once built, reference-
  * counted: the query holds one reference, and every delta that borrows its rows as its row list holds
  * another, so the rows outlive a query released before the seal. */
+/* A span of a row map that is one block of rows: prims [elem, next piece's elem) are rows
+ * [row, row + their count). */
+typedef struct ovs_rowmap_piece {
+	uint32_t elem;                /* first prim (query position) of the span */
+	uint32_t row;                 /* its row */
+} ovs_rowmap_piece;
+
+/* A row map of at most this many blocks lists them (ovs_rowmap.pieces): a read then hands out one
+ * view per block and run, with no index maps and no per-prim work (producers' slices of one query). */
+#define OVS_ROWMAP_PIECES 32
+
 typedef struct ovs_rowmap {
 	_Atomic uint32_t refs;        /* the query's, plus deltas that borrow rows (ovs_rowmap_ref) */
 	const struct ovs_column *col; /* the column it maps into */
@@ -171,6 +182,9 @@ typedef struct ovs_rowmap {
 	bool identity;                /* rows[i] == i for all i: the query is the column's row order */
 	bool sorted;                  /* rows strictly increasing (set by ovs_query_rowmap_install) */
 	bool contig;                  /* rows[i] == rows[0] + i: one block of the column (likewise) */
+	uint32_t npieces;             /* entries in pieces; 0: more blocks than OVS_ROWMAP_PIECES (likewise) */
+	uint32_t max_row;             /* the highest row in rows (likewise; 0 when n is 0) */
+	ovs_rowmap_piece pieces[OVS_ROWMAP_PIECES]; /* its blocks, in prim order (likewise) */
 	uint32_t rows[];              /* row of prim i */
 } ovs_rowmap;
 

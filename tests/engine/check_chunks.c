@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,6 +368,176 @@ START_TEST(test_chunked_matches_model)
 }
 END_TEST
 
+/* ---- producers' blocks: one block of rows each, adopted chunks, reads by piece ---------------- */
+
+/* Counts a read's value groups with index maps (take_group checks the values). */
+static int read_maps(fixture *f, ovx_token_t attr, uint64_t n, got *g)
+{
+	read_all(f, attr, latest(n), 1, g);
+	int maps = 0;
+	ovstage_read_handle_t rh;
+	tst_wait_ok(f->st, ovstage_read_attributes(f->st, f->q, &attr, 1, latest(n), &rh));
+	ovstage_read_group_t rg;
+	while (ovstage_fetch_read_next(f->st, rh, OVSTAGE_TIMEOUT_INFINITE, &rg) == OVSTAGE_OK) {
+		maps += rg.data.index_map != NULL || rg.prims.index_map != NULL;
+		ck_assert_int_eq(ovstage_release_group(f->st, &rg), OVSTAGE_OK);
+	}
+	tst_wait_ok(f->st, ovstage_release_read(f->st, rh));
+	return maps;
+}
+
+/* One producer's block write (enqueue and wait). */
+typedef struct block_writer {
+	fixture *f;
+	ovstage_query_handle_t q;
+	ovx_token_t t;
+	uint64_t ordinal;
+	pthread_barrier_t *bar;  /* the threads start together */
+	float vals[300];
+	ovstage_api_status_t status;
+} block_writer;
+
+static void write_block_now(block_writer *bw)
+{
+	tens tt;
+	ovstage_enqueue_result_t e = ovstage_write_attribute(bw->f->st, bw->q, tst_attr(bw->t), bw->ordinal,
+							     fdata(&tt, bw->vals, 300, 1, NULL), OVSTAGE_PRIM_MODE_UPSERT);
+	ovstage_op_wait_result_t wr;
+	bw->status = e.status != OVSTAGE_OK ? e.status : ovstage_wait_op(bw->f->st, e.op_index, OVSTAGE_TIMEOUT_INFINITE, &wr);
+	if (e.status == OVSTAGE_OK && ovstage_release_op(bw->f->st, e.op_index) != OVSTAGE_OK)
+		bw->status = OVSTAGE_ERROR_INVALID_HANDLE;
+}
+
+static void *write_block(void *arg)
+{
+	block_writer *bw = arg;
+	pthread_barrier_wait(bw->bar);
+	write_block_now(bw);
+	return NULL;
+}
+
+START_TEST(test_producer_blocks)
+{
+	/* Four producers, 300 prims each (1 KiB chunks: 256 rows), write their blocks at each ordinal
+	 * (the first ordinal's from four threads at once, later ones in the order 2, 0, 3, 1): each first
+	 * write takes one block of rows (ovs_column_rows_create), the seal adopts the chunks a block covers whole, and a
+	 * read of all prims in path order (four pieces of rows) is views with no index maps. Then a
+	 * masked write over all prims at the same ordinal as the blocks (it touches adopted chunks: they
+	 * must be copied instead), a held group across seals, a delete (a presence bitmap: the per-prim
+	 * path), and every retained version read back exact. */
+	enum { K = 4, B = 300, P = K * B, S = 8 };
+	fixture f;
+	setup(&f, P);
+	ovx_token_t t = tst_tok(f.pd, "blocks");
+	ovstage_query_handle_t qb[K];
+	for (int b = 0; b < K; b++)
+		qb[b] = query_range(&f, (size_t)b * B, B, NULL);
+	static const int order[K] = { 2, 0, 3, 1 };
+	float *want = calloc((size_t)(S + 1) * P, sizeof *want), *src = malloc(P * sizeof *src);
+	uint64_t *mask = calloc(P / 64 + 1, sizeof *mask);
+	got g, hc;
+	got_init(&g, P, 1);
+	got_init(&hc, P, 1);
+	ovs_chunk_stats_t a, z;
+	ovs_chunk_stats(&a);
+	ovstage_read_group_t held;
+	bool holding = false;
+	for (int s = 1; s <= S; s++) {
+		float *w = want + (size_t)s * P;
+		memcpy(w, want + (size_t)(s - 1) * P, P * sizeof *w);
+		block_writer bw[K];
+		pthread_t th[K];
+		pthread_barrier_t bar;
+		pthread_barrier_init(&bar, NULL, K);
+		for (int j = 0; j < K; j++) {
+			int b = order[j];
+			bw[j] = (block_writer){ &f, qb[b], t, (uint64_t)s, &bar, { 0 }, OVSTAGE_OK };
+			for (int i = 0; i < B; i++)
+				w[b * B + i] = bw[j].vals[i] = (float)(s * 10000 + b * B + i);
+		}
+		/* the first ordinal's from K threads at once (their new prims' rows are created
+		 * concurrently), later ones in turn */
+		for (int j = 0; j < K; j++)
+			if (s == 1)
+				ck_assert_int_eq(pthread_create(&th[j], NULL, write_block, &bw[j]), 0);
+			else
+				write_block_now(&bw[j]);
+		for (int j = 0; s == 1 && j < K; j++)
+			pthread_join(th[j], NULL);
+		pthread_barrier_destroy(&bar);
+		for (int j = 0; j < K; j++)
+			ck_assert_int_eq(bw[j].status, OVSTAGE_OK);
+		if (s % 3 == 0) { /* after the blocks, at the same ordinal: every 7th prim */
+			memset(mask, 0, (P / 64 + 1) * sizeof *mask);
+			for (int i = 0; i < P; i++) {
+				src[i] = -(float)(s * 10000 + i);
+				if (i % 7 == 0) {
+					mask[i / 64] |= (uint64_t)1 << (i % 64);
+					w[i] = src[i];
+				}
+			}
+			tens tt;
+			tst_wait_ok(f.st, ovstage_write_attribute(f.st, f.q, tst_attr(t), (uint64_t)s, fdata(&tt, src, P, 1, mask),
+								  OVSTAGE_PRIM_MODE_UPSERT));
+		}
+		seal(&f, (uint64_t)s);
+		int maps = read_maps(&f, t, (uint64_t)s, &g);
+		for (int i = 0; i < P; i++)
+			if (!g.present[i] || g.v[i] != w[i])
+				ck_abort_msg("as of %d prim %d: %g (present %d) != %g", s, i, g.v[i], g.present[i], w[i]);
+		ck_assert_msg(maps == 0, "as of %d: %d groups with index maps (the query is four blocks of rows)", s, maps);
+		if (s > 1) { /* the previous version, retained, is intact */
+			read_all(&f, t, latest((uint64_t)(s - 1)), 1, &g);
+			for (int i = 0; i < P; i++)
+				if (g.v[i] != want[(size_t)(s - 1) * P + i])
+					ck_abort_msg("as of %d, read at %d, prim %d: %g != %g", s - 1, s, i, g.v[i],
+						     want[(size_t)(s - 1) * P + i]);
+		}
+		if (s == 2) { /* hold the first group of version 2 across the later seals */
+			ovstage_read_handle_t rh;
+			tst_wait_ok(f.st, ovstage_read_attributes(f.st, f.q, &t, 1, latest(2), &rh));
+			ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &held), OVSTAGE_OK);
+			tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+			memset(hc.present, 0, P * sizeof *hc.present);
+			take_group(&hc, &held, 1, P);
+			holding = true;
+		}
+	}
+	if (holding) { /* rewritten by nothing since */
+		got now;
+		got_init(&now, P, 1);
+		take_group(&now, &held, 1, P);
+		for (int i = 0; i < P; i++)
+			ck_assert(now.present[i] == hc.present[i] && (!now.present[i] || now.v[i] == hc.v[i]));
+		got_free(&now);
+		ck_assert_int_eq(ovstage_release_group(f.st, &held), OVSTAGE_OK);
+	}
+	ovs_chunk_stats(&z);
+	ck_assert_uint_gt(z.adopted, a.adopted);
+	/* a delete of some prims: the version has a presence bitmap, reads take the per-prim path */
+	ovstage_query_handle_t qd = query_range(&f, 10, 50, NULL);
+	ovx_string_or_token_t ta = tst_attr(t);
+	tst_wait_ok(f.st, ovstage_delete_attributes(f.st, qd, &ta, 1, S + 1));
+	seal(&f, S + 1);
+	read_all(&f, t, latest(S + 1), 1, &g);
+	for (int i = 0; i < P; i++) {
+		bool gone = i >= 10 && i < 60;
+		ck_assert_msg(g.present[i] == !gone, "after the delete, prim %d present %d", i, g.present[i]);
+		if (!gone && g.v[i] != want[(size_t)S * P + i])
+			ck_abort_msg("after the delete, prim %d: %g != %g", i, g.v[i], want[(size_t)S * P + i]);
+	}
+	release_query(&f, qd);
+	for (int b = 0; b < K; b++)
+		release_query(&f, qb[b]);
+	got_free(&g);
+	got_free(&hc);
+	free(want);
+	free(src);
+	free(mask);
+	teardown(&f);
+}
+END_TEST
+
 /* ---- a sparse write allocates the chunks it touches, not the column -------------------------- */
 
 START_TEST(test_sparse_write_allocates_touched_chunks)
@@ -653,6 +824,7 @@ int main(void)
 	tcase_add_test(tc, test_same_rows_stream);
 	tcase_add_loop_test(tc, test_parallel_apply, 0, 2);
 	tcase_add_test(tc, test_rows_outlive_query);
+	tcase_add_test(tc, test_producer_blocks);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
