@@ -734,7 +734,7 @@ jobs_status jobs_add_poll_hook_rate(jobs_sched *s, jobs_poll_fn fn, void *ctx, u
 	jobs_poll_hook *h = &s->hooks[i];
 	h->fn = fn;
 	h->ctx = ctx;
-	h->interval_ns = min_interval_ns;
+	atomic_store_explicit(&h->interval_ns, min_interval_ns, memory_order_relaxed); /* relaxed: as below */
 	/* relaxed: published by the release of ACTIVE below (busy is 0: the last holder released it). */
 	atomic_store_explicit(&h->last_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&h->outstanding, 0, memory_order_relaxed);

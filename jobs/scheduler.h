@@ -29,15 +29,18 @@
 #define JOBS_HOOK_GEN(v) (((v) >> JOBS_HOOK_GEN_SHIFT) & JOBS_HOOK_GEN_MASK)
 #define JOBS_HOOK_CALLS(v) ((uint32_t)(v))
 
+/* One cache line per entry: every searching worker reads it on every round of its spin. */
 typedef struct jobs_poll_hook {
-	_Atomic uint64_t ref;         /* JOBS_HOOK_* state, generation and calls in flight */
+	_Alignas(JOBS_CACHE_LINE) _Atomic uint64_t ref; /* JOBS_HOOK_* state, generation and calls in flight */
 	_Atomic uint32_t busy;        /* rate-limited hooks: 1 while one thread calls fn (try-lock) */
 	_Atomic uint32_t outstanding; /* rate-limited hooks: what the last call reported */
 	_Atomic uint64_t last_ns;     /* rate-limited hooks: when the last call started (under busy) */
 	jobs_poll_fn fn;              /* written by the registrar, published by the release of ACTIVE */
 	void *ctx;                    /* its argument (likewise) */
-	uint64_t interval_ns;         /* minimum time between call starts; 0 = no limit (likewise) */
+	_Atomic uint64_t interval_ns; /* minimum time between call starts; 0 = no limit (likewise; atomic
+	                               * because the not-due check reads it without counting itself in) */
 } jobs_poll_hook;
+_Static_assert(sizeof(jobs_poll_hook) == JOBS_CACHE_LINE, "a poll hook entry is one cache line");
 
 struct jobs_sched {
 	jobs_config cfg;          /* the configuration, defaults filled in */
@@ -73,7 +76,8 @@ struct jobs_sched {
 	_Atomic uint32_t cancelling; /* destroy's second phase: jobs complete as CANCELLED */
 	_Atomic uint32_t helper_busy;/* 0-worker pools: a waiting thread owns ctx[0] while 1 */
 	_Atomic uint32_t n_hooks;    /* active poll hooks (a hint: 0 lets pollers skip the table) */
-	jobs_poll_hook hooks[JOBS_MAX_POLL_HOOKS]; /* each entry publishes itself (its ref word) */
+	jobs_poll_hook hooks[JOBS_MAX_POLL_HOOKS]; /* each entry publishes itself (its ref word); lines
+	                              * of their own, away from `stopping` that every spin round reads */
 };
 
 #define JOBS_IDLE_SEARCHER 1ull                /* one searching worker in jobs_sched.idle */

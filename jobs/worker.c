@@ -494,7 +494,8 @@ static unsigned hook_call_limited(jobs_poll_hook *h)
 	/* relaxed: the report is a hint for the sleep timeout, as the hook's result itself is. */
 	unsigned r = atomic_load_explicit(&h->outstanding, memory_order_relaxed);
 	/* relaxed: a pre-check that spares the lock's line; decided again under the lock. */
-	if (jobs_now_ns() - atomic_load_explicit(&h->last_ns, memory_order_relaxed) < h->interval_ns)
+	uint64_t interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed); /* relaxed: fixed while counted */
+	if (jobs_now_ns() - atomic_load_explicit(&h->last_ns, memory_order_relaxed) < interval)
 		return r;
 	/* acquire: pairs with the previous holder's release: its call (and its last_ns) happen-before
 	 * ours, so calls are serialised and the hook needs no synchronisation between its calls. */
@@ -504,7 +505,7 @@ static unsigned hook_call_limited(jobs_poll_hook *h)
 	 * exact (CLOCK_MONOTONIC) and consecutive call starts lie at least interval_ns apart. */
 	uint64_t now = jobs_now_ns();
 	uint64_t last = atomic_load_explicit(&h->last_ns, memory_order_relaxed);
-	if (now >= last && now - last >= h->interval_ns) {
+	if (now >= last && now - last >= interval) {
 		atomic_store_explicit(&h->last_ns, now, memory_order_relaxed); /* relaxed: under busy */
 		r = hook_invoke(h);
 		atomic_store_explicit(&h->outstanding, r, memory_order_relaxed); /* relaxed: a hint */
@@ -516,15 +517,26 @@ static unsigned hook_call_limited(jobs_poll_hook *h)
 
 static unsigned hook_call(jobs_poll_hook *h)
 {
-	/* relaxed: a pre-check that leaves free entries' lines shared; the RMW below decides. */
-	if (!(atomic_load_explicit(&h->ref, memory_order_relaxed) & JOBS_HOOK_ACTIVE))
+	/* acquire: a pre-check that leaves the entry's line shared; the RMW below decides. Pairs with
+	 * the registrar's release of ACTIVE, so the interval read next is a registration's. */
+	if (!(atomic_load_explicit(&h->ref, memory_order_acquire) & JOBS_HOOK_ACTIVE))
 		return 0;
+	/* A rate-limited hook that is not due: its last report, without writing the entry. Searching
+	 * workers call this on every round of their spin; with the counting RMWs below on every call,
+	 * 16 of them kept the line moving between cores (and, before the entries had lines of their
+	 * own, the `stopping` word beside it that every round reads): a CPU-only step loop ran 2.7x
+	 * slower in a build with the CUDA backend, whose poll hook is rate-limited (docs/
+	 * performance.md, session 18). relaxed: hints (a stale or a later registration's value makes
+	 * at most one call early or late, or one report stale, as the counted path's pre-check may). */
+	uint64_t interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed);
+	if (interval && jobs_now_ns() - atomic_load_explicit(&h->last_ns, memory_order_relaxed) < interval)
+		return atomic_load_explicit(&h->outstanding, memory_order_relaxed);
 	/* acquire: pairs with the registrar's release of ACTIVE (fn, ctx, interval_ns visible). While
 	 * we are counted, removal waits for us. */
 	uint64_t v = atomic_fetch_add_explicit(&h->ref, 1, memory_order_acquire);
 	unsigned r = 0;
 	if (v & JOBS_HOOK_ACTIVE)
-		r = h->interval_ns ? hook_call_limited(h) : hook_invoke(h);
+		r = atomic_load_explicit(&h->interval_ns, memory_order_relaxed) ? hook_call_limited(h) : hook_invoke(h);
 	/* release: our reads of the entry and the call happen-before the remover's acquire. */
 	atomic_fetch_sub_explicit(&h->ref, 1, memory_order_release);
 	return r;
