@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "device.h"
 #include "errors.h"
 #include "gpu.h"
 #include "ops.h"
@@ -35,8 +36,9 @@ static void seal_job(jobs_worker *w, void *arg, jobs_run *run)
 	char err[256];
 	ovs_exec x = ovs_exec_cpu(w);
 	/* Sealing device columns sets the thread's CUDA device: put it back (inline, this is the
-	 * caller's thread, whose current device is the caller's business). */
-	int dev = ovs_gpu_available() ? ovs_gpu_thread_device() : -1;
+	 * caller's thread, whose current device is the caller's business). A stage without device
+	 * columns makes no CUDA call here. */
+	int dev = ovs_store_has_device_columns(&s->st->store) ? ovs_gpu_thread_device() : -1;
 	ovstage_api_status_t r = ovs_store_seal(&s->st->store, &x, s->cols, s->ncols, s->n, s->all, err, sizeof err);
 	ovs_gpu_thread_restore(dev);
 	if (r != OVSTAGE_OK)

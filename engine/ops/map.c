@@ -146,8 +146,10 @@ static ovstage_api_status_t map_check_schema(ovs_map *m, char *err, size_t errle
 static ovstage_api_status_t map_settle_schema(ovs_map *m, char *err, size_t errlen)
 {
 	DLDevice bufdev = m->device;
-	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype), bufdev))
+	if (ovs_column_install_schema(m->col, false, m->dtype, m->semantic, ovs_dtype_bytes(m->dtype), bufdev)) {
+		ovs_store_count_device_column(&m->st->store, bufdev);
 		return OVSTAGE_OK;
+	}
 	ovstage_api_status_t s = map_check_schema(m, err, errlen);
 	if (s == OVSTAGE_OK && (m->device.device_type != bufdev.device_type || m->device.device_id != bufdev.device_id)) {
 		ovs_err_format(err, errlen, "\"%s\" was created on another device (%s %d) by a concurrent write while the "

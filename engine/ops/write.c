@@ -211,8 +211,10 @@ static ovstage_api_status_t check_schema(ovs_stage *st, const write_entry *e, ch
 static ovstage_api_status_t settle_schema(ovs_stage *st, write_entry *e, DLDevice dev, char *err, size_t errlen)
 {
 	const ovs_layout *l = &e->layout;
-	if (ovs_column_install_schema(e->col, l->is_array, l->dtype, e->semantic, l->elem_bytes, dev))
+	if (ovs_column_install_schema(e->col, l->is_array, l->dtype, e->semantic, l->elem_bytes, dev)) {
+		ovs_store_count_device_column(&st->store, dev);
 		return OVSTAGE_OK;
+	}
 	ovs_column *c = e->col;
 	if (c->schema.device.device_type != dev.device_type || c->schema.device.device_id != dev.device_id) {
 		/* a concurrent first write created the column on another device after this entry chose */

@@ -23,6 +23,20 @@ bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, ch
 	return true;
 }
 
+void ovs_store_count_device_column(ovs_store *st, DLDevice dev)
+{
+	/* release: sequenced before the column's first delta is pushed and its op completes; a seal
+	 * covering that op starts after the completion and loads this with acquire. */
+	if (dev.device_type == kDLCUDA)
+		atomic_fetch_add_explicit(&st->device_columns, 1, memory_order_release);
+}
+
+bool ovs_store_has_device_columns(ovs_store *st)
+{
+	/* acquire: pairs with the increment above (through the covered ops' completions) */
+	return atomic_load_explicit(&st->device_columns, memory_order_acquire) != 0;
+}
+
 void ovs_store_devices_fini(ovs_store *st)
 {
 	for (int d = 0; d < OVS_STORE_GPUS; d++) {

@@ -41,6 +41,9 @@ struct ovs_store {
 	ovs_radix prims;
 	_Atomic uint64_t prim_deletes;  /* whole-prim deletes executed, and failed ops that left rows of
 	                                 * prims that do not exist (writes re-assert existence if any) */
+	_Atomic uint32_t device_columns; /* columns whose storage is on a CUDA device (counted when the
+	                                 * schema is installed): a seal of a stage with none makes no
+	                                 * CUDA call (floor.c) */
 	_Atomic uint64_t prim_creations; /* prims that came to exist (a state set to 1 from another):
 	                                 * with the deletes, what a kept transform forest depends on */
 
