@@ -63,6 +63,8 @@ ovs_rowmap *ovs_rowmap_alloc(const struct ovs_column *c, uint32_t n)
 	if (m) {
 		m->col = c;
 		m->n = n;
+		m->npieces = 0; /* no blocks listed until ovs_query_rowmap_install computes them */
+		m->max_row = 0;
 	}
 	return m;
 }
