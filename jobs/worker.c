@@ -487,16 +487,13 @@ static unsigned hook_invoke(jobs_poll_hook *h)
 	return r;
 }
 
-/* A rate-limited hook: one caller at a time (try-lock), call starts at least interval_ns apart.
- * Callers that skip return the last report. */
-static unsigned hook_call_limited(jobs_poll_hook *h)
+/* A rate-limited hook (interval > 0, read by the caller while counted in), found due by hook_call's
+ * pre-check: one caller at a time (try-lock), call starts at least interval apart. Callers that skip
+ * return the last report. */
+static unsigned hook_call_limited(jobs_poll_hook *h, uint64_t interval)
 {
 	/* relaxed: the report is a hint for the sleep timeout, as the hook's result itself is. */
 	unsigned r = atomic_load_explicit(&h->outstanding, memory_order_relaxed);
-	/* relaxed: a pre-check that spares the lock's line; decided again under the lock. */
-	uint64_t interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed); /* relaxed: fixed while counted */
-	if (jobs_now_ns() - atomic_load_explicit(&h->last_ns, memory_order_relaxed) < interval)
-		return r;
 	/* acquire: pairs with the previous holder's release: its call (and its last_ns) happen-before
 	 * ours, so calls are serialised and the hook needs no synchronisation between its calls. */
 	if (atomic_exchange_explicit(&h->busy, 1, memory_order_acquire))
@@ -524,8 +521,8 @@ static unsigned hook_call(jobs_poll_hook *h)
 	/* A rate-limited hook that is not due: its last report, without writing the entry. Searching
 	 * workers call this on every round of their spin; with the counting RMWs below on every call,
 	 * 16 of them kept the line moving between cores (and, before the entries had lines of their
-	 * own, the `stopping` word beside it that every round reads): a CPU-only step loop ran 2.7x
-	 * slower in a build with the CUDA backend, whose poll hook is rate-limited (docs/
+	 * own, the `stopping` word beside it that every round reads): part of why a CPU-only step loop
+	 * ran 2.6-4.5x slower in a build with the CUDA backend, whose poll hook is rate-limited (docs/
 	 * performance.md, session 18). relaxed: hints (a stale or a later registration's value makes
 	 * at most one call early or late, or one report stale, as the counted path's pre-check may). */
 	uint64_t interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed);
@@ -535,8 +532,13 @@ static unsigned hook_call(jobs_poll_hook *h)
 	 * we are counted, removal waits for us. */
 	uint64_t v = atomic_fetch_add_explicit(&h->ref, 1, memory_order_acquire);
 	unsigned r = 0;
-	if (v & JOBS_HOOK_ACTIVE)
-		r = atomic_load_explicit(&h->interval_ns, memory_order_relaxed) ? hook_call_limited(h) : hook_invoke(h);
+	if (v & JOBS_HOOK_ACTIVE) {
+		/* again, counted in: the registration we count in may be a later one than the pre-check
+		 * saw, and a rate-limited hook must never be called unlimited. relaxed: fixed while
+		 * counted, published by the acquire above. */
+		interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed);
+		r = interval ? hook_call_limited(h, interval) : hook_invoke(h);
+	}
 	/* release: our reads of the entry and the call happen-before the remover's acquire. */
 	atomic_fetch_sub_explicit(&h->ref, 1, memory_order_release);
 	return r;
