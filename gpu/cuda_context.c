@@ -76,9 +76,11 @@ int ovs_gpu_device(const ovs_gpu *g)
 void ovs_gpu_exec(ovs_gpu *g, ovs_exec *x, jobs_worker *w)
 {
 	/* Workers own their thread state: the device is set per use (cheap when unchanged). */
+	uint64_t t = ovs_gpu_span_begin();
 	int cur = -1;
 	if (cudaGetDevice(&cur) != cudaSuccess || cur != g->dev)
 		(void)cudaSetDevice(g->dev);
+	ovs_gpu_span_end("set device", t);
 	x->w = w;
 	x->stream = g->stream;
 	x->event = NULL;
@@ -96,7 +98,10 @@ void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes)
 	if (p)
 		return p;
 	size_t cap = ovs_block_cache_capacity(g->cache.budget, bytes);
-	if (cudaMallocFromPoolAsync(&p, cap, g->pool, g->stream) != cudaSuccess) {
+	uint64_t t = ovs_gpu_span_begin();
+	cudaError_t r = cudaMallocFromPoolAsync(&p, cap, g->pool, g->stream);
+	ovs_gpu_span_end("malloc (cache miss)", t);
+	if (r != cudaSuccess) {
 		(void)cudaGetLastError();
 		return NULL;
 	}
@@ -172,8 +177,11 @@ static void push_item(gpu_item *it)
 		it->next = head;
 	/* release: the poller that takes the stack sees the item's fields. */
 	while (!atomic_compare_exchange_weak_explicit(&p->inbox, &head, it, memory_order_release, memory_order_relaxed));
-	if (sched)
+	if (sched) {
+		uint64_t t = ovs_gpu_span_begin();
 		jobs_kick(sched); /* sleeping workers poll soon */
+		ovs_gpu_span_end("kick", t);
+	}
 }
 
 static void resolve(gpu_poller *p, gpu_item *it, cudaError_t r)
@@ -217,6 +225,8 @@ static void poll_locked(gpu_poller *p)
 			rev = rev->next;
 		p->tail = &rev->next;
 	}
+	uint64_t t = ovs_gpu_span_begin();
+	unsigned done = 0;
 	gpu_item **pp = &p->list;
 	while (*pp) {
 		gpu_item *it = *pp;
@@ -231,7 +241,10 @@ static void poll_locked(gpu_poller *p)
 		if (!*pp)
 			p->tail = pp;
 		resolve(p, it, r);
+		done++;
 	}
+	if (done) /* passes that resolved nothing are not traced: idle workers make one every 4 us */
+		ovs_gpu_span_end("poll (resolved)", t);
 }
 
 /* Polls every device that has had items: blocking (lock) or skipping a device another thread
@@ -301,7 +314,9 @@ bool ovs_gpu_fence_wait(ovs_exec *x, void *fence, char *err, size_t errlen)
 {
 	if (!fence)
 		return true;
+	uint64_t t = ovs_gpu_span_begin();
 	cudaError_t r = cudaStreamWaitEvent((cudaStream_t)x->stream, ((ovs_gpu_event *)fence)->ev, 0);
+	ovs_gpu_span_end("stream wait event", t);
 	if (r == cudaSuccess)
 		return true;
 	(void)cudaGetLastError();
@@ -313,7 +328,9 @@ bool ovs_gpu_complete_after(ovs_gpu *g, ovs_exec *x, jobs_sched *sched, jobs_run
 {
 	ovs_cuda_batch_flush(x); /* the completion must follow the deferred copies too */
 	gpu_item *it = calloc(1, sizeof *it);
+	uint64_t t = ovs_gpu_span_begin();
 	ovs_gpu_event *ev = it ? ovs_gpu_event_record(g->dev, (cudaStream_t)x->stream) : NULL;
+	ovs_gpu_span_end("event record", t);
 	if (!ev) {
 		free(it);
 		ovs_err_format(err, errlen, "cannot record the completion of the op's GPU work");
@@ -381,7 +398,9 @@ bool ovs_gpu_fence_sync(void *fence, char *err, size_t errlen)
 {
 	if (!fence)
 		return true;
+	uint64_t t = ovs_gpu_span_begin();
 	cudaError_t r = cudaEventSynchronize(((ovs_gpu_event *)fence)->ev);
+	ovs_gpu_span_end("event synchronize", t);
 	if (r == cudaSuccess)
 		return true;
 	(void)cudaGetLastError();
@@ -424,7 +443,9 @@ ovstage_api_status_t ovs_gpu_check_pointer(const void *p, int dev, ovs_gpu_ptr_c
 	if (cache && cache->end && cache->dev == dev && u >= cache->base && u < cache->end)
 		return OVSTAGE_OK; /* inside an allocation already accepted for dev: the same answer */
 	struct cudaPointerAttributes a;
+	uint64_t t = ovs_gpu_span_begin();
 	cudaError_t r = cudaPointerGetAttributes(&a, p);
+	ovs_gpu_span_end("pointer attributes", t);
 	if (r != cudaSuccess) {
 		(void)cudaGetLastError();
 		ovs_err_format(err, errlen, "%s = %p is not CUDA memory (%s)", what, p, cudaGetErrorName(r));
@@ -452,9 +473,11 @@ bool ovs_gpu_copy_to_host(ovs_exec *x, void *dst, const void *src, size_t n, cha
 {
 	ovs_cuda_batch_flush(x); /* src may be a pending copy's dst */
 	cudaStream_t s = (cudaStream_t)x->stream;
+	uint64_t t = ovs_gpu_span_begin();
 	cudaError_t r = n ? cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s) : cudaSuccess;
 	if (r == cudaSuccess)
 		r = cudaStreamSynchronize(s);
+	ovs_gpu_span_end("copy to host (synchronous)", t);
 	if (r == cudaSuccess)
 		return true;
 	(void)cudaGetLastError();
@@ -471,7 +494,10 @@ const char *ovs_gpu_error_name(int code)
 void ovs_gpu_sync(ovs_exec *x)
 {
 	ovs_cuda_batch_flush(x); /* a failed op's published entries keep their copies */
-	if (cudaStreamSynchronize((cudaStream_t)x->stream) != cudaSuccess)
+	uint64_t t = ovs_gpu_span_begin();
+	cudaError_t r = cudaStreamSynchronize((cudaStream_t)x->stream);
+	ovs_gpu_span_end("stream synchronize", t);
+	if (r != cudaSuccess)
 		(void)cudaGetLastError();
 }
 

@@ -43,10 +43,12 @@ static ovs_gpu_event *event_create(int dev)
 	ovs_gpu_event *e = malloc(sizeof *e);
 	if (!e)
 		return NULL;
+	uint64_t t = ovs_gpu_span_begin();
 	int prev;
 	cudaError_t r = ovs_gpu_thread_enter(dev, &prev) ? cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming)
 							 : cudaErrorInvalidDevice;
 	ovs_gpu_thread_restore(prev);
+	ovs_gpu_span_end("event create", t);
 	if (r != cudaSuccess) {
 		(void)cudaGetLastError();
 		free(e);

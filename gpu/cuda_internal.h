@@ -11,6 +11,22 @@
 
 #include "block_cache.h"
 #include "gpu.h"
+#include "trace.h"
+
+/* Trace spans (cat "gpu", jobs/trace.h) around the backend's CUDA calls, so that a trace shows which
+ * call a host thread spent its time in: t = ovs_gpu_span_begin(); ...; ovs_gpu_span_end("name", t).
+ * Off (no OVSTAGE_TRACE): a relaxed load and a branch at the begin, a branch at the end. name must
+ * be a string literal. */
+static inline uint64_t ovs_gpu_span_begin(void)
+{
+	return jobs_trace_on() ? jobs_trace_now() : 0;
+}
+
+static inline void ovs_gpu_span_end(const char *name, uint64_t t0)
+{
+	if (t0)
+		jobs_trace_span("gpu", name, t0, jobs_trace_now(), 0);
+}
 
 #define OVS_GPU_MAX_DEVICES 64
 

@@ -38,8 +38,11 @@ static void cuda_free(void *ctx, void *p, size_t bytes)
 
 static void cuda_copy(ovs_exec *x, void *dst, const void *src, size_t bytes)
 {
-	if (bytes)
-		note(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)x->stream));
+	if (!bytes)
+		return;
+	uint64_t t = ovs_gpu_span_begin();
+	note(x, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)x->stream));
+	ovs_gpu_span_end("memcpy", t);
 }
 
 /* ---- batched small copies -------------------------------------------------------------------------
@@ -79,6 +82,7 @@ void ovs_cuda_batch_flush(ovs_exec *x)
 	ovs_copy_batch *b = x->batch;
 	if (!b || !b->n)
 		return;
+	uint64_t t0 = ovs_gpu_span_begin();
 	ovs_cuda_batch t;
 	batch_table(b, &t);
 	/* A kernel goes to the current device's streams only: a flush before the op moves to another
@@ -92,6 +96,7 @@ void ovs_cuda_batch_flush(ovs_exec *x)
 	}
 	ovs_gpu_thread_restore(prev);
 	b->n = 0;
+	ovs_gpu_span_end("copy batch", t0);
 }
 
 static void cuda_copy_device(ovs_exec *x, void *dst, const void *src, size_t bytes)
@@ -120,9 +125,11 @@ static void cuda_fill(ovs_exec *x, void *dst, int byte, size_t bytes)
  * change afterwards. */
 static void *scratch_up(ovs_exec *x, const void *p, size_t n)
 {
+	uint64_t t = ovs_gpu_span_begin();
 	void *d = ovs_gpu_alloc(x->gpu, n);
 	cudaError_t r = d ? cudaMemcpyAsync(d, p, n, cudaMemcpyHostToDevice, (cudaStream_t)x->stream)
 			  : cudaErrorMemoryAllocation;
+	ovs_gpu_span_end("upload", t);
 	if (r != cudaSuccess) {
 		note(x, r);
 		ovs_gpu_free(x->gpu, d, n);
@@ -140,10 +147,12 @@ static void cuda_scatter_rows(ovs_exec *x, void *dst, const uint32_t *rows, uint
 {
 	if (!n)
 		return;
+	uint64_t t = ovs_gpu_span_begin();
 	uint32_t *drows = scratch_up(x, rows, (size_t)n * sizeof *rows);
 	if (drows)
 		note(x, (cudaError_t)ovs_cuda_scatter_rows(x->stream, dst, drows, n, src, rb));
 	scratch_free(x, drows, (size_t)n * sizeof *rows);
+	ovs_gpu_span_end("scatter rows", t);
 }
 
 static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint32_t *rows, const uint32_t *drows,
@@ -151,11 +160,13 @@ static void cuda_gather_rows(ovs_exec *x, void *dst, const void *src, const uint
 {
 	if (!n)
 		return;
+	uint64_t t = ovs_gpu_span_begin();
 	uint32_t *up = drows ? NULL : scratch_up(x, rows, (size_t)n * sizeof *rows);
 	if (drows || up)
 		note(x, (cudaError_t)ovs_cuda_gather_rows(x->stream, dst, src, drows ? drows : up, n, rb));
 	if (up)
 		scratch_free(x, up, (size_t)n * sizeof *rows);
+	ovs_gpu_span_end("gather rows", t);
 }
 
 /* The bytes of chunked_up's upload: the table, and the rows unless they are on the device already. */
@@ -199,12 +210,14 @@ static void cuda_scatter_chunked(ovs_exec *x, void *const *bases, uint32_t nbase
 {
 	if (!n)
 		return;
+	uint64_t t = ovs_gpu_span_begin();
 	const uint32_t *dr;
 	unsigned align;
 	unsigned char *d = chunked_up(x, bases, nbases, rows, drows, n, &dr, &align);
 	if (d)
 		note(x, (cudaError_t)ovs_cuda_scatter_chunked(x->stream, (void *const *)d, shift, dr, n, src, rb, align));
 	scratch_free(x, d, chunked_bytes(nbases, n, !drows));
+	ovs_gpu_span_end("scatter chunked", t);
 }
 
 static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint32_t nbases, uint32_t shift,
@@ -212,12 +225,14 @@ static void cuda_gather_chunked(ovs_exec *x, void *dst, void *const *bases, uint
 {
 	if (!n)
 		return;
+	uint64_t t = ovs_gpu_span_begin();
 	const uint32_t *dr;
 	unsigned align;
 	unsigned char *d = chunked_up(x, bases, nbases, rows, NULL, n, &dr, &align);
 	if (d)
 		note(x, (cudaError_t)ovs_cuda_gather_chunked(x->stream, dst, (void *const *)d, shift, dr, n, rb, align));
 	scratch_free(x, d, chunked_bytes(nbases, n, true));
+	ovs_gpu_span_end("gather chunked", t);
 }
 
 /* The segments' source pointers and offsets in one upload (the pointers first, then the n + 1
@@ -226,6 +241,7 @@ static void cuda_copy_segments(ovs_exec *x, void *dst, const void *const *src, c
 {
 	if (!n)
 		return;
+	uint64_t t = ovs_gpu_span_begin();
 	size_t pb = (size_t)n * sizeof *src, bytes = pb + ((size_t)n + 1) * sizeof *off;
 	unsigned char *h = malloc(bytes);
 	if (!h) {
@@ -240,6 +256,7 @@ static void cuda_copy_segments(ovs_exec *x, void *dst, const void *const *src, c
 		note(x, (cudaError_t)ovs_cuda_copy_segments(x->stream, dst, (const void *const *)d,
 							    (const uint64_t *)(d + pb), n));
 	scratch_free(x, d, bytes);
+	ovs_gpu_span_end("copy segments", t);
 }
 
 void ovs_gpu_hier_level(ovs_exec *x, double *world, const uint32_t *node, const uint32_t *par,

@@ -11,6 +11,10 @@
  *    path are not recorded one by one (fib(40) spawns ~10^8); their steals are.
  *  - stage ops (cat "op"): "write", "seal", "read" — the API call on the caller's thread, a complete
  *    event whose id is the op's receipt (the "run" of the same id is the op's body).
+ *  - the CUDA backend (cat "gpu", gpu/cuda_internal.h): a complete event around each CUDA call that
+ *    can cost a host thread time — copies and kernel launches, uploads, cache-missing allocations,
+ *    event records and waits, synchronisations, the poll passes that resolved a completion, the
+ *    kick that wakes a poller.
  *
  * Cost when off: one relaxed load of a flag and a branch per hook. When on, each thread appends to
  * a buffer of its own (no locks, no shared writes per event); jobs_trace_flush() writes every

@@ -14,10 +14,15 @@
 #include <unistd.h>
 
 #include <ovstage/ovstage.h>
+#include <ovstage/ovstage_ext.h>
 #include <ovx/path_dictionary/path_dictionary.h>
 
 #include "stage_test_util.h"
 #include "trace.h"
+
+#ifdef OVSTAGE_TEST_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 static char g_path[256];
 
@@ -212,6 +217,7 @@ static double g_op_ids[MAX_IDS];
 static int g_nops, g_writes, g_seals, g_reads, g_names, g_spawns, g_park, g_steal;
 static double g_run_ids[4096], g_flow_s[4096], g_flow_f[4096];
 static int g_nruns, g_nfs, g_nff, g_bad;
+static int g_gpu_copy, g_gpu_record, g_gpu_resolved; /* the CUDA backend's spans (cat "gpu") */
 
 static void on_event(const ev *e)
 {
@@ -245,6 +251,13 @@ static void on_event(const ev *e)
 			g_steal++;
 		}
 	}
+	if (!strcmp(e->cat, "gpu")) {
+		if (strcmp(e->ph, "X") || !e->has_dur)
+			g_bad++;
+		g_gpu_copy += !strcmp(e->name, "copy batch") || !strcmp(e->name, "memcpy");
+		g_gpu_record += !strcmp(e->name, "event record");
+		g_gpu_resolved += !strcmp(e->name, "poll (resolved)");
+	}
 	if (!strcmp(e->cat, "flow")) {
 		if (!e->has_id)
 			g_bad++;
@@ -261,6 +274,36 @@ static bool contains(const double *a, int n, double v)
 		if (a[i] == v)
 			return true;
 	return false;
+}
+
+/* Where a CUDA device is usable (a CUDA build on a GPU machine): one write of a device tensor into
+ * a device column, sealed, so that the backend's spans appear. False (and nothing written) elsewhere. */
+static bool write_device_column(ovstage_instance_t *st, ovstage_query_handle_t q, path_dictionary_instance_t *pd)
+{
+#ifdef OVSTAGE_TEST_CUDA
+	int n = 0;
+	const char *why = "";
+	ovstage_ext_get_gpu_status(&n, &why);
+	if (n == 0) {
+		printf("check_trace: no usable CUDA device (%s): the gpu spans are not checked\n", why);
+		return false;
+	}
+	void *d = NULL;
+	ck_assert_int_eq(cudaMalloc(&d, 4 * sizeof(float)), cudaSuccess);
+	ck_assert_int_eq(cudaMemset(d, 0, 4 * sizeof(float)), cudaSuccess);
+	tst_tensor tt;
+	ovstage_write_data_t w = tst_wdata(&tt, d, 4, kDLFloat, 32, 1);
+	tt.t.device = (DLDevice){ kDLCUDA, 0 };
+	tst_wait_ok(st, ovstage_write_attribute(st, q, tst_attr(tst_tok(pd, "g")), 4, w, OVSTAGE_PRIM_MODE_UPSERT));
+	ovstage_write_floor_desc_t fd = { 4, OVSTAGE_SCOPE_ALL, NULL, 0 };
+	tst_wait_ok(st, ovstage_advance_write_floor(st, &fd));
+	ck_assert_int_eq(cudaFree(d), cudaSuccess); /* the write's receipt came after its copy */
+	return true;
+#else
+	(void)st, (void)q, (void)pd;
+	printf("check_trace: built without CUDA: the gpu spans are not checked\n");
+	return false;
+#endif
 }
 
 START_TEST(test_trace_file)
@@ -290,6 +333,7 @@ START_TEST(test_trace_file)
 		tst_wait_ok(st, ovstage_release_read(st, rh));
 		tst_wait_ok(st, e);
 	}
+	bool gpu = write_device_column(st, q, pd);
 	tst_wait_ok(st, ovstage_release_query(st, q));
 	ck_assert_int_eq(ovstage_destroy_instance(st), OVSTAGE_OK); /* the last instance: flushes */
 
@@ -325,6 +369,13 @@ START_TEST(test_trace_file)
 	for (int i = 0; i < g_nff; i++) /* a flow ends only where it started */
 		ck_assert(contains(g_flow_s, g_nfs, g_flow_f[i]));
 	ck_assert_int_ge(g_nruns, g_nops);
+	if (gpu) { /* the device write's copy, its completion's record, and the poll that resolved it */
+		ck_assert_int_ge(g_gpu_copy, 1);
+		ck_assert_int_ge(g_gpu_record, 1);
+		ck_assert_int_ge(g_gpu_resolved, 1);
+	} else {
+		ck_assert_int_eq(g_gpu_copy + g_gpu_record + g_gpu_resolved, 0);
+	}
 }
 END_TEST
 
