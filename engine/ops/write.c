@@ -69,6 +69,8 @@ typedef struct write_op {
 	bool deferred;               /* the query was not resolved at the call: validate layouts in the op */
 	ovs_exec gx;                 /* the device context the op issued GPU work on last (gx.gpu NULL: none);
 	                              * the op completes when that work has finished */
+	ovs_exec_last devx;          /* the device context made last by the run (device.h): every entry's
+	                              * device context comes through it */
 	bool touches_gpu;            /* an entry may issue CUDA work (inline: the caller's device is kept) */
 	int64_t unsealed;            /* bytes of the deltas the op published, added to the store's unsealed
 	                              * count once when its body ends (write_job) */
@@ -1344,7 +1346,7 @@ static ovstage_api_status_t stage_to_host(jobs_worker *w, write_op *op, write_en
 		return OVSTAGE_ERROR_NOT_SUPPORTED;
 	}
 	ovs_exec sx;
-	if (!ovs_store_exec(&op->st->store, l->device, w, &sx, err, errlen))
+	if (!ovs_store_exec_reuse(&op->st->store, &op->devx, l->device, w, &sx, err, errlen))
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (l->kind == OVS_LAYOUT_ARRAY_PER_ROW)
 		return stage_rows_to_host(&sx, e, err, errlen);
@@ -1375,7 +1377,7 @@ static ovstage_api_status_t entry_exec(jobs_worker *w, write_op *op, write_entry
 	static _Thread_local ovs_exec cpu;
 	ovs_layout *l = &e->layout;
 	ovs_exec ex;
-	if (!ovs_store_exec(&op->st->store, dev, w, &ex, err, errlen))
+	if (!ovs_store_exec_reuse(&op->st->store, &op->devx, dev, w, &ex, err, errlen))
 		return OVSTAGE_ERROR_INVALID_ARGUMENT;
 	if (!ex.gpu) {
 		cpu = ex;
@@ -1391,8 +1393,9 @@ static ovstage_api_status_t entry_exec(jobs_worker *w, write_op *op, write_entry
 		ovs_gpu_event_release(ev);
 		if (!ok)
 			return OVSTAGE_ERROR_OP_FAILED;
-		ex.err = op->gx.err;
 	}
+	if (op->gx.gpu)
+		ex.err = op->gx.err; /* an earlier entry's or flush's error stays the op's */
 	op->gx = ex;
 	op->gx.batch = &op->batch; /* still empty when the device changed (flushed above) */
 	*x = &op->gx;

@@ -19,6 +19,22 @@ typedef struct ovs_store ovs_store;
 /* *x = the context for work on `dev` by worker w (NULL: the calling thread). False with a message
  * (INVALID_ARGUMENT-worthy: naming the device) when dev cannot be used. */
 bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, char *err, size_t errlen);
+
+/* The device context a thread made last in a sequence of work (a seal's columns, a write's
+ * entries), so that the next one on the same device costs nothing: making one calls cudaGetDevice
+ * (~0.1 us), 100 times per step for 100 device columns. Zero-initialise it (no context yet); one
+ * thread uses it, and every device context of the sequence must come through it, so that its
+ * device is the one current on the thread. */
+typedef struct ovs_exec_last {
+	bool valid; /* x is a device context, its device current on the thread */
+	ovs_exec x; /* that context as it was made */
+} ovs_exec_last;
+
+/* ovs_store_exec through `last`: a device context of the device `last` holds is given again (with
+ * no event, error or batch, as made), without a CUDA call; any other is made and, when it is a
+ * device context, remembered. */
+bool ovs_store_exec_reuse(ovs_store *st, ovs_exec_last *last, DLDevice dev, jobs_worker *w, ovs_exec *x, char *err,
+			  size_t errlen);
 /* Counts a column whose schema was just installed on dev, if dev is a CUDA device (the caller
  * installed it: once per column). Before the column's first delta is pushed. */
 void ovs_store_count_device_column(ovs_store *st, DLDevice dev);

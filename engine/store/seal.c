@@ -255,8 +255,9 @@ void ovs_seal_set_test_hook(ovs_seal_hook_fn fn)
 
 /* Seals one column's pending deltas through n: builds a version per ordinal, chains it, trims
  * retention. The inbox was taken by the caller. */
-static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *c, ovstage_ordinal_t n,
-					ovs_limbo *gy, bool *fold, bool *copy, int64_t *sealed, char *err, size_t errlen)
+static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_exec_last *devx, ovs_column *c,
+					ovstage_ordinal_t n, ovs_limbo *gy, bool *fold, bool *copy, int64_t *sealed,
+					char *err, size_t errlen)
 {
 	if (c->latest) { /* the change sets folded since the last seal leave the chain */
 		ovs_version *oldest = c->latest;
@@ -277,7 +278,7 @@ static ovstage_api_status_t seal_column(ovs_store *st, ovs_exec *x, ovs_column *
 		uint64_t sealed_cost = 0;
 		for (ovs_delta *d = ds; d; d = d->next)
 			sealed_cost += d->cost;
-		ovs_version *v = ovs_version_build(st, x, c, c->latest, ds, err, errlen);
+		ovs_version *v = ovs_version_build(st, x, devx, c, c->latest, ds, err, errlen);
 		if (!v) {
 			/* keep the deltas for a later seal */
 			last->next = c->pending;
@@ -394,17 +395,19 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 	uint32_t batch = st->retention / 2 > OVS_SEAL_BATCH ? OVS_SEAL_BATCH : (st->retention / 2 ? st->retention / 2 : 1);
 	ovstage_ordinal_t done = 0;
 	bool fold = false, copy = false; /* unfolded change sets passed the bound; a set to copy */
+	ovs_exec_last devx = { 0 };      /* the device contexts of the seal's columns (device.h) */
 	for (;;) {
 		ovstage_ordinal_t m = batch_end(cols, ncols, done, n, batch);
 		int64_t sealed = 0; /* the batch's sealed bytes: one locked subtraction, not one per column */
 		for (size_t i = 0; i < ncols; i++) {
-			ovstage_api_status_t s = seal_column(st, x, cols[i], m, gy, &fold, &copy, &sealed, err, errlen);
+			ovstage_api_status_t s = seal_column(st, x, &devx, cols[i], m, gy, &fold, &copy, &sealed, err,
+							     errlen);
 			if (s != OVSTAGE_OK) {
 				ovs_unsealed_add(st, -sealed);
 				/* Versions built so far stay chained (the next seal publishes them, so they get
 				 * their ready events now); the ones cut from retention are dropped after a grace
 				 * period (rare path: wait for it here). */
-				ovs_version_ready_assign(st, x, cols, i + 1);
+				ovs_version_ready_assign(st, x, &devx, cols, i + 1);
 				ovs_grace_wait(&st->grace, ovs_grace_flip(&st->grace));
 				empty_limbo(st, false);
 				return s;
@@ -413,7 +416,7 @@ ovstage_api_status_t ovs_store_seal(ovs_store *st, ovs_exec *x, ovs_column **col
 		ovs_unsealed_add(st, -sealed);
 		for (size_t i = 0; i < ncols; i++)
 			ovs_column_min_unsealed_reset(cols[i]);
-		ovs_version_ready_assign(st, x, cols, ncols); /* one event per device for the batch */
+		ovs_version_ready_assign(st, x, &devx, cols, ncols); /* one event per device for the batch */
 		ovstage_api_status_t s = publish(st, cols, ncols, m, advance_stage_floor, err, errlen);
 		if (s == OVSTAGE_OK && m >= n && (fold || copy))
 			ovs_lc_job_kick(st, fold); /* after the publication: the job never delays it */

@@ -426,14 +426,14 @@ static bool build_arrays(ovs_version *v, const ovs_version *prev, const ovs_delt
  * published (ovs_version_ready_assign; an array column's seal issues no device work, but its rows'
  * uploads were issued on that stream, so its readers get an event like every device group). Failure
  * leaves v to be freed by the caller. */
-static bool build_payload(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v, ovs_version *prev,
-			  ovs_delta *ds, char *err, size_t errlen)
+static bool build_payload(ovs_store *st, ovs_exec *x, ovs_exec_last *devx, ovs_column *c, ovs_version *v,
+			  ovs_version *prev, ovs_delta *ds, char *err, size_t errlen)
 {
 	bool arr = c->schema.is_array;
 	if (c->schema.device.device_type != kDLCUDA)
 		return arr ? build_arrays(v, prev, ds, err, errlen) : ovs_chunks_build(st, x, c, v, prev, ds, err, errlen);
 	ovs_exec dx;
-	if (!ovs_store_exec(st, c->schema.device, x->w, &dx, err, errlen))
+	if (!ovs_store_exec_reuse(st, devx, c->schema.device, x->w, &dx, err, errlen))
 		return false;
 	if (!(arr ? build_arrays(v, prev, ds, err, errlen) : ovs_chunks_build(st, &dx, c, v, prev, ds, err, errlen)))
 		return false;
@@ -447,8 +447,8 @@ static bool build_payload(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version
 	return true;
 }
 
-ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *prev, ovs_delta *ds,
-				  char *err, size_t errlen)
+ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_exec_last *devx, ovs_column *c, ovs_version *prev,
+			       ovs_delta *ds, char *err, size_t errlen)
 {
 	uint32_t rows = prev ? prev->rows : 0;
 	ovs_delta *last_full = NULL;
@@ -486,7 +486,7 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 		ovs_err_format(err, errlen, "out of memory recording presence and changed rows");
 		return NULL;
 	}
-	if (!build_payload(st, x, c, v, prev, ds, err, errlen)) {
+	if (!build_payload(st, x, devx, c, v, prev, ds, err, errlen)) {
 		ovs_version_unref(v);
 		return NULL;
 	}
@@ -501,7 +501,7 @@ ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_ve
 /* One event per device for every version a seal built there: recorded after all of their work (the
  * columns are built one after another on the device's engine stream), so one event covers them all.
  * If it cannot be recorded, the stream is drained instead and the versions are ready as they are. */
-void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_column **cols, size_t ncols)
+void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_exec_last *devx, ovs_column **cols, size_t ncols)
 {
 	void *ev[OVS_STORE_GPUS] = { 0 };
 	bool done[OVS_STORE_GPUS] = { false };
@@ -516,7 +516,8 @@ void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_column **cols, siz
 				done[d] = true;
 				char err[160];
 				ovs_exec dx;
-				if (ovs_store_exec(st, dev, x->w, &dx, err, sizeof err) && !(ev[d] = ovs_gpu_record(&dx)))
+				if (ovs_store_exec_reuse(st, devx, dev, x->w, &dx, err, sizeof err) &&
+				    !(ev[d] = ovs_gpu_record(&dx)))
 					ovs_gpu_sync(&dx);
 			}
 			v->ready = ev[d] ? ovs_gpu_event_ref(ev[d]) : NULL; /* published with the version */

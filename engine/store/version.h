@@ -8,6 +8,7 @@
 #ifndef OVSTAGE_ENGINE_VERSION_H
 #define OVSTAGE_ENGINE_VERSION_H
 
+#include "device.h"
 #include "exec.h"
 #include "store.h"
 
@@ -21,15 +22,16 @@ void ovs_version_release(ovs_store *st, ovs_column *c, ovs_version *v);
 void ovs_version_recycle_fini(ovs_store *st);
 
 /* Builds the version sealing the deltas `ds` (one ordinal, sorted by op id) on top of `prev` (the
- * column's latest, or NULL). Sealer only. NULL with a message in err when out of memory (the deltas
+ * column's latest, or NULL). Sealer only; a device column's context comes through devx (device.h:
+ * the seal's, shared by its columns). NULL with a message in err when out of memory (the deltas
  * are not consumed). */
-ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *prev, ovs_delta *ds,
-			       char *err, size_t errlen);
+ovs_version *ovs_version_build(ovs_store *st, ovs_exec *x, ovs_exec_last *devx, ovs_column *c, ovs_version *prev,
+			       ovs_delta *ds, char *err, size_t errlen);
 /* Gives every version the seal built on a device since the last call (ready_due, at the head of
  * each column's chain) that device's ready event, recorded now: after all their work. Sealer only,
  * before the versions are published (also when the seal stops on an error: built versions stay
  * chained and the next seal publishes them). */
-void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_column **cols, size_t ncols);
+void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_exec_last *devx, ovs_column **cols, size_t ncols);
 
 /* Blobs: rows of array columns (len elements of elem_bytes), one reference on return. */
 ovs_blob *ovs_blob_new(uint64_t len, size_t elem_bytes);
