@@ -326,6 +326,12 @@ static void row_latency(void)
 		if (r % 50 == 0)
 			seal_all(&s);
 	}
+	/* untimed, for a profiler: more of the first kind of write (BENCH_GPU_LATENCY_LOOP of them) */
+	for (long r = 0, nl = getenv("BENCH_GPU_LATENCY_LOOP") ? atol(getenv("BENCH_GPU_LATENCY_LOOP")) : 0; r < nl; r++) {
+		wait_release(s.st, write_attr(&s, a, wdata(&t, &shape, src, 1024, kDLCUDA)));
+		if (r % 50 == 0)
+			seal_all(&s);
+	}
 	double o = median(ours, REPS), p = median(peer, REPS), c = median(call, REPS);
 	note("4 KiB write with no producer running: the call %.1f us of its %.1f us to the receipt (medians)",
 	     median(call0, REPS) * 1e6, o * 1e6);
@@ -490,7 +496,9 @@ static void row_pool(void)
 static void row_step_loop(void)
 {
 	fprintf(stderr, "bench_gpu: %s\n", __func__);
-	enum { COLS = 100, ROWS = 4096, STEPS = 200 };
+	enum { COLS = 100, ROWS = 4096 };
+	/* BENCH_GPU_STEPS: more steps (for a profiler: bench/tools/sampler.c) */
+	const int STEPS = getenv("BENCH_GPU_STEPS") ? atoi(getenv("BENCH_GPU_STEPS")) : 200;
 	stage s;
 	stage_open(&s, ROWS);
 	ovx_token_t a[COLS];
