@@ -529,7 +529,7 @@ static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
 		/* The clock costs tens of ns: while spinning, read it every 16th look only. */
 		if ((++iter & 15) == 0 || now >= spin_until)
 			now = jobs_now_ns();
-		if ((iter & 15) == 0 && now < spin_until && s->n_workers > 0 && jobs_poll_hooks(s) > 0 &&
+		if ((iter & 15) == 0 && now < spin_until && s->n_workers > 0 && jobs_poll_hooks_waiter(s) > 0 &&
 		    spin_until < start + WAIT_POLL_SPIN_NS)
 			spin_until = start + WAIT_POLL_SPIN_NS;
 		if (deadline && now >= deadline)

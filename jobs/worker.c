@@ -488,8 +488,9 @@ static unsigned hook_invoke(jobs_poll_hook *h)
 }
 
 /* A rate-limited hook (interval > 0, read by the caller while counted in), found due by hook_call's
- * pre-check: one caller at a time (try-lock), call starts at least interval apart. Callers that skip
- * return the last report. */
+ * pre-check: one caller at a time (try-lock), call starts at least interval apart, except for a
+ * waiter's call (interval 0 here: see jobs_poll_hooks_waiter). Callers that skip return the last
+ * report. */
 static unsigned hook_call_limited(jobs_poll_hook *h, uint64_t interval)
 {
 	/* relaxed: the report is a hint for the sleep timeout, as the hook's result itself is. */
@@ -499,10 +500,10 @@ static unsigned hook_call_limited(jobs_poll_hook *h, uint64_t interval)
 	if (atomic_exchange_explicit(&h->busy, 1, memory_order_acquire))
 		return r;
 	/* The clock is read under the lock: after the previous holder's read, so the difference is
-	 * exact (CLOCK_MONOTONIC) and consecutive call starts lie at least interval_ns apart. */
+	 * exact (CLOCK_MONOTONIC) and a call starts at least `interval` after the previous one. */
 	uint64_t now = jobs_now_ns();
 	uint64_t last = atomic_load_explicit(&h->last_ns, memory_order_relaxed);
-	if (now >= last && now - last >= interval) {
+	if (last == 0 || (now >= last && now - last >= interval)) { /* 0: never called, due at once */
 		atomic_store_explicit(&h->last_ns, now, memory_order_relaxed); /* relaxed: under busy */
 		r = hook_invoke(h);
 		atomic_store_explicit(&h->outstanding, r, memory_order_relaxed); /* relaxed: a hint */
@@ -512,7 +513,9 @@ static unsigned hook_call_limited(jobs_poll_hook *h, uint64_t interval)
 	return r;
 }
 
-static unsigned hook_call(jobs_poll_hook *h)
+/* waiter: called by a thread waiting for a receipt (jobs_poll_hooks_waiter), which ignores the
+ * interval of a rate-limited hook but not its one-caller-at-a-time rule. */
+static unsigned hook_call(jobs_poll_hook *h, bool waiter)
 {
 	/* acquire: a pre-check that leaves the entry's line shared; the RMW below decides. Pairs with
 	 * the registrar's release of ACTIVE, so the interval read next is a registration's. */
@@ -526,7 +529,8 @@ static unsigned hook_call(jobs_poll_hook *h)
 	 * performance.md, session 18). relaxed: hints (a stale or a later registration's value makes
 	 * at most one call early or late, or one report stale, as the counted path's pre-check may). */
 	uint64_t interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed);
-	if (interval && jobs_now_ns() - atomic_load_explicit(&h->last_ns, memory_order_relaxed) < interval)
+	uint64_t last = interval && !waiter ? atomic_load_explicit(&h->last_ns, memory_order_relaxed) : 0;
+	if (last && jobs_now_ns() - last < interval) /* last 0: never called (registration's value) */
 		return atomic_load_explicit(&h->outstanding, memory_order_relaxed);
 	/* acquire: pairs with the registrar's release of ACTIVE (fn, ctx, interval_ns visible). While
 	 * we are counted, removal waits for us. */
@@ -537,14 +541,14 @@ static unsigned hook_call(jobs_poll_hook *h)
 		 * saw, and a rate-limited hook must never be called unlimited. relaxed: fixed while
 		 * counted, published by the acquire above. */
 		interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed);
-		r = interval ? hook_call_limited(h, interval) : hook_invoke(h);
+		r = interval ? hook_call_limited(h, waiter ? 0 : interval) : hook_invoke(h);
 	}
 	/* release: our reads of the entry and the call happen-before the remover's acquire. */
 	atomic_fetch_sub_explicit(&h->ref, 1, memory_order_release);
 	return r;
 }
 
-unsigned jobs_poll_hooks(jobs_sched *s)
+static unsigned poll_hooks(jobs_sched *s, bool waiter)
 {
 	/* relaxed: a hint. A registration that we miss was followed by a jobs_kick, whose RMW on
 	 * `idle` pairs with the sleeper's (docs/jobs.md, "Sleeping and waking"). */
@@ -552,8 +556,18 @@ unsigned jobs_poll_hooks(jobs_sched *s)
 		return 0;
 	unsigned outstanding = 0;
 	for (uint32_t i = 0; i < JOBS_MAX_POLL_HOOKS; i++)
-		outstanding += hook_call(&s->hooks[i]);
+		outstanding += hook_call(&s->hooks[i], waiter);
 	return outstanding;
+}
+
+unsigned jobs_poll_hooks(jobs_sched *s)
+{
+	return poll_hooks(s, false);
+}
+
+unsigned jobs_poll_hooks_waiter(jobs_sched *s)
+{
+	return poll_hooks(s, true);
 }
 
 void *jobs_worker_main(void *arg)

@@ -422,6 +422,62 @@ START_TEST(test_hook_rate_limited)
 }
 END_TEST
 
+/* The waiter's poll (jobs_poll_hooks_waiter): a thread spinning in jobs_wait calls a rate-limited
+ * hook itself, due or not. The hook's interval is an hour and idle workers have made their first
+ * call, so only a waiter can resolve the fence; the job completes for jobs_wait and the resolving
+ * call is the waiting thread's. */
+static pthread_t g_waiter_thread;  /* written before the hook is registered */
+static _Atomic int g_resolved_by_waiter;
+
+static unsigned waiter_event_hook(void *ctx)
+{
+	struct event_src *e = ctx;
+	int before = atomic_load(&e->resolved);
+	unsigned r = event_hook(ctx);
+	if (atomic_load(&e->resolved) != before)
+		atomic_store(&g_resolved_by_waiter, pthread_equal(pthread_self(), g_waiter_thread) ? 1 : -1);
+	return r;
+}
+
+START_TEST(test_hook_waiter_ignores_interval)
+{
+	jobs_sched *s = jt_sched(2);
+	struct event_src *e = calloc(1, sizeof *e);
+	e->s = s;
+	g_waiter_thread = pthread_self();
+	atomic_store(&g_resolved_by_waiter, 0);
+	jobs_hook_id hid;
+	jt_assert_status(jobs_add_poll_hook_rate(s, waiter_event_hook, e, 3600ull * 1000000000ull, &hid), JOBS_OK,
+			 "add rated");
+	uint64_t start = jt_now_ns();
+	while (atomic_load(&e->calls) == 0) { /* the first call: due at once (nothing called it yet) */
+		ck_assert_msg(jt_now_ns() - start < JT_SAFETY_NS, "idle workers never called the hook");
+		jobs_kick(s);
+		jt_sleep_us(100);
+	}
+	struct cnt c = {0};
+	jobs_job_desc d = {.fn = cnt_body, .arg = &c, .fences = 1};
+	jobs_id id;
+	jt_assert_status(jobs_submit(s, &d, &id), JOBS_OK, "submit fenced");
+	atomic_store_explicit(&e->flag, 1, memory_order_release); /* the "event" is complete already */
+	atomic_store_explicit(&e->id, id, memory_order_release);
+	jobs_kick(s); /* workers wake, find the hook not due for an hour, and sleep again */
+	jobs_status ws;
+	start = jt_now_ns();
+	while ((ws = jobs_wait(s, id, 100000000ull)) != JOBS_OK) /* each call spins, polling, then parks */
+		ck_assert_msg(jt_now_ns() - start < 10ull * 1000000000ull, "the waiter never resolved the fence (%s)",
+			      jt_status_name(ws));
+	ck_assert_int_eq(atomic_load(&c.body), 1);
+	ck_assert_int_eq(atomic_load(&e->resolved), 1);
+	ck_assert_msg(atomic_load(&g_resolved_by_waiter) == 1, "the fence was resolved by %s",
+		      atomic_load(&g_resolved_by_waiter) < 0 ? "another thread" : "nobody");
+	jt_assert_status(jobs_release(s, id), JOBS_OK, "release");
+	jt_assert_status(jobs_remove_poll_hook(s, hid), JOBS_OK, "remove");
+	jobs_sched_destroy(s);
+	free(e);
+}
+END_TEST
+
 /* After removal returns, the hook is never called again; ids are checked; entries are reused. */
 START_TEST(test_hook_remove)
 {
@@ -550,6 +606,7 @@ static Suite *poll_hook_suite(void)
 	tcase_add_test(tc, test_destroy_with_finite_outstanding);
 	tcase_add_test(tc, test_hook_limit);
 	tcase_add_test(tc, test_hook_rate_limited);
+	tcase_add_test(tc, test_hook_waiter_ignores_interval);
 	tcase_add_loop_test(tc, test_hook_remove, 0, 2);
 	tcase_add_test(tc, test_hook_remove_from_hook);
 	tcase_add_test(tc, test_hook_remove_while_polled);
