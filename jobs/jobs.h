@@ -283,9 +283,9 @@ jobs_status jobs_add_poll_hook(jobs_sched *s, jobs_poll_fn fn, void *ctx);
  * min_interval_ns > 0, at most one thread calls it at a time (so consecutive calls are ordered:
  * each happens-before the next) and idle workers' calls start at least min_interval_ns after the
  * previous call; workers that find it busy or not yet due count its last report as its
- * outstanding sources. A thread spinning in jobs_wait calls it whenever it is not busy, due or
- * not: the waiter waits for what the hook resolves (so calls can come closer than the interval
- * while somebody waits).
+ * outstanding sources. For a thread spinning in jobs_wait it is due 1 us after the previous call,
+ * whatever min_interval_ns: the waiter waits for what the hook resolves (so calls can come closer
+ * than the interval while somebody waits).
  * min_interval_ns = 0 behaves as jobs_add_poll_hook. *out (if not NULL) receives the id for
  * jobs_remove_poll_hook. JOBS_FULL if 8 hooks are registered; JOBS_INVALID for a NULL fn. */
 jobs_status jobs_add_poll_hook_rate(jobs_sched *s, jobs_poll_fn fn, void *ctx, uint64_t min_interval_ns,

@@ -124,12 +124,13 @@ void jobs_worker_found_work(jobs_worker *w);
 /* Calls every registered poll hook once (a rate-limited one only when it is due and nobody else
  * calls it; otherwise its last report counts); returns the outstanding sources they report. */
 unsigned jobs_poll_hooks(jobs_sched *s);
-/* The same, for a thread spinning in jobs_wait: a rate-limited hook is called whenever nobody else
- * is calling it, due or not. The interval keeps idle workers, many and with nothing to wait for,
- * from querying a source back to back; a waiter waits for what the hook resolves, and at most one
- * call runs at a time either way. For a GPU op's receipt this removes up to one interval (4 us)
- * between the device finishing and the receipt completing, and the worker's wake-up of the waiter
- * when the waiter resolves it itself (docs/performance.md, session 19). */
+/* The same, for a thread spinning in jobs_wait: a rate-limited hook is due for it 1 us after its
+ * previous call, whatever its own interval (JOBS_WAITER_POLL_NS, worker.c). The interval keeps idle
+ * workers, many and with nothing to wait for, from querying a source back to back; a waiter waits
+ * for what the hook resolves, and at most one call runs at a time either way. For a GPU op's
+ * receipt this removes most of one interval (4 us) between the device finishing and the receipt
+ * completing, and the worker's wake-up of the waiter when the waiter resolves it itself
+ * (docs/performance.md, session 19). */
 unsigned jobs_poll_hooks_waiter(jobs_sched *s);
 
 /* Whether the calling thread is inside a poll hook's call (removal is refused there). */

@@ -487,10 +487,9 @@ static unsigned hook_invoke(jobs_poll_hook *h)
 	return r;
 }
 
-/* A rate-limited hook (interval > 0, read by the caller while counted in), found due by hook_call's
- * pre-check: one caller at a time (try-lock), call starts at least interval apart, except for a
- * waiter's call (interval 0 here: see jobs_poll_hooks_waiter). Callers that skip return the last
- * report. */
+/* A rate-limited hook (interval > 0, read by the caller while counted in; a waiter's is shorter),
+ * found due by hook_call's pre-check: one caller at a time (try-lock), a call starts at least
+ * `interval` after the previous one. Callers that skip return the last report. */
 static unsigned hook_call_limited(jobs_poll_hook *h, uint64_t interval)
 {
 	/* relaxed: the report is a hint for the sleep timeout, as the hook's result itself is. */
@@ -513,8 +512,17 @@ static unsigned hook_call_limited(jobs_poll_hook *h, uint64_t interval)
 	return r;
 }
 
-/* waiter: called by a thread waiting for a receipt (jobs_poll_hooks_waiter), which ignores the
- * interval of a rate-limited hook but not its one-caller-at-a-time rule. */
+/* A waiter's interval for a rate-limited hook (jobs_poll_hooks_waiter): at most JOBS_WAITER_POLL_NS,
+ * whatever the hook's; never 0 for a rate-limited hook, so that it stays rate-limited. */
+#define JOBS_WAITER_POLL_NS 1000u
+static uint64_t waiter_interval(uint64_t interval, bool waiter)
+{
+	return waiter && interval > JOBS_WAITER_POLL_NS ? JOBS_WAITER_POLL_NS : interval;
+}
+
+/* waiter: called by a thread waiting for a receipt (jobs_poll_hooks_waiter), which calls a
+ * rate-limited hook at least every JOBS_WAITER_POLL_NS (1 us) but keeps its one-caller-at-a-time
+ * rule. */
 static unsigned hook_call(jobs_poll_hook *h, bool waiter)
 {
 	/* acquire: a pre-check that leaves the entry's line shared; the RMW below decides. Pairs with
@@ -528,8 +536,8 @@ static unsigned hook_call(jobs_poll_hook *h, bool waiter)
 	 * ran 2.6-4.5x slower in a build with the CUDA backend, whose poll hook is rate-limited (docs/
 	 * performance.md, session 18). relaxed: hints (a stale or a later registration's value makes
 	 * at most one call early or late, or one report stale, as the counted path's pre-check may). */
-	uint64_t interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed);
-	uint64_t last = interval && !waiter ? atomic_load_explicit(&h->last_ns, memory_order_relaxed) : 0;
+	uint64_t interval = waiter_interval(atomic_load_explicit(&h->interval_ns, memory_order_relaxed), waiter);
+	uint64_t last = interval ? atomic_load_explicit(&h->last_ns, memory_order_relaxed) : 0;
 	if (last && jobs_now_ns() - last < interval) /* last 0: never called (registration's value) */
 		return atomic_load_explicit(&h->outstanding, memory_order_relaxed);
 	/* acquire: pairs with the registrar's release of ACTIVE (fn, ctx, interval_ns visible). While
@@ -541,7 +549,7 @@ static unsigned hook_call(jobs_poll_hook *h, bool waiter)
 		 * saw, and a rate-limited hook must never be called unlimited. relaxed: fixed while
 		 * counted, published by the acquire above. */
 		interval = atomic_load_explicit(&h->interval_ns, memory_order_relaxed);
-		r = interval ? hook_call_limited(h, waiter ? 0 : interval) : hook_invoke(h);
+		r = interval ? hook_call_limited(h, waiter_interval(interval, waiter)) : hook_invoke(h);
 	}
 	/* release: our reads of the entry and the call happen-before the remover's acquire. */
 	atomic_fetch_sub_explicit(&h->ref, 1, memory_order_release);

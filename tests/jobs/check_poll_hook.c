@@ -422,10 +422,10 @@ START_TEST(test_hook_rate_limited)
 }
 END_TEST
 
-/* The waiter's poll (jobs_poll_hooks_waiter): a thread spinning in jobs_wait calls a rate-limited
- * hook itself, due or not. The hook's interval is an hour and idle workers have made their first
- * call, so only a waiter can resolve the fence; the job completes for jobs_wait and the resolving
- * call is the waiting thread's. */
+/* The waiter's poll (jobs_poll_hooks_waiter): for a thread spinning in jobs_wait a rate-limited
+ * hook is due 1 us after its previous call, whatever its interval. The hook's interval is an hour
+ * and idle workers have made their first call, so only a waiter can resolve the fence; the job
+ * completes for jobs_wait and the resolving call is the waiting thread's. */
 static pthread_t g_waiter_thread;  /* written before the hook is registered */
 static _Atomic int g_resolved_by_waiter;
 
