@@ -507,10 +507,14 @@ void ovs_version_ready_assign(ovs_store *st, ovs_exec *x, ovs_exec_last *devx, o
 	bool done[OVS_STORE_GPUS] = { false };
 	for (size_t i = 0; i < ncols; i++) {
 		ovs_column *c = cols[i];
-		DLDevice dev = c->schema.device;
 		/* the newest versions first: the ones this seal built are at the head of the chain (relaxed:
 		 * the chain is the sealer's own) */
 		for (ovs_version *v = c->latest; v && v->ready_due; v = atomic_load_explicit(&v->older, memory_order_relaxed)) {
+			/* Read only for a version built here: its deltas were pushed after the schema was
+			 * installed (the seal's take acquires that). A column of the scope with nothing to
+			 * seal may be getting its schema from a concurrent first write right now (ThreadSanitizer
+			 * found the read of it, test_new_columns_created_concurrently). */
+			DLDevice dev = c->schema.device;
 			int d = (int)dev.device_id; /* a device column: build_payload's exec accepted the ordinal */
 			if (!done[d]) {
 				done[d] = true;
