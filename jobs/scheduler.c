@@ -541,7 +541,7 @@ static uint32_t wait_parking(jobs_sched *s, jobs_slot *sl, uint64_t deadline)
 								    memory_order_acquire, memory_order_relaxed)) {
 				jobs_worker *w = s->ctx[0];
 				jobs_tls_set(w);
-				(void)jobs_poll_hooks(s); /* no worker polls them in a 0-worker pool */
+				(void)jobs_poll_hooks_waiter(s); /* no worker polls them in a 0-worker pool */
 				bool did = jobs_find_and_run(w);
 				jobs_tls_set(NULL);
 				atomic_store_explicit(&s->helper_busy, 0, memory_order_release);
