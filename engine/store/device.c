@@ -26,17 +26,15 @@ bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, ch
 bool ovs_store_exec_reuse(ovs_store *st, ovs_exec_last *last, DLDevice dev, jobs_worker *w, ovs_exec *x, char *err,
 			  size_t errlen)
 {
-	if (dev.device_type == kDLCUDA && last->valid && last->x.w == w &&
+	if (dev.device_type == kDLCUDA && last->x.gpu && last->x.w == w &&
 	    ovs_gpu_device(last->x.gpu) == (int)dev.device_id) {
 		*x = last->x;
 		return true;
 	}
 	if (!ovs_store_exec(st, dev, w, x, err, errlen))
 		return false;
-	if (x->gpu) { /* a host context leaves the current device alone */
-		last->valid = true;
+	if (x->gpu) /* a host context leaves the current device alone */
 		last->x = *x;
-	}
 	return true;
 }
 

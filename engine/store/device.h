@@ -26,8 +26,7 @@ bool ovs_store_exec(ovs_store *st, DLDevice dev, jobs_worker *w, ovs_exec *x, ch
  * thread uses it, and every device context of the sequence must come through it, so that its
  * device is the one current on the thread. */
 typedef struct ovs_exec_last {
-	bool valid; /* x is a device context, its device current on the thread */
-	ovs_exec x; /* that context as it was made */
+	ovs_exec x; /* that context as it was made (x.gpu NULL: none yet); its device is current */
 } ovs_exec_last;
 
 /* ovs_store_exec through `last`: a device context of the device `last` holds is given again (with
