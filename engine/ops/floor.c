@@ -67,7 +67,10 @@ static size_t seal_cost_bound(ovs_column *c)
 		return whole;
 	/* Fixed-size columns are chunked: a seal copies what its deltas touch (their estimate, added
 	 * when they were pushed), which for a sparse write into a big column is far below the column. */
-	size_t pending = (size_t)atomic_load_explicit(&c->seal_cost, memory_order_relaxed);
+	/* relaxed (both): unordered, so the sealed part read may be newer than the pushed: clamp */
+	uint64_t sealed = atomic_load_explicit(&c->seal_cost_sealed, memory_order_relaxed);
+	uint64_t pushed = atomic_load_explicit(&c->seal_cost, memory_order_relaxed);
+	size_t pending = pushed > sealed ? (size_t)(pushed - sealed) : 0;
 	size_t bytes = pending < whole ? pending : whole;
 	/* A device column's bytes are moved by its GPU (the seal only enqueues copies and kernels):
 	 * the host's share is metadata, of the order of the version's presence bitmap (a bit per row).

@@ -164,7 +164,16 @@ typedef struct ovs_version {
 	                                     * inside the snapshot grace section */
 } ovs_version;
 
-/* A column: one attribute name. */
+/* An entry of a column's ring of change sets that left retention: what the seal asks of a set there
+ * (its ordinal, rows it lists, whether a fold of it is cheap) is copied in, so that a seal touches no
+ * set but the one whose link it cuts (the sets are cold by then: one miss each, per column and seal). */
+typedef struct ovs_lcq_entry {
+	ovs_chset *set;   /* the set (the chain holds it) */
+	uint64_t ordinal; /* set->ordinal */
+	uint64_t listed;  /* rows it lists (0 for a run or every row) */
+	bool cheap;       /* the seal folds it itself (cheap_fold, seal.c) */
+} ovs_lcq_entry;
+
 /* A column: one attribute name. Three groups of fields on separate cache lines: what every op reads
  * (name, schema, floors, the row map), what every writer updates (the inbox and its hints: a push
  * invalidates only this line), and what only the sealer touches. */
@@ -200,9 +209,10 @@ typedef struct ovs_column {
 	                                   * take-all) */
 	_Atomic uint64_t min_unsealed;    /* lowest ordinal of unsealed deltas (UINT64_MAX: none); a hint
 	                                   * for back-pressure that may be too high, never too low */
-	_Atomic uint64_t seal_cost;       /* bytes the unsealed deltas may make a seal copy (estimate:
-	                                   * added at push, subtracted when sealed; floor.c runs small
-	                                   * seals in the call) */
+	_Atomic uint64_t seal_cost;       /* bytes the deltas pushed so far may make a seal copy (an
+	                                   * estimate, added at push; less seal_cost_sealed: what the
+	                                   * unsealed ones may copy, by which floor.c runs small seals in
+	                                   * the call) */
 	_Atomic uint64_t max_applied;     /* highest ordinal a write completed at (zero from calloc); read
 	                                   * only by the sequencer, never by reads */
 	_Atomic(ovs_delta *) handoff;     /* a full delta that left retention, with its buffer, for the
@@ -211,13 +221,18 @@ typedef struct ovs_column {
 	/* --- the sealer's alone (seals of a stage are chained) --- */
 	_Alignas(OVS_COLUMN_LINE) ovs_delta *pending; /* deltas above the floor, sorted */
 	ovs_version *latest;              /* newest version (seal-owned reference) */
+	ovs_version *oldest;              /* the chain's last version (NULL iff latest is): the seal's cut
+	                                   * of folded sets starts there without walking the chain */
+	_Atomic uint64_t seal_cost_sealed; /* the part of seal_cost sealed so far: stored by the sealer
+	                                    * alone, so a seal's update is no locked RMW on the writers'
+	                                    * line (relaxed: an estimate) */
 	ovs_chunk **spares;               /* chunks of the version that last left retention that nobody
 	                                   * else holds, by chunk index (NULL = none); each holds its rows
 	                                   * as of that version */
 	uint32_t nspares;                 /* entries in spares */
 	ovstage_ordinal_t spare_ordinal;  /* the ordinal of the version the spares came from */
 	uint64_t run_changes;             /* how often the run layout changed (generation) */
-	ovs_chset **lcq;                  /* change sets that left retention and are still chained, oldest
+	ovs_lcq_entry *lcq;               /* change sets that left retention and are still chained, oldest
 	                                   * first (a ring: lcq_head, lcq_n, capacity lcq_cap, a power of 2;
 	                                   * no references: the chain holds them) */
 	uint32_t lcq_head, lcq_n, lcq_cap;
@@ -236,8 +251,9 @@ typedef struct ovs_snapshot {
 	uint64_t seq;                /* publication counter */
 	size_t ncols;                /* entries: the columns published when it was (entry i = index i) */
 	ovs_column **cols;           /* columns known when published, by index */
-	ovs_version **versions;      /* their latest versions (references held by the snapshot); NULL for
-	                              * a column with none yet */
+	ovs_version **versions;      /* their latest versions (no references: each stays alive in its
+	                              * chain or in the limbo that retires the snapshot, seal.c); NULL
+	                              * for a column with none yet */
 } ovs_snapshot;
 
 /* What a seal retired (the previous snapshot, the versions cut from retention), freed at the start
