@@ -114,6 +114,16 @@ void ovs_gpu_free(ovs_gpu *g, void *p, size_t bytes)
 		cuda_release(g, p, bytes);
 }
 
+bool ovs_gpu_retain(ovs_gpu *g, size_t bytes)
+{
+	return ovs_block_budget_reserve(g->cache.budget, bytes);
+}
+
+void ovs_gpu_unretain(ovs_gpu *g, size_t bytes, bool reused)
+{
+	ovs_block_budget_unreserve(g->cache.budget, bytes, reused);
+}
+
 /* ---- completions ----------------------------------------------------------------------------------
  * Each device has its own poller: items (an event of that device and what to do when it fires) are
  * pushed onto the device's lock-free stack by any thread and drained by one thread at a time (a

@@ -80,6 +80,13 @@ int ovs_gpu_device(const ovs_gpu *g);
  * `bytes`, once the work that uses it has been issued (stream order keeps it alive until it ran). */
 void *ovs_gpu_alloc(ovs_gpu *g, size_t bytes);
 void ovs_gpu_free(ovs_gpu *g, void *p, size_t bytes);
+/* Memory from ovs_gpu_alloc kept for g's next allocation of the same size outside its cache (a
+ * column's handoff slot): counted against the device's retained bound while kept. retain: false
+ * when the bound has no room (do not keep it). unretain when it leaves the slot; `reused`: it serves
+ * an allocation (counted as a pool hit). The reuse is stream-ordered as a cache hit is: it must be
+ * used on g's engine stream, after every earlier user issued its work there. */
+bool ovs_gpu_retain(ovs_gpu *g, size_t bytes);
+void ovs_gpu_unretain(ovs_gpu *g, size_t bytes, bool reused);
 /* The device pool's figures of CUDA device `dev` (ovstage_ext.h); zeros before the device's first
  * use. INVALID_ARGUMENT with a message for an ordinal that cannot be used. */
 ovstage_api_status_t ovs_gpu_pool_stats(int dev, ovstage_ext_gpu_pool_stats_t *out, char *err, size_t errlen);

@@ -75,6 +75,20 @@ void ovs_gpu_free(ovs_gpu *g, void *p, size_t bytes)
 	(void)bytes;
 }
 
+bool ovs_gpu_retain(ovs_gpu *g, size_t bytes)
+{
+	(void)g;
+	(void)bytes;
+	return false;
+}
+
+void ovs_gpu_unretain(ovs_gpu *g, size_t bytes, bool reused)
+{
+	(void)g;
+	(void)bytes;
+	(void)reused;
+}
+
 ovstage_api_status_t ovs_gpu_pool_stats(int dev, ovstage_ext_gpu_pool_stats_t *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof *out);

@@ -68,6 +68,19 @@ static void unreserve(ovs_block_budget *b, size_t cap)
 	atomic_fetch_sub_explicit(&b->retained, (int64_t)cap, memory_order_relaxed); /* relaxed: as reserve */
 }
 
+bool ovs_block_budget_reserve(ovs_block_budget *b, size_t bytes)
+{
+	size_t cap = ovs_size_class_bytes(ovs_size_class(bytes));
+	return cacheable(b, cap) && reserve(b, cap);
+}
+
+void ovs_block_budget_unreserve(ovs_block_budget *b, size_t bytes, bool hit)
+{
+	unreserve(b, ovs_size_class_bytes(ovs_size_class(bytes)));
+	if (hit)
+		count(&b->hits);
+}
+
 /* ---- the lists (c->lock held) --------------------------------------------------------------------- */
 
 static void unlink_locked(ovs_block_cache *c, ovs_block_node *n)

@@ -76,4 +76,11 @@ void *ovs_block_cache_take(ovs_block_cache *c, size_t bytes);
 /* Gives back block p, allocated for `bytes` (or its capacity); false: not kept, release it. */
 bool ovs_block_cache_give(ovs_block_cache *c, void *p, size_t bytes);
 
+/* A block of `bytes` kept for reuse outside every cache (a column's handoff slot, handoff.h) is
+ * retained memory too: reserve counts its capacity against the bound (false: no room, or caching
+ * is off; then it must not be kept), unreserve uncounts it when it leaves, counting a hit if it
+ * serves an allocation there (`hit`). Lock-free (a CAS loop on `retained`). */
+bool ovs_block_budget_reserve(ovs_block_budget *b, size_t bytes);
+void ovs_block_budget_unreserve(ovs_block_budget *b, size_t bytes, bool hit);
+
 #endif /* OVSTAGE_ENGINE_BLOCK_CACHE_H */

@@ -1178,7 +1178,7 @@ static ovstage_api_status_t fill_array_delta_dev(ovs_exec *x, ovs_store *store, 
 /* FULL on a device: the producer's managed tensor adopted when it lives on the column's device, else
  * a device buffer filled by device_values. */
 static ovstage_api_status_t fill_full_delta_dev(ovs_exec *x, ovs_store *store, write_entry *e, row_list *rl,
-						ovs_delta *d, char *err, size_t errlen)
+						ovs_delta *d, ovs_buffer **spare, char *err, size_t errlen)
 {
 	const ovs_layout *l = &e->layout;
 	size_t bytes = (size_t)rl->k * l->elem_bytes;
@@ -1194,7 +1194,14 @@ static ovstage_api_status_t fill_full_delta_dev(ovs_exec *x, ovs_store *store, w
 			return OVSTAGE_OK;
 		}
 	}
-	d->full = ovs_buffer_new_in(store, x, bytes);
+	/* The column's last full buffer that left retention (handoff.h), on this context and of this size:
+	 * reused as a pool hit is, the copy below issued on the same engine stream as its earlier users. */
+	if (*spare && (*spare)->gpu == x->gpu && (*spare)->capacity == bytes) {
+		d->full = *spare;
+		*spare = NULL;
+	} else {
+		d->full = ovs_buffer_new_in(store, x, bytes);
+	}
 	if (!d->full) {
 		ovs_err_format(err, errlen, "out of device memory allocating %zu bytes on CUDA device %d", bytes,
 			       ovs_gpu_device(x->gpu));
@@ -1233,9 +1240,15 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 	 * write of the same size class; else a fresh delta. */
 	ovs_delta *d = ovs_handoff_take(&e->col->handoff);
 	ovs_buffer *spare = NULL;
+	struct ovs_gpu *spare_gpu = NULL; /* a device spare's context and size: it leaves the slot's count */
+	size_t spare_bytes = 0;
 	if (d) {
 		spare = d->full;
 		d->full = NULL;
+		if (spare && spare->gpu) {
+			spare_gpu = spare->gpu;
+			spare_bytes = spare->capacity;
+		}
 	} else if ((d = malloc(sizeof *d))) { /* not calloc: glibc's calloc skips the thread cache */
 		memset(d, 0, sizeof *d);
 	} else {
@@ -1252,7 +1265,7 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 			   : fill_array_delta(&e->layout, rl, d, err, errlen);
 		break;
 	case ENTRY_FULL:
-		s = x->gpu ? fill_full_delta_dev(x, &op->st->store, e, rl, d, err, errlen)
+		s = x->gpu ? fill_full_delta_dev(x, &op->st->store, e, rl, d, &spare, err, errlen)
 			   : fill_full_delta(w, &op->st->store, &op->hcopy, e, rl, d, &spare, err, errlen);
 		break;
 	default:
@@ -1260,6 +1273,8 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 			   : fill_sparse_delta(&op->st->store, &e->layout, rl, d, err, errlen);
 		break;
 	}
+	if (spare_gpu) /* reused (taken: spare is NULL now) or not, it no longer counts as the slot's */
+		ovs_gpu_unretain(spare_gpu, spare_bytes, !spare);
 	ovs_buffer_unref(spare); /* not used: back to the pool */
 	if (s != OVSTAGE_OK) {
 		delta_discard(op, d); /* with the rows and values it took (none is a pending copy's dst

@@ -85,9 +85,7 @@ static void version_struct_drop(ovs_version *v, ovs_recycle *rc)
  * sealer's release, c non-NULL), else freed. */
 static void delta_drop(ovs_delta *d, ovs_column *c)
 {
-	if (c && ovs_handoff_keeps(d))
-		ovs_handoff_put(&c->handoff, d);
-	else
+	if (!c || !ovs_handoff_offer(&c->handoff, d))
 		ovs_delta_free(d);
 }
 

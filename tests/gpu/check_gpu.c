@@ -1432,6 +1432,77 @@ START_TEST(test_device_pool_reuses_within_its_bound)
 }
 END_TEST
 
+/* A column's full device buffer that left retention goes to the column's next full write of the same
+ * size (handoff.h) — but never while a read group still holds it: a group of step 3 is held across
+ * nine more full writes and seals and still reads step 3's values, no later version hands out its
+ * address, the column's buffers are reused (a few addresses cycle), the pool's retained bytes (the
+ * slot's buffer among them) stay within the bound, and nothing is retained once the stage is gone. */
+START_TEST(test_full_device_buffer_reused_never_under_a_held_group)
+{
+	enum { STEPS = 12, HELD = 3 };
+	fixture f;
+	fx_open(&f, 4096); /* 16 KiB: one chunk, the column's whole buffer */
+	ovx_token_t a = tst_tok(f.pd, "handed");
+	float *d = dev_alloc(f.n * sizeof *d);
+	ovstage_read_group_t held;
+	ovstage_read_handle_t held_rh = 0;
+	void *addr[STEPS + 1] = { 0 };
+	for (int step = 1; step <= STEPS; step++) {
+		ck_assert_int_eq(tst_gpu_spin_fill(cudaStreamPerThread, d, f.n, (float)(step * 10000), 0), 0);
+		tst_tensor tt;
+		ovstage_write_data_t w = wdata_dev(&tt, d, f.n, kDLCUDA);
+		w.cuda_sync.stream = 2; /* this thread's per-thread default stream: the fill */
+		tst_wait_ok(f.st, write1(&f, a, (ovstage_ordinal_t)step, w));
+		seal(&f, (ovstage_ordinal_t)step);
+		ovstage_read_handle_t rh;
+		ovstage_ordinal_range_t r = { 0, UINT64_MAX, false };
+		tst_wait_ok(f.st, ovstage_read_attributes(f.st, f.q, &a, 1, r, &rh));
+		ovstage_read_group_t g;
+		ck_assert_int_eq(ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &g), OVSTAGE_OK);
+		ck_assert_int_eq(g.data.tensors[0].device.device_type, kDLCUDA);
+		addr[step] = g.data.tensors[0].data;
+		if (step > HELD && held_rh)
+			ck_assert_msg(addr[step] != addr[HELD], "step %d's version hands out the held group's buffer %p",
+				      step, addr[step]);
+		if (step == HELD) {
+			held = g;
+			held_rh = rh;
+		} else {
+			ck_assert_int_eq(ovstage_release_group(f.st, &g), OVSTAGE_OK);
+			tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+		}
+		(void)pool_stats(); /* retained <= bound at every step */
+	}
+	float *h = malloc(f.n * sizeof *h);
+	if (held.data.cuda_sync.wait_event)
+		CU(cudaStreamWaitEvent(cudaStreamPerThread, (cudaEvent_t)held.data.cuda_sync.wait_event, 0));
+	CU(cudaMemcpyAsync(h, held.data.tensors[0].data, f.n * sizeof *h, cudaMemcpyDeviceToHost, cudaStreamPerThread));
+	CU(cudaStreamSynchronize(cudaStreamPerThread));
+	for (uint32_t i = 0; i < f.n; i++)
+		ck_assert_msg(h[i] == (float)(HELD * 10000) + (float)i, "held group row %u = %g, written %g", i, h[i],
+			      (double)((float)(HELD * 10000) + (float)i));
+	ck_assert_int_eq(ovstage_release_group(f.st, &held), OVSTAGE_OK);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, held_rh));
+	expect_device_ramp(&f, a, (float)(STEPS * 10000), "the last step");
+	size_t distinct = 0; /* addresses of steps HELD + 1 .. STEPS */
+	for (int i = HELD + 1; i <= STEPS; i++) {
+		bool seen = false;
+		for (int j = HELD + 1; j < i; j++)
+			seen = seen || addr[j] == addr[i];
+		distinct += !seen;
+	}
+	if (expected_bound() >= 8 * (uint64_t)f.n * sizeof(float)) /* room to keep a few 16 KiB blocks */
+		ck_assert_msg(distinct <= 5, "%zu distinct buffers in %d steady-state full writes", distinct,
+			      STEPS - HELD);
+	free(h);
+	CU(cudaFree(d));
+	fx_close(&f);
+	ovstage_ext_gpu_pool_stats_t s = pool_stats();
+	ck_assert_msg(s.retained_bytes == 0, "%llu bytes retained after the stage was destroyed",
+		      (unsigned long long)s.retained_bytes);
+}
+END_TEST
+
 /* ---- batched copies ----------------------------------------------------------------------------
  * One write call of more columns than one batch launch holds (OVS_COPY_BATCH_MAX = 128), with rows
  * of 1, 3, 4, 12 and 16 bytes at source offsets that defeat the wide words (odd for bytes, 4 or 8 mod
@@ -1669,6 +1740,7 @@ int main(void)
 		TCase *pool = tcase_create("pool");
 		tcase_set_timeout(pool, 300);
 		tcase_add_test(pool, test_device_pool_reuses_within_its_bound);
+		tcase_add_test(pool, test_full_device_buffer_reused_never_under_a_held_group);
 		suite_add_tcase(su, pool);
 	}
 	SRunner *sr = srunner_create(su);
