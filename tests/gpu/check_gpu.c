@@ -1503,6 +1503,82 @@ START_TEST(test_full_device_buffer_reused_never_under_a_held_group)
 }
 END_TEST
 
+/* A full device write's buffer that newer versions still read (their unchanged chunks) is not handed
+ * on when its own version leaves retention: after a full write of 200,000 rows (several 256 KiB
+ * chunks, one buffer) and two masked writes into the first chunk, the first version leaves
+ * retention; a group of the third version is held across the next full write of the same size and
+ * still reads the first write's values in its untouched chunks. */
+START_TEST(test_full_device_buffer_kept_while_newer_versions_share_it)
+{
+	fixture f;
+	fx_open(&f, 200000);
+	ovx_token_t a = tst_tok(f.pd, "shared");
+	float *d = dev_alloc(f.n * sizeof *d), *h = malloc(f.n * sizeof *h), *want = malloc(f.n * sizeof *want);
+	uint64_t *mask = calloc((f.n + 63) / 64, sizeof *mask);
+	tst_tensor tt;
+	for (uint32_t i = 0; i < f.n; i++)
+		h[i] = want[i] = 1000.f + (float)i;
+	CU(cudaMemcpy(d, h, f.n * sizeof *h, cudaMemcpyHostToDevice));
+	tst_wait_ok(f.st, write1(&f, a, 1, wdata_dev(&tt, d, f.n, kDLCUDA)));
+	seal(&f, 1);
+	for (uint32_t o = 2; o <= 3; o++) { /* row o - 2 of the first chunk = -o */
+		for (uint32_t i = 0; i < f.n; i++)
+			h[i] = -(float)o;
+		CU(cudaMemcpy(d, h, f.n * sizeof *h, cudaMemcpyHostToDevice));
+		memset(mask, 0, (f.n + 63) / 64 * sizeof *mask);
+		mask[0] = 1ull << (o - 2);
+		want[o - 2] = -(float)o;
+		ovstage_write_data_t w = wdata_dev(&tt, d, f.n, kDLCUDA);
+		w.mask = mask;
+		w.count = f.n;
+		tst_wait_ok(f.st, write1(&f, a, o, w));
+		seal(&f, o); /* at 3 the first version leaves retention (2 retained) */
+	}
+	enum { MAXG = 64 };
+	ovstage_read_group_t held[MAXG];
+	uint32_t ng = 0;
+	ovstage_read_handle_t rh;
+	ovstage_ordinal_range_t r = { 0, UINT64_MAX, false };
+	tst_wait_ok(f.st, ovstage_read_attributes(f.st, f.q, &a, 1, r, &rh));
+	while (ng < MAXG && ovstage_fetch_read_next(f.st, rh, OVSTAGE_TIMEOUT_INFINITE, &held[ng]) == OVSTAGE_OK)
+		ng++;
+	ck_assert_uint_gt(ng, 0);
+	for (uint32_t i = 0; i < f.n; i++) /* the next full write, the same size: it takes the slot */
+		h[i] = 5000.f + (float)i;
+	CU(cudaMemcpy(d, h, f.n * sizeof *h, cudaMemcpyHostToDevice));
+	tst_wait_ok(f.st, write1(&f, a, 4, wdata_dev(&tt, d, f.n, kDLCUDA)));
+	seal(&f, 4);
+	tst_wait_ok(f.st, write1(&f, a, 5, wdata_dev(&tt, d, f.n, kDLCUDA)));
+	seal(&f, 5);
+	uint32_t seen = 0;
+	for (uint32_t k = 0; k < ng; k++) {
+		const ovstage_read_group_t *g = &held[k];
+		const DLTensor *t = &g->data.tensors[0];
+		size_t rows = (size_t)t->shape[0];
+		float *gh = malloc((rows ? rows : 1) * sizeof *gh);
+		if (g->data.cuda_sync.wait_event)
+			CU(cudaStreamWaitEvent(cudaStreamPerThread, (cudaEvent_t)g->data.cuda_sync.wait_event, 0));
+		CU(cudaMemcpyAsync(gh, t->data, rows * sizeof *gh, cudaMemcpyDeviceToHost, cudaStreamPerThread));
+		CU(cudaStreamSynchronize(cudaStreamPerThread));
+		for (uint32_t i = 0; i < g->prims.count; i++, seen++) {
+			uint32_t e = g->prims.index_map ? g->prims.index_map[i] : g->prims.offset + i;
+			uint32_t row = g->data.index_map ? g->data.index_map[i] : i;
+			ck_assert_msg(gh[row] == want[e], "held version 3, prim %u = %g, want %g", e, gh[row], want[e]);
+		}
+		free(gh);
+		ck_assert_int_eq(ovstage_release_group(f.st, &held[k]), OVSTAGE_OK);
+	}
+	ck_assert_uint_eq(seen, f.n);
+	tst_wait_ok(f.st, ovstage_release_read(f.st, rh));
+	expect_device_ramp(&f, a, 5000.f, "after the full writes");
+	free(mask);
+	free(want);
+	free(h);
+	CU(cudaFree(d));
+	fx_close(&f);
+}
+END_TEST
+
 /* ---- batched copies ----------------------------------------------------------------------------
  * One write call of more columns than one batch launch holds (OVS_COPY_BATCH_MAX = 128), with rows
  * of 1, 3, 4, 12 and 16 bytes at source offsets that defeat the wide words (odd for bytes, 4 or 8 mod
@@ -1741,6 +1817,7 @@ int main(void)
 		tcase_set_timeout(pool, 300);
 		tcase_add_test(pool, test_device_pool_reuses_within_its_bound);
 		tcase_add_test(pool, test_full_device_buffer_reused_never_under_a_held_group);
+		tcase_add_test(pool, test_full_device_buffer_kept_while_newer_versions_share_it);
 		suite_add_tcase(su, pool);
 	}
 	SRunner *sr = srunner_create(su);
