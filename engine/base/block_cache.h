@@ -43,7 +43,8 @@
 typedef struct ovs_block_budget {
 	int64_t bound;                 /* the most bytes retained across its caches (<= 0: off); set
 	                                * before the first cache uses it, then read-only */
-	_Atomic int64_t retained;      /* bytes of blocks cached now, every cache of the budget */
+	_Atomic int64_t retained;      /* bytes of blocks cached now, every cache of the budget, and of
+	                                * blocks reserved outside them (ovs_block_budget_reserve) */
 	_Atomic uint64_t hits;         /* takes served from a cache */
 	_Atomic uint64_t misses;       /* takes that found nothing */
 	_Atomic uint64_t releases;     /* blocks handed to `release` or refused by give */

@@ -1239,16 +1239,10 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 	/* The column's recycled full delta first (handoff.h): its struct, and its buffer for a full
 	 * write of the same size class; else a fresh delta. */
 	ovs_delta *d = ovs_handoff_take(&e->col->handoff);
-	ovs_buffer *spare = NULL;
-	struct ovs_gpu *spare_gpu = NULL; /* a device spare's context and size: it leaves the slot's count */
-	size_t spare_bytes = 0;
+	ovs_buffer *spare = NULL, *taken = NULL; /* taken: the slot's buffer, spare until it is used */
 	if (d) {
-		spare = d->full;
+		spare = taken = d->full;
 		d->full = NULL;
-		if (spare && spare->gpu) {
-			spare_gpu = spare->gpu;
-			spare_bytes = spare->capacity;
-		}
 	} else if ((d = malloc(sizeof *d))) { /* not calloc: glibc's calloc skips the thread cache */
 		memset(d, 0, sizeof *d);
 	} else {
@@ -1273,8 +1267,9 @@ static ovstage_api_status_t make_delta(jobs_worker *w, ovs_exec *x, write_op *op
 			   : fill_sparse_delta(&op->st->store, &e->layout, rl, d, err, errlen);
 		break;
 	}
-	if (spare_gpu) /* reused (taken: spare is NULL now) or not, it no longer counts as the slot's */
-		ovs_gpu_unretain(spare_gpu, spare_bytes, !spare);
+	/* a device buffer from the slot, reused (spare is NULL: d holds it) or not, stops counting as kept */
+	if (taken && taken->gpu)
+		ovs_gpu_unretain(taken->gpu, taken->capacity, !spare);
 	ovs_buffer_unref(spare); /* not used: back to the pool */
 	if (s != OVSTAGE_OK) {
 		delta_discard(op, d); /* with the rows and values it took (none is a pending copy's dst

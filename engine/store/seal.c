@@ -72,9 +72,9 @@ static void lcq_push(ovs_column *c, ovs_version *drop, uint32_t k)
 	uint32_t i = k;
 	for (ovs_version *u = drop; u; u = atomic_load_explicit(&u->older, memory_order_relaxed)) {
 		ovs_chset *s = u->cs; /* seal-owned chain */
-		c->lcq[(c->lcq_head + c->lcq_n + --i) & (c->lcq_cap - 1)] =
-			(ovs_lcq_entry){ s, s->ordinal, listed(s), cheap_fold(s) };
-		c->lcq_rows += listed(s);
+		ovs_lcq_entry e = { s, s->ordinal, listed(s), cheap_fold(s) };
+		c->lcq[(c->lcq_head + c->lcq_n + --i) & (c->lcq_cap - 1)] = e;
+		c->lcq_rows += e.listed;
 	}
 	c->lcq_n += k;
 	/* relaxed: a hint for ovs_lc_unfolded (folds decide from what they pin) */
