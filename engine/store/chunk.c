@@ -440,6 +440,19 @@ static bool adoptable_chunks(const ovs_delta *d, const chunk_geo *g, uint32_t *j
 	return a < b;
 }
 
+/* Whether every chunk a block delta touches was adopted (apply marks 0), so that applying it would
+ * write nothing: the seal of four producers' blocks then spawns no parallel apply that only skips. */
+static bool block_adopted(const ovs_delta *d, const uint8_t *apply, const chunk_geo *g)
+{
+	if (!apply || !d->contig || !d->nrows)
+		return false;
+	uint32_t j0 = d->rows[0] >> g->shift, j1 = d->rows[d->nrows - 1] >> g->shift;
+	for (uint32_t j = j0; j <= j1; j++)
+		if (apply[j])
+			return false;
+	return true;
+}
+
 /* Marks in `how` the chunks this ordinal changes (HOW_COPIED), those a block delta covers whole with
  * nothing after it at this ordinal touching them (HOW_ADOPTED; from[j] = that delta, from == NULL:
  * nothing is adopted), and those prev cannot provide (new, or too small). The deltas are in op-id
@@ -636,7 +649,7 @@ static bool build_cow(ovs_store *st, ovs_exec *x, ovs_column *c, ovs_version *v,
 		for (ovs_delta *d = ds; d; d = d->next) {
 			if (d->kind == OVS_DELTA_FULL)
 				apply_full(x, v->chunks, apply, 1, g->shift, g->rb, d);
-			else if (d->kind == OVS_DELTA_SPARSE)
+			else if (d->kind == OVS_DELTA_SPARSE && !block_adopted(d, apply, g))
 				apply_sparse(st, x, v->chunks, g->nch, apply, 1, g->shift, g->rb, d);
 		}
 	}

@@ -263,22 +263,55 @@ static size_t append_rows(uint32_t *chg, size_t k, const ovs_delta *d)
 	return k;
 }
 
+/* Disjoint deltas in first-row order (ord, NULL-terminated when shorter than nd) that are blocks
+ * (FULL, or SPARSE one block each), each starting where the one before ends, change one run of
+ * rows: cs becomes that run with no list. Four producers writing their own quarters of a column
+ * are such blocks; concatenating their rows was 75 % of a 262,144-prim seal (a 1 MiB list per
+ * column, copied from the deltas and then found to be one run). */
+static bool blocks_one_run(ovs_delta *const *ord, size_t nd, ovs_chset *cs)
+{
+	uint64_t row0 = 0, end = 0;
+	for (size_t i = 0; i < nd && ord[i]; i++) {
+		const ovs_delta *d = ord[i];
+		if (d->kind != OVS_DELTA_FULL && !d->contig)
+			return false;
+		uint64_t first = delta_first_row(d);
+		if (i == 0)
+			row0 = end = first;
+		else if (first != end)
+			return false;
+		end = first + d->nrows;
+	}
+	if (end == row0 || end - row0 > UINT32_MAX)
+		return false;
+	cs->run = true;
+	cs->row0 = (uint32_t)row0;
+	cs->n = (uint32_t)(end - row0);
+	return true;
+}
+
 /* The rows of several deltas (nd of them, n rows in all), sorted and unique, in storage of the
  * set's own. Sorted, disjoint deltas (producers each writing their own block of the column) are
  * concatenated in order; sorted, interleaved ones merged; anything else is radix-sorted. */
 static bool chset_merge(ovs_chset *cs, ovs_delta *ds, size_t nd, size_t n)
 {
-	uint32_t *chg = malloc(n * sizeof *chg);
 	ovs_delta **ord = malloc(nd * sizeof *ord);
-	if (!chg || !ord) {
-		free(chg);
+	if (!ord)
+		return false;
+	bool disjoint = deltas_disjoint_sorted(ds, ord, nd);
+	if (disjoint && blocks_one_run(ord, nd, cs)) {
+		free(ord);
+		return true;
+	}
+	uint32_t *chg = malloc(n * sizeof *chg);
+	if (!chg) {
 		free(ord);
 		return false;
 	}
 	size_t k = 0, u = SIZE_MAX;
 	size_t words = ((size_t)cs->rows + 63) / 64;
 	uint64_t *dense = NULL;
-	if (deltas_disjoint_sorted(ds, ord, nd)) {
+	if (disjoint) {
 		for (size_t i = 0; i < nd && ord[i]; i++)
 			k = append_rows(chg, k, ord[i]);
 		u = k; /* disjoint and each strictly increasing: nothing to drop (the dedup pass cost 1-2 ns
@@ -366,6 +399,8 @@ static bool build_changed(ovs_store *st, ovs_version *v, const ovs_version *prev
 		ovs_recycle_put(&st->recycle.chsets, cs);
 		return false;
 	}
+	if (cs->run && cs->row0 == 0 && cs->n == v->rows) /* blocks that rewrote every row: as a full write */
+		cs->all_changed = v->all_changed = true;
 	cs->counter = &st->history_bytes;
 	if (cs->bytes) /* its row list (a run or every row lists none: no locked add on the store's line) */
 		/* relaxed: a statistic */

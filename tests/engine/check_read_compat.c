@@ -1241,6 +1241,84 @@ START_TEST(test_many_writes_one_ordinal_change_set)
 }
 END_TEST
 
+/* Blocks written at one ordinal that join into one run of rows (producers each writing their own
+ * adjacent block, in any order) make a change set that is that run, or every row when they cover
+ * the column; a range read [n, n] still selects exactly the rows written at n, also once n left
+ * retention and membership is answered from the change sets alone. */
+static void write_block(fixture *f, const char *const *pp, int first, int n, uint64_t ord, float base)
+{
+	ovstage_query_handle_t q = tst_query_of(f->st, f->pd, pp + first, (size_t)n, NULL);
+	float w[32];
+	for (int i = 0; i < n; i++)
+		w[i] = base + (float)(first + i);
+	write_q(f, q, ord, w, n);
+	tst_wait_ok(f->st, ovstage_release_query(f->st, q));
+}
+
+static void check_span(fixture *f, ovstage_query_handle_t q, int nq, uint64_t a, uint64_t b, int lo, int hi,
+		       float base)
+{
+	result r;
+	read_q(f, q, span(a, b), &r);
+	ck_assert_int_eq(r.call, OVSTAGE_OK);
+	ck_assert_msg(r.fetch == OVSTAGE_OK || r.fetch == OVSTAGE_ERROR_END_OF_ITERATION, "%d %s", r.fetch, r.msg);
+	for (int i = 0; i < nq; i++) {
+		bool want = i >= lo && i < hi;
+		ck_assert_msg(r.present[i] == want, "[%llu, %llu]: /W/P%d present %d, want %d", (unsigned long long)a,
+			      (unsigned long long)b, i, r.present[i], want);
+		if (want && base >= 0)
+			ck_assert_msg(r.val[i] == base + (float)i, "[%llu, %llu]: /W/P%d = %g, want %g",
+				      (unsigned long long)a, (unsigned long long)b, i, (double)r.val[i],
+				      (double)(base + (float)i));
+	}
+}
+
+START_TEST(test_adjacent_blocks_one_ordinal_change_set)
+{
+	enum { N = 32 };
+	fixture f;
+	setup_n(&f, N);
+	float v[N];
+	for (int i = 0; i < N; i++)
+		v[i] = (float)i;
+	write_q(&f, f.all, 1, v, N);
+	seal(&f, 1);
+	char names[N][24];
+	const char *pp[N];
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof names[i], "/W/P%d", i);
+		pp[i] = names[i];
+	}
+	write_block(&f, pp, 16, 16, 2, 200.f); /* ordinal 2: [16, 32) then [0, 16): every row */
+	write_block(&f, pp, 0, 16, 2, 200.f);
+	seal(&f, 2);
+	write_block(&f, pp, 10, 10, 3, 300.f); /* ordinal 3: [10, 20) then [4, 10): the run [4, 20) */
+	write_block(&f, pp, 4, 6, 3, 300.f);
+	seal(&f, 3);
+	check_span(&f, f.all, N, 2, 2, 0, N, 200.f);
+	check_span(&f, f.all, N, 3, 3, 4, 20, 300.f);
+	/* Ordinals 4..7 write /W/P31 only: 2's and 3's versions leave retention */
+	for (uint64_t n = 4; n <= 7; n++) {
+		write_one(&f, 31, n, 1000.f + (float)n);
+		seal(&f, n);
+	}
+	ovstage_query_handle_t q31 = tst_query_of(f.st, f.pd, pp, N - 1, NULL); /* all but /W/P31 */
+	check_span(&f, q31, N - 1, 3, 3, 4, 20, 300.f);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, q31));
+	/* [2, 2] over prims no later ordinal changed: every one of them was written at 2 */
+	ovstage_query_handle_t qt = tst_query_of(f.st, f.pd, pp + 20, 11, NULL); /* /W/P20 .. /W/P30 */
+	result r;
+	read_q(&f, qt, span(2, 2), &r);
+	tst_wait_ok(f.st, ovstage_release_query(f.st, qt));
+	ck_assert_int_eq(r.call, OVSTAGE_OK);
+	ck_assert_msg(r.fetch == OVSTAGE_OK || r.fetch == OVSTAGE_ERROR_END_OF_ITERATION, "%d %s", r.fetch, r.msg);
+	for (int i = 0; i < 11; i++)
+		ck_assert_msg(r.present[i] && r.val[i] == 200.f + (float)(20 + i), "[2, 2]: /W/P%d present %d = %g", 20 + i,
+			      r.present[i], (double)r.val[i]);
+	teardown(&f);
+}
+END_TEST
+
 START_TEST(test_insert_onto_existing_prim_status)
 {
 	fixture f;
@@ -1392,6 +1470,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_fold_during_read_pins_again);
 	tcase_add_test(tc, test_unread_history_bounded);
 	tcase_add_test(tc, test_many_writes_one_ordinal_change_set);
+	tcase_add_test(tc, test_adjacent_blocks_one_ordinal_change_set);
 	tcase_add_test(tc, test_insert_onto_existing_prim_status);
 	tcase_add_test(tc, test_clone_statuses);
 	tcase_add_test(tc, test_deferred_read_statuses);
